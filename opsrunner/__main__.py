@@ -1,0 +1,3 @@
+from opsrunner.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,209 @@
+"""Command line: argument parsing and exit codes. Everything else lives in the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+from opsrunner import __version__
+from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
+
+EXIT_OK, EXIT_VALIDATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_UNEXPECTED = 0, 4, 5, 99, 250
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="opsrunner", description="Declarative restarts of long-running jobs "
+                     "on remote hosts, over ssh and container exec hops.")
+    parser.add_argument("--version", action="version", version=f"opsrunner {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    play = sub.add_parser("play", help="run a playbook")
+    _common(play)
+    play.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                      help="key=value pairs, a YAML/JSON mapping, or @file.yml (highest precedence)")
+    play.add_argument("-l", "--limit", help="further limit hosts with a pattern (a:b, a:&b, a:!b, globs)")
+    play.add_argument("-t", "--tags", action="append", default=[], help="only tasks with these tags")
+    play.add_argument("--skip-tags", action="append", default=[], help="skip tasks with these tags")
+    play.add_argument("-C", "--check", action="store_true", help="dry run: change nothing")
+    play.add_argument("-D", "--diff", action="store_true", help="show content changes")
+    play.add_argument("-f", "--forks", type=int, default=10, help="hosts in parallel (default 10)")
+    play.add_argument("-v", "--verbose", action="count", default=0,
+                      help="more output; -vvv prints every command exactly as sent")
+    play.add_argument("--json-events", metavar="FILE", help="write JSON Lines events to FILE ('-' = stdout)")
+    play.add_argument("--list-tasks", action="store_true", help="list tasks and exit (no connection)")
+    play.add_argument("--list-hosts", action="store_true", help="list hosts per play and exit (no connection)")
+    play.add_argument("--no-color", action="store_true", help="no ANSI colours")
+
+    check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
+    _common(check)
+    check.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
+
+    schema = sub.add_parser("schema", help="print a JSON Schema (for editors / yaml-language-server)")
+    schema.add_argument("name", nargs="?", default="playbook",
+                        help="playbook, inventory, a module name, or 'list'")
+    return parser
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("playbook", help="playbook file; a bare name is looked up here, then in playbooks/")
+    p.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY",
+                   help="inventory file or directory (default inventory/hosts.yml)")
+
+
+def parse_extra_vars(values: list[str]) -> dict[str, Any]:
+    from opsrunner.yamlsource import load_yaml_file, load_yaml_text
+
+    result: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for value in values:
+        if value.startswith("@"):
+            try:
+                data = load_yaml_file(Path(value[1:]))
+            except ValidationError as exc:
+                problems += exc.problems
+                continue
+            origin = value[1:]
+        elif value.lstrip().startswith("{"):
+            data = load_yaml_text(value, "<-e>")
+            origin = "<-e>"
+        else:
+            data = {}
+            for pair in value.split():
+                key, sep, val = pair.partition("=")
+                if not sep or not key.isidentifier():
+                    problems.append(Problem(SourcePos("<-e>"), f"expected key=value, got {pair!r}", pair))
+                    continue
+                data[key] = val
+            origin = "<-e>"
+        if data is not None and not isinstance(data, dict):
+            problems.append(Problem(SourcePos(origin), "extra vars must be a mapping"))
+            continue
+        result.update(data or {})
+    if problems:
+        raise ValidationError(problems)
+    return result
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
+    from opsrunner.inventory import load_inventory, localhost_inventory
+    from opsrunner.playbook import load_playbook, resolve_playbook_path
+
+    problems: list[Problem] = []
+    inventory = playbook = None
+    extra: dict[str, Any] = {}
+    sources = [Path(i) for i in args.inventory] or [Path("inventory/hosts.yml")]
+    try:
+        if args.inventory or sources[0].exists():
+            inventory = load_inventory(sources)
+        else:
+            inventory = localhost_inventory()
+    except ValidationError as exc:
+        problems += exc.problems
+    try:
+        playbook = load_playbook(resolve_playbook_path(args.playbook, Path.cwd()))
+    except ValidationError as exc:
+        problems += exc.problems
+    try:
+        extra = parse_extra_vars(args.extra_vars)
+    except ValidationError as exc:
+        problems += exc.problems
+    if problems:
+        raise ValidationError(problems)
+    return playbook, inventory, extra
+
+
+def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
+    from opsrunner.modules.registry import module_names
+    from opsrunner.validation import load_schema
+
+    if args.name == "list":
+        out.write("\n".join(["playbook", "inventory", *module_names()]) + "\n")
+        return EXIT_OK
+    name = args.name if args.name in ("playbook", "inventory") else f"modules/{args.name}"
+    if args.name not in ("playbook", "inventory") and args.name not in module_names():
+        raise UsageError(f"no schema named {args.name!r} (try: opsrunner schema list)")
+    out.write(json.dumps(load_schema(name), indent=2) + "\n")
+    return EXIT_OK
+
+
+def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
+    from opsrunner.engine import Engine, RunOptions
+    from opsrunner.listing import list_hosts, list_tasks
+    from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
+
+    playbook, inventory, extra = _load(args)
+    if args.forks < 1:
+        raise UsageError("--forks must be at least 1")
+    split = lambda vals: frozenset(t.strip() for v in vals for t in v.split(",") if t.strip())  # noqa: E731
+    options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=split(args.tags),
+                         skip_tags=split(args.skip_tags), forks=args.forks, extra_vars=extra,
+                         verbosity=args.verbose)
+    if args.list_hosts or args.list_tasks:
+        text = list_hosts(playbook, inventory, options) if args.list_hosts else ""
+        text += list_tasks(playbook, options) if args.list_tasks else ""
+        out.write(text)
+        return EXIT_OK
+    reporters: list[Any] = []
+    events_stream = None
+    if args.json_events:
+        events_stream = out if args.json_events == "-" else open(args.json_events, "w", encoding="utf-8")  # noqa: SIM115
+        reporters.append(JsonEventsReporter(events_stream))
+    if args.json_events != "-":
+        reporters.append(ConsoleReporter(out, args.verbose, colour=False if args.no_color else None,
+                                         diff=args.diff))
+    try:
+        summary = Engine(playbook, inventory, options, reporters).run()
+    finally:
+        for r in reporters:
+            if not (isinstance(r, JsonEventsReporter) and events_stream is out):
+                r.close()
+    return summary.exit_code()
+
+
+def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
+    playbook, inventory, _ = _load(args)
+    tasks = sum(len(p.tasks) + len(p.handlers) for p in playbook.plays)
+    out.write(f"{playbook.path}: OK ({len(playbook.plays)} plays, {tasks} tasks, "
+              f"{len(inventory.hosts)} inventory hosts)\n")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError("opsrunner: a command is required (play, check, schema); see --help")
+        handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema}[args.command]
+        return handler(args, out)
+    except ValidationError as exc:
+        for problem in exc.problems:
+            err.write(f"ERROR: {problem}\n")
+        err.write(f"{len(exc.problems)} error(s); nothing was run.\n")
+        return EXIT_VALIDATION
+    except UsageError as exc:
+        err.write(f"ERROR: {exc}\n")
+        return EXIT_USAGE
+    except OpsrunnerError as exc:
+        err.write(f"ERROR: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:  # argparse --help / --version
+        return int(exc.code or 0)
+    except Exception as exc:  # noqa: BLE001 - last resort: Ansible's 250
+        import traceback
+
+        traceback.print_exc(file=err)
+        err.write(f"ERROR: unexpected {type(exc).__name__}: {exc}\n")
+        return EXIT_UNEXPECTED

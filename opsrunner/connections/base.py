@@ -1,0 +1,123 @@
+"""The Connection interface every transport implements, and the resolved connection settings."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+from opsrunner.connections.wrappers import Layer, build_argv
+from opsrunner.results import CommandResult
+
+#: Called with each command line exactly as it is sent (for -vvv).
+CommandLogger = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class ConnectionSpec:
+    """Connection settings of one inventory host, after templating."""
+
+    name: str
+    kind: str = "ssh"
+    host: str = ""
+    port: int | None = None
+    user: str | None = None
+    key_file: str | None = None
+    known_hosts_file: str | None = None
+    connect_timeout: float = 10.0
+    host_key_checking: str = "strict"
+    wrapper: tuple[Layer, ...] = ()
+    python: str = "python3"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Connection(abc.ABC):
+    """Runs argv commands on one host (through its wrapper chain) and moves file content.
+
+    `run` takes the innermost argv. The connection wraps it, outermost last, as:
+    the wrapper chain (e.g. `pct exec 200 --`), the deadline watchdog when a timeout is
+    given, `env`/`cd` setup, then the argv itself.
+    """
+
+    def __init__(self, spec: ConnectionSpec, log: CommandLogger | None = None) -> None:
+        self.spec = spec
+        self.log = log
+
+    @abc.abstractmethod
+    def open(self) -> None:
+        """Connect (idempotent). Raises ConnectionFailed if the host cannot be reached."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Disconnect; stop anything still running for this connection."""
+
+    @abc.abstractmethod
+    def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
+                 timeout: float | None) -> CommandResult:
+        """Run a fully wrapped argv on the host (transport-specific)."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | IO[bytes] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        full = build_argv(argv, self.spec.wrapper, env=env, cwd=cwd, timeout=timeout,
+                          python=self.spec.python)
+        return self._execute(full, stdin, timeout)
+
+    def shell(self, script: str, **kwargs: object) -> CommandResult:
+        return self.run(["/bin/sh", "-c", script], **kwargs)  # type: ignore[arg-type]
+
+    def put(self, content: bytes | IO[bytes], path: str, mode: int | None = None,
+            timeout: float | None = None) -> CommandResult:
+        """Write content to `path` on the target (inside the wrapper chain), atomically."""
+        script = (
+            'set -e; dir=$(dirname -- "$1"); tmp=$(mktemp "$dir/.opsrunner.XXXXXX"); '
+            'trap \'rm -f -- "$tmp"\' EXIT; cat > "$tmp"; '
+            'if [ -n "$2" ]; then chmod "$2" "$tmp"; '
+            'elif [ -e "$1" ]; then chmod "$(stat -c %a -- "$1")" "$tmp"; '
+            'else chmod 644 "$tmp"; fi; mv -f -- "$tmp" "$1"; trap - EXIT'
+        )
+        mode_arg = "" if mode is None else format(mode, "o")
+        return self.run(["/bin/sh", "-c", script, "opsrunner-put", path, mode_arg],
+                        stdin=content, timeout=timeout)
+
+    def get(self, path: str, timeout: float | None = None) -> CommandResult:
+        """Read a file's content from the target (inside the wrapper chain)."""
+        return self.run(["cat", "--", path], timeout=timeout)
+
+
+class ConnectionFactory:
+    """Creates (and caches) one connection per inventory host for the whole run."""
+
+    def __init__(self, log: CommandLogger | None = None) -> None:
+        self.log = log
+        self._open: dict[str, Connection] = {}
+
+    def get(self, spec: ConnectionSpec) -> Connection:
+        conn = self._open.get(spec.name)
+        if conn is None or conn.spec != spec:
+            if conn is not None:
+                conn.close()
+            conn = self._create(spec)
+            self._open[spec.name] = conn
+        return conn
+
+    def _create(self, spec: ConnectionSpec) -> Connection:
+        if spec.kind == "local":
+            from opsrunner.connections.local import LocalConnection
+
+            return LocalConnection(spec, self.log)
+        from opsrunner.connections.ssh import SSHConnection
+
+        return SSHConnection(spec, self.log)
+
+    def close_all(self) -> None:
+        for conn in list(self._open.values()):
+            conn.close()
+        self._open.clear()

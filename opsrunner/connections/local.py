@@ -1,0 +1,85 @@
+"""The local connection: argv run by subprocess on this machine (through the wrapper chain)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO
+
+from opsrunner.connections.base import Connection
+from opsrunner.connections.streams import feed_stdin, strip_timeout_marker
+from opsrunner.results import CommandResult
+
+#: Extra seconds the controller waits past a task timeout before it kills on its own
+#: (the watchdog on the target normally ends the command first).
+BACKUP_GRACE_S = 5.0
+
+
+class LocalConnection(Connection):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            running = list(self._running)
+        for proc in running:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
+                 timeout: float | None) -> CommandResult:
+        command = shlex.join(argv)
+        if self.log:
+            self.log(self.spec.name, command)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # Ctrl-C on the controller must not hit it first
+            )
+        except OSError as exc:
+            return CommandResult(command, 127, b"", f"{argv[0]}: {exc.strerror}\n".encode(),
+                                 time.monotonic() - start)
+        with self._lock:
+            self._running.add(proc)
+        try:
+            return self._collect(proc, command, stdin, timeout, start)
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+
+    def _collect(self, proc: subprocess.Popen[bytes], command: str, stdin: bytes | IO[bytes] | None,
+                 timeout: float | None, start: float) -> CommandResult:
+        feeder = None
+        if stdin is not None and proc.stdin is not None:
+            feeder = threading.Thread(target=feed_stdin, args=(proc.stdin.write, proc.stdin.close, stdin),
+                                      daemon=True)
+            feeder.start()
+        backup = None if timeout is None else timeout + BACKUP_GRACE_S
+        try:
+            out, err = proc.communicate(timeout=backup)
+            forced = False
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            forced = True
+        if feeder:
+            feeder.join(timeout=1)
+        err, marked = strip_timeout_marker(err)
+        timed_out = forced or (marked and proc.returncode == 124)
+        return CommandResult(command, proc.returncode, out, err, time.monotonic() - start, timed_out)

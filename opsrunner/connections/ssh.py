@@ -1,0 +1,207 @@
+"""The SSH connection: opened through Fabric (ssh_config, ProxyJump, agent, keys), commands
+run on raw paramiko channels of that one transport, with TCP_NODELAY set.
+
+Fabric's `run` costs a stdin thread and Nagle delays per command; a bare channel on the
+same transport costs one round trip. Importing this module imports paramiko, so the CLI
+only imports it when a play actually reaches an ssh host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import paramiko
+from fabric import Config
+from fabric import Connection as FabricConnection
+
+from opsrunner.connections.base import Connection
+from opsrunner.connections.local import BACKUP_GRACE_S
+from opsrunner.connections.streams import feed_stdin, strip_timeout_marker
+from opsrunner.errors import ConnectionFailed
+from opsrunner.results import CommandResult
+
+_known_hosts_lock = threading.Lock()
+_fabric_config: Config | None = None
+#: After the remote command's exit status arrives, how long to keep reading output that
+#: a background child still holds open before giving up on it.
+HELD_OUTPUT_GRACE_S = 2.0
+
+
+def _config() -> Config:
+    global _fabric_config
+    if _fabric_config is None:
+        _fabric_config = Config()
+    return _fabric_config
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Like OpenSSH's accept-new: record unknown keys (appending), refuse changed ones."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        with _known_hosts_lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with self.path.open("a", encoding="ascii") as fh:
+                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+def _reason(exc: BaseException, spec_host: str, timeout: float) -> str:
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return (f"host key for {spec_host} has CHANGED (expected {exc.expected_key.get_name()}); "
+                "refusing to connect: remove the old key from known_hosts if the change is expected")
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"authentication failed: {exc}"
+    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
+        return (f"unknown host key for {spec_host} (host_key_checking=strict): add it to "
+                "known_hosts (ssh-keyscan) or set host_key_checking: accept-new")
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return f"connection timed out after {timeout:g}s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve host: {exc.strerror}"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return "connection refused"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SSHConnection(Connection):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fabric: FabricConnection | None = None
+        self._lock = threading.Lock()
+        self._channels: set[paramiko.Channel] = set()
+
+    # -- connect ----------------------------------------------------------------------------
+    def open(self) -> None:
+        with self._lock:
+            if self._fabric is not None and self._fabric.is_connected:
+                return
+            spec = self.spec
+            connect_kwargs: dict[str, Any] = {"banner_timeout": spec.connect_timeout,
+                                              "auth_timeout": spec.connect_timeout}
+            if spec.key_file:
+                connect_kwargs["key_filename"] = [str(Path(spec.key_file).expanduser())]
+            fab = FabricConnection(
+                host=spec.host or spec.name, user=spec.user, port=spec.port, config=_config(),
+                connect_timeout=int(max(1, spec.connect_timeout)), connect_kwargs=connect_kwargs,
+            )
+            self._configure_host_keys(fab.client)
+            try:
+                fab.open()
+            except Exception as exc:  # noqa: BLE001 - every connect failure means unreachable
+                with contextlib.suppress(Exception):
+                    fab.close()
+                raise ConnectionFailed(_reason(exc, spec.host or spec.name, spec.connect_timeout)) from None
+            transport = fab.client.get_transport()
+            sock = getattr(transport, "sock", None)
+            if isinstance(sock, socket.socket):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            transport.set_keepalive(15)
+            self._fabric = fab
+
+    def _configure_host_keys(self, client: paramiko.SSHClient) -> None:
+        mode = self.spec.host_key_checking
+        known = Path(self.spec.known_hosts_file or "~/.ssh/known_hosts").expanduser()
+        if mode == "off":
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+            return
+        if known.exists():
+            client.get_host_keys().load(str(known))
+        system = Path("/etc/ssh/ssh_known_hosts")
+        if system.exists() and self.spec.known_hosts_file is None:
+            with contextlib.suppress(OSError):
+                client.load_system_host_keys(str(system))
+        if mode == "accept-new":
+            client.set_missing_host_key_policy(_AcceptNew(known))
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+
+    def close(self) -> None:
+        with self._lock:
+            for chan in list(self._channels):
+                with contextlib.suppress(Exception):
+                    chan.close()
+            if self._fabric is not None:
+                with contextlib.suppress(Exception):
+                    self._fabric.close()
+            self._fabric = None
+
+    # -- commands ---------------------------------------------------------------------------
+    def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
+                 timeout: float | None) -> CommandResult:
+        command = shlex.join(argv)
+        if self.log:
+            self.log(self.spec.name, command)
+        self.open()
+        assert self._fabric is not None
+        start = time.monotonic()
+        try:
+            chan = self._fabric.client.get_transport().open_session(timeout=self.spec.connect_timeout)
+            chan.exec_command(command)
+        except Exception as exc:  # noqa: BLE001 - transport dropped between tasks
+            self.close()
+            raise ConnectionFailed(f"ssh channel failed: {exc}") from None
+        with self._lock:
+            self._channels.add(chan)
+        try:
+            return self._collect(chan, command, stdin, timeout, start)
+        finally:
+            with self._lock:
+                self._channels.discard(chan)
+            chan.close()
+
+    def _collect(self, chan: paramiko.Channel, command: str, stdin: bytes | IO[bytes] | None,
+                 timeout: float | None, start: float) -> CommandResult:
+        feeder = None
+        if stdin is None:
+            chan.shutdown_write()
+        else:
+            feeder = threading.Thread(target=feed_stdin, args=(chan.sendall, chan.shutdown_write, stdin),
+                                      daemon=True)
+            feeder.start()
+        out: list[bytes] = []
+        err: list[bytes] = []
+        backup = None if timeout is None else start + timeout + BACKUP_GRACE_S
+        forced = False
+        exit_seen: float | None = None
+        while True:
+            now = time.monotonic()
+            if backup is not None and now > backup:
+                forced = True
+                break
+            select.select([chan], [], [], 0.5)
+            while chan.recv_ready():
+                out.append(chan.recv(1 << 16))
+            while chan.recv_stderr_ready():
+                err.append(chan.recv_stderr(1 << 16))
+            if chan.eof_received and chan.exit_status_ready() \
+                    and not chan.recv_ready() and not chan.recv_stderr_ready():
+                break
+            if chan.closed and not chan.recv_ready() and not chan.recv_stderr_ready():
+                break
+            if chan.exit_status_ready():
+                exit_seen = exit_seen or now
+                if now - exit_seen > HELD_OUTPUT_GRACE_S:
+                    err.append(b"\n[opsrunner] output still held open by a background process; "
+                               b"stopped reading\n")
+                    break
+        if feeder:
+            feeder.join(timeout=1)
+        rc = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        stderr, marked = strip_timeout_marker(b"".join(err))
+        if not chan.exit_status_ready() and not forced:
+            raise ConnectionFailed("ssh connection lost while the command ran")
+        timed_out = forced or (marked and rc == 124)
+        return CommandResult(command, rc, b"".join(out), stderr, time.monotonic() - start, timed_out)

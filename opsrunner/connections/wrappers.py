@@ -1,0 +1,83 @@
+"""The exec-wrapper chain: composable layers, each quoted for exactly what it hands on.
+
+The innermost command is an argv. Each layer wraps the argv of the layer inside it:
+an `ArgvLayer` (e.g. `pct exec 200 --`, `docker exec -i c`, `sudo -n`) prepends its
+prefix and passes the argv on unchanged, because those tools exec their argv directly;
+a `ShellLayer` (e.g. a nested `ssh host`) hands a single string to a remote shell, so
+the inner argv is joined with `shlex.join` first. The SSH transport itself is a shell
+layer: what goes over the wire is `shlex.join(argv)`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class ArgvLayer:
+    prefix: tuple[str, ...]
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        return [*self.prefix, *argv]
+
+
+@dataclass(frozen=True)
+class ShellLayer:
+    prefix: tuple[str, ...]
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        return [*self.prefix, shlex.join(argv)]
+
+
+Layer = ArgvLayer | ShellLayer
+
+
+def parse_layer(item: object) -> Layer:
+    """A wrapper item from the inventory: a prefix string, or {shell: prefix}."""
+    if isinstance(item, dict):
+        return ShellLayer(tuple(shlex.split(str(item["shell"]))))
+    prefix = tuple(shlex.split(str(item)))
+    if not prefix:
+        raise ValueError("empty wrapper prefix")
+    return ArgvLayer(prefix)
+
+
+def parse_chain(value: object) -> tuple[Layer, ...]:
+    if value in (None, "", []):
+        return ()
+    items = value if isinstance(value, list) else [value]
+    return tuple(parse_layer(item) for item in items)
+
+
+@lru_cache(maxsize=1)
+def watchdog_source() -> str:
+    return resources.files("opsrunner").joinpath("remote/watchdog.py").read_text("utf-8")
+
+
+_CD_SCRIPT = 'cd -- "$0" || exit 125; exec "$@"'
+
+
+def build_argv(
+    argv: Sequence[str],
+    chain: Sequence[Layer],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float | None = None,
+    python: str = "python3",
+) -> list[str]:
+    """Compose the full argv, innermost first: cwd, env, watchdog, then wrappers outermost-last."""
+    full = list(argv)
+    if cwd:
+        full = ["/bin/sh", "-c", _CD_SCRIPT, cwd, *full]
+    if env:
+        full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
+    if timeout:
+        full = [python, "-c", watchdog_source(), f"{timeout:g}", *full]
+    for layer in reversed(chain):
+        full = layer.wrap(full)
+    return full

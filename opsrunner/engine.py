@@ -1,0 +1,206 @@
+"""The engine: plays x batches x tasks x hosts (Ansible's linear strategy), handlers, events.
+
+The engine is a library: it takes a loaded Playbook and Inventory, emits events to
+reporters, and returns a RunSummary. It prints nothing itself.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from opsrunner.connections.base import ConnectionFactory
+from opsrunner.errors import TemplateError
+from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, Reporter, TaskEnd, TaskStart
+from opsrunner.executor import TaskExecutor
+from opsrunner.hostvars import VariableManager, connection_spec
+from opsrunner.inventory import Inventory
+from opsrunner.playbook import Play, Playbook, Task
+from opsrunner.results import RunSummary, Status, TaskResult
+from opsrunner.templating import render
+
+
+@dataclass
+class RunOptions:
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: frozenset[str] = frozenset()
+    skip_tags: frozenset[str] = frozenset()
+    forks: int = 10
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    verbosity: int = 0
+
+
+def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:
+    """Ansible's rules, including the special tags `always` and `never`."""
+    if task_tags & skip or ("always" in task_tags and "always" in skip):
+        return False
+    if "never" in task_tags and not (task_tags & (tags - {"all"})):
+        return False
+    if not tags or "all" in tags:
+        return True
+    if "always" in task_tags:
+        return True
+    if "tagged" in tags and task_tags:
+        return True
+    if "untagged" in tags and not task_tags:
+        return True
+    return bool(task_tags & tags)
+
+
+def batches(hosts: list[str], serial: int | str | None) -> list[list[str]]:
+    if not serial:
+        return [hosts]
+    if isinstance(serial, str) and serial.endswith("%"):
+        size = max(1, math.floor(len(hosts) * int(serial[:-1]) / 100))
+    else:
+        size = int(serial)
+    return [hosts[i:i + size] for i in range(0, len(hosts), size)]
+
+
+class _PlayAborted(Exception):
+    pass
+
+
+class Engine:
+    def __init__(self, playbook: Playbook, inventory: Inventory, options: RunOptions,
+                 reporters: Sequence[Reporter] = ()) -> None:
+        self.playbook = playbook
+        self.inventory = inventory
+        self.options = options
+        self.reporters = list(reporters)
+        self.summary = RunSummary()
+        self.vars = VariableManager(inventory, options.extra_vars, options.check)
+        self.connections = ConnectionFactory(self._log_command if options.verbosity >= 3 else None)
+        self._emit_lock = threading.Lock()
+        self._dead: set[str] = set()  # failed or unreachable: no more tasks this run
+
+    # -- events -----------------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        with self._emit_lock:
+            for reporter in self.reporters:
+                reporter.handle(event)
+
+    def _log_command(self, host: str, command: str) -> None:
+        self.emit(CommandSent(host, command))
+
+    # -- run --------------------------------------------------------------------------------
+    def run(self) -> RunSummary:
+        pool = ThreadPoolExecutor(max_workers=max(1, self.options.forks), thread_name_prefix="host")
+        try:
+            for play in self.playbook.plays:
+                if not self._run_play(play, pool):
+                    break
+        except KeyboardInterrupt:
+            self.summary.interrupted = True
+            self.emit(Notice("interrupted: stopping in-flight commands"))
+        finally:
+            self.connections.close_all()
+            pool.shutdown(wait=not self.summary.interrupted, cancel_futures=True)
+        self.emit(Recap(self.summary))
+        return self.summary
+
+    def play_hosts(self, play: Play) -> list[str]:
+        hosts = self.inventory.select(render(play.hosts, self.options.extra_vars))
+        if self.options.limit:
+            allowed = set(self.inventory.select(self.options.limit))
+            hosts = [h for h in hosts if h in allowed]
+        return hosts
+
+    def _run_play(self, play: Play, pool: ThreadPoolExecutor) -> bool:
+        """Run one play; False means stop the whole run (any_errors_fatal, all failed, ...)."""
+        hosts = [h for h in self.play_hosts(play) if h not in self._dead]
+        self.emit(PlayStart(play.name, hosts))
+        if not hosts:
+            self.emit(Notice(f"skipping play '{play.name}': no hosts matched"))
+            return True
+        for host in hosts:
+            self.summary.host(host)
+        for batch in batches(hosts, play.serial):
+            try:
+                self._run_batch(play, batch, hosts, pool)
+            except _PlayAborted:
+                return False
+            if all(h in self._dead for h in batch):
+                self.emit(Notice(f"every host of the batch failed: stopping play '{play.name}'"))
+                return False
+        return True
+
+    def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str], pool: ThreadPoolExecutor) -> None:
+        notified: dict[str, set[str]] = {}
+        for task in play.tasks:
+            if not tags_selected(task.tags, self.options.tags, self.options.skip_tags):
+                continue
+            active = [h for h in batch if h not in self._dead]
+            if not active:
+                return
+            results = self._run_task(play, task, active, play_hosts, pool, handler=False)
+            for host, result in results.items():
+                if result.changed and not result.failed:
+                    for name in task.notify:
+                        notified.setdefault(name, set()).add(host)
+            self._check_abort(play, batch, results)
+        for handler in play.handlers:
+            targets = [h for h in batch if h in notified.get(handler.name, set()) and h not in self._dead]
+            if targets:
+                self._run_task(play, handler, targets, play_hosts, pool, handler=True)
+
+    def _check_abort(self, play: Play, batch: list[str], results: dict[str, TaskResult]) -> None:
+        failed = [h for h, r in results.items() if r.failed and not r.ignored]
+        if failed and play.any_errors_fatal:
+            self.emit(Notice(f"any_errors_fatal: {', '.join(failed)} failed; stopping the run"))
+            raise _PlayAborted
+        if play.max_fail_percentage is not None and batch:
+            pct = 100.0 * sum(1 for h in batch if h in self._dead) / len(batch)
+            if pct > play.max_fail_percentage:
+                self.emit(Notice(f"max_fail_percentage {play.max_fail_percentage:g}% exceeded "
+                                 f"({pct:.0f}% of the batch failed); stopping the run"))
+                raise _PlayAborted
+
+    def _run_task(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str],
+                  pool: ThreadPoolExecutor, handler: bool) -> dict[str, TaskResult]:
+        self.emit(TaskStart(play.name, task.name, task.module, hosts, handler, str(task.pos)))
+        futures: dict[Future[TaskResult], str] = {
+            pool.submit(self._run_on_host, play, task, host, play_hosts): host for host in hosts
+        }
+        results: dict[str, TaskResult] = {}
+        pending: Iterable[Future[TaskResult]] = futures
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                host = futures[fut]
+                results[host] = fut.result()
+                self._record(play, task, host, results[host], handler)
+        return {h: results[h] for h in hosts}
+
+    def _run_on_host(self, play: Play, task: Task, host: str, play_hosts: list[str]) -> TaskResult:
+        try:
+            variables = self.vars.for_task(play, task, host, play_hosts)
+            spec = connection_spec(host, self.vars.for_task(play, None, host, play_hosts))
+            connection = self.connections.get(spec)
+        except TemplateError as exc:
+            return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}")
+        executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff)
+        result = executor.run()
+        ignore = task.kw("ignore_errors")
+        if result.failed and result.status != Status.UNREACHABLE and ignore is not None:
+            try:
+                result.ignored = bool(ignore) if isinstance(ignore, bool) else \
+                    str(render(ignore, variables)).lower() in ("true", "yes", "1")
+            except TemplateError as exc:
+                result.msg += f"; ignore_errors could not be evaluated: {exc}"
+        return result
+
+    def _record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
+        name = task.kw("register")
+        if name:
+            self.vars.register(host, name, result.registered())
+        self.summary.host(host).count(result)
+        if result.failed and not result.ignored:
+            self._dead.add(host)
+        self.emit(TaskEnd(play.name, task.name, task.module, host, result, handler))

@@ -1,0 +1,98 @@
+"""The error hierarchy. Every error carries what failed: a source position or a result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opsrunner.results import CommandResult
+
+
+@dataclass(frozen=True)
+class SourcePos:
+    """A position in a source file (1-based line and column)."""
+
+    file: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.col}"
+        return self.file
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation finding: where, what, and the key path at fault."""
+
+    pos: SourcePos
+    message: str
+    key_path: str = ""
+
+    def __str__(self) -> str:
+        where = f" (at {self.key_path})" if self.key_path else ""
+        return f"{self.pos}: {self.message}{where}"
+
+
+class OpsrunnerError(Exception):
+    """Root of every error opsrunner raises on purpose."""
+
+    exit_code = 250
+
+
+class ValidationError(OpsrunnerError):
+    """Bad input (playbook, inventory, vars, templates): exit code 4, no host touched."""
+
+    exit_code = 4
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class UsageError(OpsrunnerError):
+    """Bad command-line options: exit code 5."""
+
+    exit_code = 5
+
+
+class TemplateError(OpsrunnerError):
+    """A template failed to render (undefined variable, bad expression) at run time."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, pos: SourcePos | None = None, key_path: str = "") -> None:
+        self.pos = pos
+        self.key_path = key_path
+        self.bare_message = message
+        prefix = f"{pos}: " if pos else ""
+        where = f" (at {key_path})" if key_path else ""
+        super().__init__(f"{prefix}{message}{where}")
+
+
+class ConnectionFailed(OpsrunnerError):
+    """The host could not be reached: the host becomes unreachable."""
+
+    exit_code = 3
+
+
+class CommandFailed(OpsrunnerError):
+    """A remote command failed; carries the result that failed."""
+
+    exit_code = 2
+
+    def __init__(self, result: CommandResult, message: str = "") -> None:
+        self.result = result
+        super().__init__(message or f"command exited with {result.rc}")
+
+
+class ModuleFailure(OpsrunnerError):
+    """A module decided the task failed; carries its message and optional data."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, data: dict[str, object] | None = None) -> None:
+        self.data = data or {}
+        super().__init__(message)

@@ -1,0 +1,67 @@
+"""Engine events. Reporters subscribe to these; the engine knows nothing about output."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from opsrunner.results import RunSummary, TaskResult
+
+
+@dataclass(frozen=True)
+class PlayStart:
+    play: str
+    hosts: list[str]
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    play: str
+    task: str
+    module: str
+    hosts: list[str]
+    handler: bool = False
+    source: str = ""
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    play: str
+    task: str
+    module: str
+    host: str
+    result: TaskResult
+    handler: bool = False
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class CommandSent:
+    host: str
+    command: str
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class Notice:
+    message: str
+    host: str = ""
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class Recap:
+    summary: RunSummary
+    time: float = field(default_factory=time.time)
+
+
+Event = PlayStart | TaskStart | TaskEnd | CommandSent | Notice | Recap
+
+
+class Reporter(Protocol):
+    def handle(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...

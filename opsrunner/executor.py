@@ -1,0 +1,153 @@
+"""One task on one host: when, loop, until/retries, the module, changed_when/failed_when."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from opsrunner.connections.base import Connection
+from opsrunner.errors import ConnectionFailed, ModuleFailure, TemplateError
+from opsrunner.modules.base import TaskContext, TimedOut
+from opsrunner.modules.registry import get_module, module_info
+from opsrunner.playbook import Task
+from opsrunner.results import Status, TaskResult
+from opsrunner.templating import LazyVars, template_value, truthy
+from opsrunner.validation import schema_problems
+
+
+class TaskExecutor:
+    """Runs a task for one host; never raises for task-level problems, returns a TaskResult."""
+
+    def __init__(self, task: Task, host: str, variables: LazyVars, connection: Connection,
+                 check_mode: bool, diff_mode: bool) -> None:
+        self.task = task
+        self.host = host
+        self.variables = variables
+        self.connection = connection
+        self.check_mode = check_mode
+        self.diff_mode = diff_mode
+
+    def run(self) -> TaskResult:
+        start = time.monotonic()
+        try:
+            result = self._run()
+        except ConnectionFailed as exc:
+            result = TaskResult(Status.UNREACHABLE, msg=str(exc))
+        except TemplateError as exc:
+            where = f"{self.task.pos}: " if exc.pos is None else ""
+            result = TaskResult(Status.FAILED, msg=f"{where}{exc} in task '{self.task.name}'")
+        result.duration_s = time.monotonic() - start
+        return result
+
+    def _run(self) -> TaskResult:
+        when = self.task.kw("when")
+        if when is not None and not truthy(when, self.variables):
+            return TaskResult(Status.SKIPPED, msg="conditional result was False")
+        loop = self.task.kw("loop")
+        if loop is None:
+            return self._run_with_retries(self.variables)
+        items = template_value(loop, self.variables)
+        if not isinstance(items, list):
+            raise TemplateError(f"loop must be a list, got {type(items).__name__}", self.task.pos, "loop")
+        results = []
+        for item in items:
+            item_vars = self.variables.child({"item": item})
+            r = self._run_with_retries(item_vars)
+            r.item = item
+            results.append(r)
+            if r.status == Status.UNREACHABLE:
+                break
+        return _aggregate(results)
+
+    def _run_with_retries(self, variables: LazyVars) -> TaskResult:
+        until = self.task.kw("until")
+        retries = int(template_value(self.task.kw("retries", 3), variables)) if until else 0
+        delay = float(template_value(self.task.kw("delay", 5), variables))
+        attempt = 0
+        while True:
+            attempt += 1
+            result = self._run_once(variables)
+            if until is None or result.status == Status.UNREACHABLE:
+                return result
+            if truthy(until, self._with_registered(variables, result)):
+                result.data["attempts"] = attempt
+                return result
+            if attempt > retries:
+                result.data["attempts"] = attempt
+                result.status = Status.FAILED
+                result.msg = f"retries exhausted ({attempt} attempts): {result.msg}".rstrip(": ")
+                return result
+            time.sleep(delay)
+
+    def _run_once(self, variables: LazyVars) -> TaskResult:
+        info = module_info(self.task.module)
+        if self.check_mode and not info.check_mode:
+            return TaskResult(Status.SKIPPED, msg=f"{self.task.module} does not support check mode",
+                              check_mode_unsupported=True)
+        args = template_value(self.task.args, variables)
+        problems = schema_problems(args, info.schema, str(self.task.pos.file))
+        if problems:
+            raise TemplateError("invalid arguments after templating: " + "; ".join(
+                f"{p.message} (at {self.task.module}.{p.key_path})" for p in problems), self.task.pos)
+        timeout = self.task.kw("timeout")
+        ctx = TaskContext(
+            host=self.host, task=self.task, connection=self.connection, variables=variables,
+            check_mode=self.check_mode, diff_mode=self.diff_mode,
+            timeout=float(template_value(timeout, variables)) if timeout is not None else None,
+        )
+        try:
+            result = get_module(self.task.module).run(ctx, args)
+        except ModuleFailure as exc:
+            result = TaskResult(Status.FAILED, msg=str(exc), data=dict(exc.data))
+        except TimedOut as exc:
+            result = TaskResult(Status.TIMED_OUT, rc=exc.result.rc, stdout=exc.result.stdout,
+                                stderr=exc.result.stderr,
+                                msg=f"timed out after {ctx.timeout:g}s; the command and every process "
+                                    "it started were killed on the target")
+        if ctx.notes:
+            result.data.setdefault("notes", []).extend(ctx.notes)
+        return self._apply_conditions(result, variables)
+
+    def _with_registered(self, variables: LazyVars, result: TaskResult) -> LazyVars:
+        name = self.task.kw("register")
+        layer: dict[str, Any] = {name: result.registered()} if name else {}
+        # Ansible lets until/changed_when/failed_when read the result's fields directly too.
+        return variables.child(result.registered(), layer)
+
+    def _apply_conditions(self, result: TaskResult, variables: LazyVars) -> TaskResult:
+        if result.status in (Status.SKIPPED, Status.UNREACHABLE):
+            return result
+        changed_when = self.task.kw("changed_when")
+        failed_when = self.task.kw("failed_when")
+        if changed_when is None and failed_when is None:
+            return result
+        scoped = self._with_registered(variables, result)
+        if changed_when is not None and result.status != Status.TIMED_OUT:
+            result.changed = truthy(changed_when, scoped)
+            if not result.failed:
+                result.status = Status.CHANGED if result.changed else Status.OK
+        if failed_when is not None and result.status != Status.TIMED_OUT:
+            if truthy(failed_when, scoped):
+                result.status = Status.FAILED
+                result.msg = result.msg or "failed_when condition was true"
+            else:
+                result.status = Status.CHANGED if result.changed else Status.OK
+        return result
+
+
+def _aggregate(results: list[TaskResult]) -> TaskResult:
+    if not results:
+        return TaskResult(Status.SKIPPED, msg="no items in loop")
+    order = [Status.UNREACHABLE, Status.TIMED_OUT, Status.FAILED]
+    status = next((s for s in order if any(r.status == s for r in results)), None)
+    changed = any(r.changed for r in results)
+    if status is None:
+        if all(r.status == Status.SKIPPED for r in results):
+            status = Status.SKIPPED
+        else:
+            status = Status.CHANGED if changed else Status.OK
+    failed = [r for r in results if r.failed]
+    msg = failed[0].msg if failed else f"{len(results)} items"
+    return TaskResult(status, msg=msg, changed=changed, items=results,
+                      stdout="\n".join(r.stdout for r in results if r.stdout),
+                      stderr="\n".join(r.stderr for r in results if r.stderr))

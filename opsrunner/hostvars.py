@@ -1,0 +1,117 @@
+"""Per-host variable assembly in the documented precedence order, and connection settings."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from opsrunner.connections.base import ConnectionSpec
+from opsrunner.connections.wrappers import parse_chain
+from opsrunner.errors import TemplateError
+from opsrunner.inventory import Inventory
+from opsrunner.playbook import Play, Task
+from opsrunner.templating import LazyVars
+
+
+class VariableManager:
+    """Builds each host's variables. Lowest precedence first:
+
+    role defaults < inventory `all` < parent groups < child groups < host vars < play vars
+    (and vars_files) < role vars (and role params) < task vars < registered results
+    < extra vars (-e) < magic vars (inventory_hostname, groups, hostvars, play_hosts, item).
+    """
+
+    def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], check_mode: bool) -> None:
+        self.inventory = inventory
+        self.extra_vars = dict(extra_vars)
+        self.check_mode = check_mode
+        self.registered: dict[str, dict[str, Any]] = {h: {} for h in inventory.hosts}
+        self._groups = inventory.groups_map()
+
+    def for_task(self, play: Play, task: Task | None, host: str, play_hosts: list[str]) -> LazyVars:
+        layers: list[Mapping[str, Any]] = []
+        if task and task.role:
+            layers.append(task.role.defaults)
+        layers += self.inventory.var_layers(host)
+        layers.append(play.vars)
+        if task and task.role:
+            layers += [task.role.vars, task.role_params]
+        if task:
+            layers.append(task.kw("vars") or {})
+        layers += [self.registered[host], self.extra_vars, self._magic(play, host, play_hosts)]
+        return LazyVars(layers)
+
+    def _magic(self, play: Play, host: str, play_hosts: list[str]) -> dict[str, Any]:
+        return {
+            "inventory_hostname": host,
+            "inventory_hostname_short": host.split(".")[0],
+            "groups": self._groups,
+            "group_names": [g for g in self.inventory.hosts[host].groups if g not in ("all", "ungrouped")],
+            "hostvars": HostVars(self, play, play_hosts),
+            "play_hosts": play_hosts,
+            "ansible_play_hosts": play_hosts,
+            "check_mode": self.check_mode,
+            "ansible_check_mode": self.check_mode,
+            "playbook_dir": str(play.base_dir),
+        }
+
+    def register(self, host: str, name: str, value: dict[str, Any]) -> None:
+        self.registered[host][name] = value
+
+
+class HostVars(Mapping[str, Any]):
+    """`hostvars[name]`: another host's variables, built only when read."""
+
+    def __init__(self, manager: VariableManager, play: Play, play_hosts: list[str]) -> None:
+        self._manager = manager
+        self._play = play
+        self._play_hosts = play_hosts
+
+    def __getitem__(self, host: str) -> LazyVars:
+        if host not in self._manager.inventory.hosts:
+            raise KeyError(host)
+        return self._manager.for_task(self._play, None, host, self._play_hosts)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._manager.inventory.hosts)
+
+    def __len__(self) -> int:
+        return len(self._manager.inventory.hosts)
+
+
+def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
+    """Read the reserved connection vars (templated) for one host; errors name the var."""
+
+    def get(name: str, default: Any = None) -> Any:
+        try:
+            return variables[name] if name in variables else default
+        except TemplateError as exc:
+            raise TemplateError(f"in host var '{name}' of {host}: {exc.bare_message}") from None
+
+    kind = str(get("connection", "local" if host in ("localhost", "127.0.0.1") else "ssh"))
+    checking = str(get("host_key_checking", "strict"))
+    if kind not in ("local", "ssh"):
+        raise TemplateError(f"host var 'connection' of {host} must be local or ssh, not {kind!r}")
+    if checking not in ("strict", "accept-new", "off"):
+        raise TemplateError(f"host var 'host_key_checking' of {host} must be strict, accept-new or off")
+    try:
+        port = get("port")
+        port = int(port) if port not in (None, "") else None
+        timeout = float(get("connect_timeout", 10))
+        chain = parse_chain(get("wrapper"))
+    except (TypeError, ValueError) as exc:
+        raise TemplateError(f"bad connection setting for {host}: {exc}") from None
+    return ConnectionSpec(
+        name=host,
+        kind=kind,
+        host=str(get("host", host)),
+        port=port,
+        user=get("user"),
+        key_file=get("key_file"),
+        known_hosts_file=get("known_hosts_file"),
+        connect_timeout=timeout,
+        host_key_checking=checking,
+        wrapper=chain,
+        python=str(get("python_interpreter", sys.executable if kind == "local" and not chain else "python3")),
+    )

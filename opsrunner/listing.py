@@ -1,0 +1,40 @@
+"""--list-hosts and --list-tasks: what a playbook will do and where, without connecting."""
+
+from __future__ import annotations
+
+from opsrunner.engine import RunOptions, tags_selected
+from opsrunner.inventory import Inventory
+from opsrunner.playbook import Playbook
+from opsrunner.templating import render
+
+
+def list_hosts(playbook: Playbook, inventory: Inventory, options: RunOptions) -> str:
+    lines = [f"playbook: {playbook.path}", ""]
+    for play in playbook.plays:
+        hosts = inventory.select(str(render(play.hosts, options.extra_vars)))
+        if options.limit:
+            allowed = set(inventory.select(options.limit))
+            hosts = [h for h in hosts if h in allowed]
+        lines.append(f"  play #{playbook.plays.index(play) + 1} ({play.hosts}): {play.name}"
+                     f"\tHOSTS ({len(hosts)}):")
+        lines += [f"    {h}" for h in hosts]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def list_tasks(playbook: Playbook, options: RunOptions) -> str:
+    lines = [f"playbook: {playbook.path}", ""]
+    for i, play in enumerate(playbook.plays, 1):
+        serial = f"  serial={play.serial}" if play.serial else ""
+        lines.append(f"  play #{i} ({play.hosts}): {play.name}{serial}")
+        for task in play.tasks:
+            if not tags_selected(task.tags, options.tags, options.skip_tags):
+                continue
+            role = f"{task.role.name} : " if task.role else ""
+            tags = f"\tTAGS: [{', '.join(sorted(task.tags))}]" if task.tags else ""
+            timeout = f"  timeout={task.kw('timeout')}" if task.kw("timeout") is not None else ""
+            lines.append(f"    {role}{task.name}  [{task.module}]{timeout}{tags}")
+        for handler in play.handlers:
+            lines.append(f"    handler: {handler.name}  [{handler.module}]")
+        lines.append("")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,99 @@
+"""What a module is, and the context a module runs in."""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from opsrunner.connections.base import Connection
+from opsrunner.errors import ModuleFailure
+from opsrunner.playbook import Task
+from opsrunner.results import CommandResult, Status, TaskResult
+
+
+@dataclass
+class TaskContext:
+    """Everything a module may use while running one task on one host."""
+
+    host: str
+    task: Task
+    connection: Connection
+    variables: Mapping[str, Any]
+    check_mode: bool = False
+    diff_mode: bool = False
+    timeout: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def resolve_local(self, path: str, kind: str = "files") -> Path:
+        """A controller-side path: absolute, or found in the role's files/, then the playbook dir."""
+        candidate = Path(path).expanduser()
+        if candidate.is_absolute():
+            return candidate
+        for folder in self.task.search_dirs(kind):
+            if (folder / candidate).exists():
+                return folder / candidate
+        return self.task.base_dir / candidate
+
+    def agent(self, op: str, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """Run one operation of the stdlib-only remote agent on the target; return its JSON reply."""
+        payload = json.dumps({"op": op, "args": request}).encode()
+        result = self.connection.run(
+            [self.connection.spec.python, "-c", agent_source()],
+            stdin=payload,
+            timeout=timeout if timeout is not None else self.timeout,
+        )
+        if result.timed_out:
+            raise TimedOut(result)
+        try:
+            reply: dict[str, Any] = json.loads(result.stdout_bytes.splitlines()[-1])
+        except (ValueError, IndexError):
+            detail = (result.stderr or result.stdout).strip()[-2000:]
+            raise ModuleFailure(f"remote agent failed (rc={result.rc}): {detail or 'no output'}") from None
+        if reply.get("error"):
+            raise ModuleFailure(str(reply["error"]), reply)
+        return reply
+
+
+class TimedOut(Exception):
+    """A command hit the task timeout; carries the result."""
+
+    def __init__(self, result: CommandResult) -> None:
+        self.result = result
+        super().__init__(f"timed out after {result.duration_s:.1f}s")
+
+
+@lru_cache(maxsize=1)
+def agent_source() -> str:
+    return resources.files("opsrunner").joinpath("remote/agent.py").read_text("utf-8")
+
+
+class Module(abc.ABC):
+    """A task type. Subclasses live one per file and set `name`."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        """Do (or, in check mode, predict) the work; raise ModuleFailure on failure."""
+
+
+def command_result(res: CommandResult, *, changed: bool = True, msg: str = "") -> TaskResult:
+    """A TaskResult for a plain command: failed on non-zero rc, timed_out on timeout."""
+    if res.timed_out:
+        status = Status.TIMED_OUT
+        msg = msg or f"timed out after {res.duration_s:.1f}s; the command and its processes were killed"
+    elif res.rc != 0:
+        status = Status.FAILED
+        msg = msg or f"non-zero return code {res.rc}"
+    else:
+        status = Status.CHANGED if changed else Status.OK
+    return TaskResult(status=status, msg=msg, changed=changed and status == Status.CHANGED,
+                      rc=res.rc, stdout=res.stdout.removesuffix("\n"),
+                      stderr=res.stderr.removesuffix("\n"),
+                      data={"cmd": res.command, "delta": round(res.duration_s, 3)})

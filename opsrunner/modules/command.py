@@ -1,0 +1,60 @@
+"""command: run a program with arguments on the target, no shell involved."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from opsrunner.modules.base import Module, TaskContext, command_result
+from opsrunner.results import CommandResult, Status, TaskResult
+
+
+def run_argv(ctx: TaskContext, argv: list[str], args: dict[str, Any]) -> CommandResult:
+    env = {str(k): _env_str(v) for k, v in (args.get("env") or {}).items()}
+    stdin = args.get("stdin")
+    return ctx.connection.run(
+        argv,
+        stdin=stdin.encode() if isinstance(stdin, str) else None,
+        env=env or None,
+        cwd=args.get("chdir"),
+        timeout=ctx.timeout,
+    )
+
+
+def _env_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def precondition_skip(ctx: TaskContext, args: dict[str, Any]) -> TaskResult | None:
+    """`creates`/`removes`: decide on the target whether the command needs to run at all."""
+    creates, removes = args.get("creates"), args.get("removes")
+    if not creates and not removes:
+        if ctx.check_mode:
+            return TaskResult(Status.SKIPPED, msg="skipped in check mode: a command's effect "
+                              "cannot be predicted", check_mode_unsupported=True)
+        return None
+    probe = ctx.connection.run(["test", "-e", str(creates or removes)], timeout=ctx.timeout)
+    exists = probe.rc == 0
+    if creates and exists:
+        return TaskResult(Status.OK, msg=f"skipped, since {creates} exists")
+    if removes and not exists:
+        return TaskResult(Status.OK, msg=f"skipped, since {removes} does not exist")
+    if ctx.check_mode:
+        return TaskResult(Status.CHANGED, changed=True, msg="would run (check mode)")
+    return None
+
+
+class CommandModule(Module):
+    name = "command"
+
+    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        skipped = precondition_skip(ctx, args)
+        if skipped:
+            return skipped
+        argv = [str(a) for a in args["argv"]] if "argv" in args else shlex.split(args["cmd"])
+        return command_result(run_argv(ctx, argv, args))
+
+
+MODULE = CommandModule()

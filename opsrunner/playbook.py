@@ -1,0 +1,311 @@
+"""Playbooks: YAML -> validated, frozen Play/Task objects that remember their source position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opsrunner.errors import Problem, SourcePos, ValidationError
+from opsrunner.modules.registry import module_info, module_names
+from opsrunner.templating import check_syntax
+from opsrunner.validation import load_schema, schema_problems, suggest
+from opsrunner.yamlsource import PosDict, PosList, load_yaml_file
+
+TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"])
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    path: Path
+    defaults: dict[str, Any] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    module: str
+    args: dict[str, Any]
+    pos: SourcePos
+    keywords: dict[str, Any]
+    tags: frozenset[str] = frozenset()
+    role: Role | None = None
+    role_params: dict[str, Any] = field(default_factory=dict)
+    base_dir: Path = Path(".")
+
+    def kw(self, key: str, default: Any = None) -> Any:
+        return self.keywords.get(key, default)
+
+    @property
+    def notify(self) -> list[str]:
+        value = self.keywords.get("notify") or []
+        return [value] if isinstance(value, str) else list(value)
+
+    def search_dirs(self, kind: str) -> list[Path]:
+        """Where a relative path in this task's args resolves: role's files/ then the playbook dir."""
+        dirs = [self.role.path / kind] if self.role else []
+        if self.role:
+            dirs.append(self.role.path)
+        dirs.append(self.base_dir)
+        return dirs
+
+
+@dataclass(frozen=True)
+class Play:
+    name: str
+    hosts: str
+    pos: SourcePos
+    vars: dict[str, Any]
+    tasks: tuple[Task, ...]
+    handlers: tuple[Task, ...]
+    serial: int | str | None = None
+    any_errors_fatal: bool = False
+    max_fail_percentage: float | None = None
+    base_dir: Path = Path(".")
+
+
+@dataclass(frozen=True)
+class Playbook:
+    path: Path
+    plays: tuple[Play, ...]
+
+
+def resolve_playbook_path(name: str, cwd: Path) -> Path:
+    """A name that is not a path is looked up in the current directory, then in playbooks/."""
+    candidate = Path(name)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    if "/" not in name:
+        for folder in (cwd, cwd / "playbooks"):
+            if (folder / name).exists():
+                return folder / name
+    return candidate
+
+
+class _Loader:
+    """Builds plays from parsed YAML, collecting every problem instead of stopping at one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.base_dir = path.parent.resolve()
+        self.problems: list[Problem] = []
+
+    def fail(self, pos: SourcePos, message: str, key_path: str = "") -> None:
+        self.problems.append(Problem(pos, message, key_path))
+
+    def load(self) -> Playbook:
+        data = load_yaml_file(self.path)
+        if data is None:
+            data = PosList()
+        found = schema_problems(data, load_schema("playbook"), str(self.path))
+        self.problems += [p for p in found if "unknown key" not in p.message or ".tasks" not in p.key_path]
+        if found and not isinstance(data, list):
+            raise ValidationError(self.problems)
+        plays = []
+        for index, raw in enumerate(data):
+            if isinstance(raw, dict) and isinstance(raw.get("hosts"), str):
+                plays.append(self.play(raw, f"[{index}]"))
+        if self.problems:
+            raise ValidationError(self.problems)
+        return Playbook(self.path, tuple(plays))
+
+    def play(self, raw: PosDict, path: str) -> Play:
+        play_vars = dict(raw.get("vars") or {})
+        self.check_templates(raw.get("vars") or {}, f"{path}.vars")
+        for i, vf in enumerate(raw.get("vars_files") or []):
+            vpos = raw["vars_files"].at(i)
+            vfile = self.base_dir / vf
+            try:
+                loaded = load_yaml_file(vfile) or {}
+            except ValidationError as exc:
+                self.problems += exc.problems if vfile.exists() else [
+                    Problem(vpos, f"vars file not found: {vf}", f"{path}.vars_files[{i}]")]
+                continue
+            if not isinstance(loaded, dict):
+                self.fail(vpos, f"vars file {vf} must hold a mapping", f"{path}.vars_files[{i}]")
+                continue
+            play_vars.update(loaded)
+        play_tags = _tags(raw.get("tags"))
+        tasks: list[Task] = []
+        for i, ref in enumerate(raw.get("roles") or []):
+            tasks += self.role_tasks(ref, raw["roles"].at(i), f"{path}.roles[{i}]", play_tags)
+        handlers: list[Task] = []
+        for i, ref in enumerate(raw.get("roles") or []):
+            handlers += self.role_tasks(ref, raw["roles"].at(i), f"{path}.roles[{i}]", play_tags, "handlers")
+        tasks += self.task_list(raw.get("tasks"), f"{path}.tasks", play_tags, None)
+        handlers += self.task_list(raw.get("handlers"), f"{path}.handlers", play_tags, None)
+        self.check_notify(tasks, handlers)
+        return Play(
+            name=raw.get("name") or raw["hosts"],
+            hosts=raw["hosts"],
+            pos=raw.pos,
+            vars=play_vars,
+            tasks=tuple(tasks),
+            handlers=tuple(handlers),
+            serial=raw.get("serial"),
+            any_errors_fatal=bool(raw.get("any_errors_fatal", False)),
+            max_fail_percentage=raw.get("max_fail_percentage"),
+            base_dir=self.base_dir,
+        )
+
+    def find_role(self, name: str) -> Path | None:
+        for folder in (self.base_dir / "roles", Path.cwd() / "roles", self.base_dir.parent / "roles"):
+            if (folder / name).is_dir():
+                return folder / name
+        return None
+
+    def role_tasks(self, ref: Any, pos: SourcePos, path: str, play_tags: frozenset[str],
+                   kind: str = "tasks") -> list[Task]:
+        name = ref if isinstance(ref, str) else ref["role"]
+        params = {} if isinstance(ref, str) else dict(ref.get("vars") or {})
+        tags = play_tags | (frozenset() if isinstance(ref, str) else _tags(ref.get("tags")))
+        role_dir = self.find_role(name)
+        if role_dir is None:
+            if kind == "tasks":
+                self.fail(pos, f"role '{name}' not found (searched roles/ next to the playbook "
+                          "and in the current directory)", path)
+            return []
+        role = Role(name, role_dir, self.role_mapping(role_dir / "defaults/main.yml"),
+                    self.role_mapping(role_dir / "vars/main.yml"))
+        main = role_dir / kind / "main.yml"
+        if not main.exists():
+            if kind == "tasks":
+                self.fail(pos, f"role '{name}' has no tasks/main.yml", path)
+            return []
+        try:
+            raw = load_yaml_file(main)
+        except ValidationError as exc:
+            self.problems += exc.problems
+            return []
+        if raw is None:
+            return []
+        found = schema_problems(raw, load_schema("playbook")["$defs"]["task_list"] | {
+            "$defs": load_schema("playbook")["$defs"]}, str(main))
+        self.problems += found
+        if found or not isinstance(raw, list):
+            return []
+        return self.task_list(raw, kind, tags, role, params, base_dir=role_dir)
+
+    def role_mapping(self, file: Path) -> dict[str, Any]:
+        if not file.exists():
+            return {}
+        try:
+            data = load_yaml_file(file)
+        except ValidationError as exc:
+            self.problems += exc.problems
+            return {}
+        if data is not None and not isinstance(data, dict):
+            self.fail(SourcePos(str(file)), "must hold a mapping of variables")
+            return {}
+        self.check_templates(data or {}, "")
+        return dict(data or {})
+
+    def task_list(self, raw: Any, path: str, tags: frozenset[str], role: Role | None,
+                  params: dict[str, Any] | None = None, base_dir: Path | None = None) -> list[Task]:
+        out = []
+        for i, item in enumerate(raw or []):
+            if not isinstance(item, PosDict):
+                continue
+            task = self.task(item, f"{path}[{i}]", tags, role, params or {}, base_dir or self.base_dir)
+            if task:
+                out.append(task)
+        return out
+
+    def task(self, raw: PosDict, path: str, tags: frozenset[str], role: Role | None,
+             params: dict[str, Any], base_dir: Path) -> Task | None:
+        known = set(module_names())
+        modules = [k for k in raw if k not in TASK_KEYWORDS]
+        for key in modules:
+            if key not in known:
+                hint = suggest(key, [*known, *TASK_KEYWORDS])
+                self.fail(raw.at(key), f"unknown module or keyword '{key}'{hint}", f"{path}.{key}")
+        modules = [k for k in modules if k in known]
+        if len(modules) != 1:
+            if not modules and all(k in TASK_KEYWORDS for k in raw):
+                self.fail(raw.pos, "task has no module (e.g. shell:, command:, deploy_code:)", path)
+            elif len(modules) > 1:
+                self.fail(raw.pos, f"task has more than one module: {', '.join(modules)}", path)
+            return None
+        module = modules[0]
+        args = self.module_args(module, raw[module], raw.at(module), f"{path}.{module}")
+        keywords = {k: v for k, v in raw.items() if k in TASK_KEYWORDS and k not in ("name", "tags")}
+        self.check_templates({k: v for k, v in raw.items() if k != module}, path, raw)
+        self.check_templates(args, f"{path}.{module}", raw[module] if isinstance(raw[module], dict) else None)
+        for key in ("when", "until", "changed_when", "failed_when"):
+            for expr in _as_list(raw.get(key)):
+                if isinstance(expr, str):
+                    err = check_syntax("{{ (" + expr.strip().removeprefix("{{").removesuffix("}}") + ") }}")
+                    if err:
+                        self.fail(raw.at(key), err, f"{path}.{key}")
+        return Task(
+            name=str(raw.get("name") or f"{module}"),
+            module=module,
+            args=args,
+            pos=raw.pos,
+            keywords=keywords,
+            tags=tags | _tags(raw.get("tags")),
+            role=role,
+            role_params=params,
+            base_dir=base_dir if role is None else self.base_dir,
+        )
+
+    def module_args(self, module: str, raw: Any, pos: SourcePos, path: str) -> dict[str, Any]:
+        info = module_info(module)
+        if raw is None:
+            raw = PosDict()
+            raw.pos, raw.key_pos = pos, {}
+        if isinstance(raw, str) and info.free_form:
+            args: Any = PosDict({info.free_form: raw})
+            args.pos, args.key_pos = pos, {info.free_form: pos}
+        else:
+            args = raw
+        for problem in schema_problems(args, info.schema, str(self.path), root=args):
+            if "{{" in problem.message:
+                continue  # a templated value: checked again after rendering, at run time
+            self.problems.append(Problem(problem.pos, problem.message,
+                                         f"{path}{'.' + problem.key_path if problem.key_path else ''}"))
+        return dict(args) if isinstance(args, dict) else {}
+
+    def check_templates(self, value: Any, path: str, parent: Any = None, key: Any = None) -> None:
+        if isinstance(value, str):
+            err = check_syntax(value)
+            if err:
+                pos = parent.at(key) if isinstance(parent, (PosDict, PosList)) and key is not None \
+                    else getattr(parent, "pos", SourcePos(str(self.path)))
+                self.fail(pos, err, path)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                self.check_templates(v, f"{path}.{k}" if path else k, value if isinstance(value, PosDict) else parent, k)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.check_templates(v, f"{path}[{i}]", value if isinstance(value, PosList) else parent, i)
+
+    def check_notify(self, tasks: list[Task], handlers: list[Task]) -> None:
+        names = {h.name for h in handlers}
+        for task in tasks:
+            for name in task.notify:
+                if name not in names and "{{" not in name:
+                    self.fail(task.pos, f"notify names unknown handler '{name}'{suggest(name, names)}",
+                              f"{task.name}.notify")
+
+
+def _tags(value: Any) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset(t.strip() for t in value.split(",") if t.strip())
+    return frozenset(str(v) for v in value)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def load_playbook(path: Path) -> Playbook:
+    if not path.exists():
+        raise ValidationError([Problem(SourcePos(str(path)), "playbook not found")])
+    return _Loader(path).load()

@@ -1,0 +1,128 @@
+# opsrunner-watchdog: runs ARGV with a deadline on the target host (Python >= 3.8, stdlib only).
+# usage: python3 -c SOURCE SECONDS ARGV...
+# It becomes a child subreaper, so every process the command starts stays its descendant
+# even after double forks. At the deadline, or when the controller's channel goes away,
+# it kills that whole tree. After the command exits it waits only while some descendant
+# still holds the command's stdout/stderr (that would hang the channel): at the deadline
+# those are killed too. Exit status: the command's, or 124 with a marker line on stderr.
+import ctypes
+import os
+import select
+import signal
+import sys
+import time
+
+MARKER = b"\n[opsrunner] timed out\n"
+
+
+def descendants(root):
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def holds_output(pid, targets):
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in targets:
+            return True
+    return False
+
+
+def kill_tree(me):
+    for _ in range(3):
+        pids = descendants(me)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        reap(0.2)
+
+
+def reap(wait_s):
+    end = time.time() + wait_s
+    while time.time() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.01)
+
+
+def channel_gone(poller):
+    for _fd, ev in poller.poll(0):
+        if ev & (select.POLLERR | select.POLLHUP):
+            return True
+    return False
+
+
+def main():
+    deadline = time.time() + float(sys.argv[1])
+    argv = sys.argv[2:]
+    try:
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        pass
+    child = os.fork()
+    if child == 0:
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(2, ("%s: %s\n" % (argv[0], exc.strerror)).encode())
+            os._exit(127)
+    me = os.getpid()
+    targets = set()
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+            targets.add((st.st_dev, st.st_ino))
+        except OSError:
+            pass
+    poller = select.poll()
+    poller.register(1, 0)
+    status = None
+    while time.time() < deadline:
+        if status is None:
+            pid, raw = os.waitpid(child, os.WNOHANG)
+            if pid:
+                status = os.waitstatus_to_exitcode(raw) if hasattr(os, "waitstatus_to_exitcode") \
+                    else (raw >> 8 if raw & 0x7F == 0 else -(raw & 0x7F))
+        if status is not None:
+            reap(0)
+            if not any(holds_output(p, targets) for p in descendants(me)):
+                sys.exit(status if status >= 0 else 128 - status)
+        if channel_gone(poller):
+            kill_tree(me)
+            sys.exit(255)
+        time.sleep(0.02)
+    kill_tree(me)
+    os.write(2, MARKER)
+    sys.exit(124)
+
+
+main()

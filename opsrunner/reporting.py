@@ -1,0 +1,228 @@
+"""Reporters: the console (Ansible-like lines, colours on a TTY, a spinner for long tasks)
+and JSON Lines events for other tools. Both subscribe to the same engine events."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, TaskEnd, TaskStart
+from opsrunner.results import Status, TaskResult, tail
+
+COLOURS = {
+    Status.OK: "32", Status.CHANGED: "33", Status.FAILED: "31", Status.TIMED_OUT: "35",
+    Status.SKIPPED: "36", Status.UNREACHABLE: "31",
+}
+SPINNER_AFTER_S = 1.0
+
+
+class ConsoleReporter:
+    def __init__(self, stream: IO[str] | None = None, verbosity: int = 0, colour: bool | None = None,
+                 diff: bool = False) -> None:
+        self.stream = stream or sys.stdout
+        self.verbosity = verbosity
+        self.tty = self.stream.isatty()
+        self.colour = self.tty if colour is None else colour
+        self.diff = diff
+        self._lock = threading.RLock()
+        self._spinner: _Spinner | None = None
+
+    # -- output helpers ---------------------------------------------------------------------
+    def _paint(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.colour else text
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            if self._spinner:
+                self._spinner.clear()
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def _banner(self, title: str) -> None:
+        width = min(shutil.get_terminal_size((80, 20)).columns, 100)
+        self._write("\n" + title + " " + "*" * max(3, width - len(title) - 1))
+
+    # -- events -----------------------------------------------------------------------------
+    def handle(self, event: Event) -> None:
+        if isinstance(event, PlayStart):
+            self._banner(f"PLAY [{event.play}]")
+        elif isinstance(event, TaskStart):
+            self._stop_spinner()
+            kind = "RUNNING HANDLER" if event.handler else "TASK"
+            self._banner(f"{kind} [{event.task}]")
+            if self.verbosity >= 2 and event.source:
+                self._write(f"task path: {event.source}")
+            if self.tty:
+                self._spinner = _Spinner(self, event.hosts)
+        elif isinstance(event, TaskEnd):
+            if self._spinner:
+                self._spinner.done(event.host)
+            self._task_end(event)
+        elif isinstance(event, CommandSent):
+            self._write(self._paint(f"<{event.host}> SENT: {event.command}", "34"))
+        elif isinstance(event, Notice):
+            prefix = f"[{event.host}] " if event.host else ""
+            self._write(self._paint(f"NOTE: {prefix}{event.message}", "35"))
+        elif isinstance(event, Recap):
+            self._stop_spinner()
+            self._recap(event)
+
+    def _stop_spinner(self) -> None:
+        if self._spinner:
+            self._spinner.stop()
+            self._spinner = None
+
+    def _task_end(self, event: TaskEnd) -> None:
+        r = event.result
+        for item in r.items:
+            self._line(event.host, item, f" => (item={_short(item.item)})")
+        self._line(event.host, r, "")
+
+    def _line(self, host: str, r: TaskResult, suffix: str) -> None:
+        label = {
+            Status.OK: "ok", Status.CHANGED: "changed", Status.SKIPPED: "skipping",
+            Status.FAILED: "fatal", Status.UNREACHABLE: "fatal", Status.TIMED_OUT: "fatal",
+        }[r.status]
+        head = f"{label}: [{host}]"
+        if r.status == Status.FAILED:
+            head += ": FAILED!"
+        elif r.status == Status.UNREACHABLE:
+            head += ": UNREACHABLE!"
+        elif r.status == Status.TIMED_OUT:
+            head += ": TIMED OUT!"
+        text = head + suffix
+        body = self._body(r)
+        if body:
+            text += " => " + body
+        self._write(self._paint(text, COLOURS[r.status]))
+        if self.diff and r.diff:
+            self._write(r.diff.rstrip("\n"))
+        if r.failed and r.ignored:
+            self._write(self._paint("...ignoring", "36"))
+
+    def _body(self, r: TaskResult) -> str:
+        parts = []
+        if r.msg and (r.failed or r.status != Status.SKIPPED or self.verbosity):
+            parts.append(r.msg)
+        if r.failed or self.verbosity >= 1:
+            if r.rc not in (None, 0):
+                parts.append(f"rc={r.rc}")
+            if r.stdout.strip() and (r.failed or self.verbosity >= 1):
+                parts.append("stdout:\n" + _indent(tail(r.stdout, 20)))
+            if r.stderr.strip():
+                parts.append("stderr:\n" + _indent(tail(r.stderr, 20)))
+        if self.verbosity >= 1:
+            parts.append(f"({r.duration_s:.2f}s)")
+        return "\n".join(parts) if any("\n" in p for p in parts) else " ".join(parts)
+
+    def _recap(self, event: Recap) -> None:
+        self._banner("PLAY RECAP")
+        names = event.summary.stats
+        width = max((len(n) for n in names), default=0)
+        for host, s in names.items():
+            code = "31" if s.failed or s.unreachable else ("33" if s.changed else "32")
+            counts = (f"ok={s.ok:<4} changed={s.changed:<4} unreachable={s.unreachable:<4} "
+                      f"failed={s.failed:<4} skipped={s.skipped:<4} rescued={s.rescued:<4} "
+                      f"ignored={s.ignored}")
+            self._write(f"{self._paint(host.ljust(width), code)} : {counts}")
+        if event.summary.interrupted:
+            self._write(self._paint("interrupted: run stopped by the user", "31"))
+
+    def close(self) -> None:
+        self._stop_spinner()
+
+
+class _Spinner:
+    """Shows elapsed time and still-running hosts for tasks that take long (TTY only)."""
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, reporter: ConsoleReporter, hosts: list[str]) -> None:
+        self.reporter = reporter
+        self.pending = list(hosts)
+        self.start = time.monotonic()
+        self._stop = threading.Event()
+        self._shown = False
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        frame = 0
+        while not self._stop.wait(0.25):
+            elapsed = time.monotonic() - self.start
+            if elapsed < SPINNER_AFTER_S or not self.pending:
+                continue
+            with self.reporter._lock:
+                if self._stop.is_set():
+                    return
+                hosts = ", ".join(self.pending[:3]) + (" ..." if len(self.pending) > 3 else "")
+                line = f"{self.FRAMES[frame % 4]} {elapsed:5.1f}s running on {hosts}"
+                self.reporter.stream.write("\r\033[K" + line[:120])
+                self.reporter.stream.flush()
+                self._shown = True
+                frame += 1
+
+    def clear(self) -> None:
+        if self._shown:
+            self.reporter.stream.write("\r\033[K")
+            self._shown = False
+
+    def done(self, host: str) -> None:
+        if host in self.pending:
+            self.pending.remove(host)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self.reporter._lock:
+            self.clear()
+
+
+class JsonEventsReporter:
+    """JSON Lines: one object per event (the format is a documented contract)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self._current_play = ""
+
+    def handle(self, event: Event) -> None:
+        record = self._record(event)
+        if record is not None:
+            self.stream.write(json.dumps(record, default=str) + "\n")
+            self.stream.flush()
+
+    def _record(self, event: Event) -> dict[str, Any] | None:
+        if isinstance(event, PlayStart):
+            return {"event": "play_start", "time": event.time, "play": event.play, "hosts": event.hosts}
+        if isinstance(event, TaskStart):
+            return {"event": "task_start", "time": event.time, "play": event.play, "task": event.task,
+                    "module": event.module, "hosts": event.hosts, "handler": event.handler}
+        if isinstance(event, TaskEnd):
+            r = event.result
+            return {
+                "event": "handler_end" if event.handler else "task_end",
+                "time": event.time, "play": event.play, "task": event.task, "host": event.host,
+                "module": event.module, "status": str(r.status), "changed": r.changed,
+                "ignored": r.ignored, "duration_s": round(r.duration_s, 4), "rc": r.rc, "msg": r.msg,
+                "stdout_tail": tail(r.stdout, 20), "stderr_tail": tail(r.stderr, 20),
+                "data": {k: v for k, v in r.data.items() if k not in ("cmd",)},
+            }
+        if isinstance(event, Recap):
+            return {"event": "recap", "time": event.time, "interrupted": event.summary.interrupted,
+                    "hosts": {h: s.as_dict() for h, s in event.summary.stats.items()}}
+        return None
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."

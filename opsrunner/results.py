@@ -1,0 +1,149 @@
+"""Typed results: of one command, of one task on one host, and of a whole run."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(enum.StrEnum):
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNREACHABLE = "unreachable"
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command on a host did. Output is kept as bytes; text views decode leniently."""
+
+    command: str
+    rc: int
+    stdout_bytes: bytes = b""
+    stderr_bytes: bytes = b""
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.timed_out
+
+
+def tail(text: str, lines: int = 20) -> str:
+    parts = text.splitlines()
+    return "\n".join(parts[-lines:])
+
+
+@dataclass
+class TaskResult:
+    """The outcome of one task (or one loop item) on one host."""
+
+    status: Status
+    msg: str = ""
+    changed: bool = False
+    rc: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    diff: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    ignored: bool = False
+    check_mode_unsupported: bool = False
+    items: list[TaskResult] = field(default_factory=list)
+    item: Any = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (Status.FAILED, Status.TIMED_OUT, Status.UNREACHABLE)
+
+    def registered(self) -> dict[str, Any]:
+        """The view a later task sees through `register:` (Ansible's field names)."""
+        view: dict[str, Any] = dict(self.data)
+        view.update(
+            status=str(self.status),
+            changed=self.changed,
+            failed=self.failed,
+            skipped=self.status == Status.SKIPPED,
+            timed_out=self.status == Status.TIMED_OUT,
+            unreachable=self.status == Status.UNREACHABLE,
+            msg=self.msg,
+            rc=self.rc,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            stdout_lines=self.stdout.splitlines(),
+            stderr_lines=self.stderr.splitlines(),
+        )
+        if self.items:
+            view["results"] = [r.registered() | {"item": r.item} for r in self.items]
+        return view
+
+
+@dataclass
+class HostStats:
+    """PLAY RECAP counters for one host."""
+
+    ok: int = 0
+    changed: int = 0
+    unreachable: int = 0
+    failed: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+    def count(self, result: TaskResult) -> None:
+        if result.status == Status.UNREACHABLE:
+            self.unreachable += 1
+        elif result.status == Status.SKIPPED:
+            self.skipped += 1
+        elif result.failed and result.ignored:
+            self.ignored += 1
+            self.ok += 1
+        elif result.failed:
+            self.failed += 1
+        else:
+            self.ok += 1
+            if result.changed:
+                self.changed += 1
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "ok": self.ok,
+            "changed": self.changed,
+            "unreachable": self.unreachable,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "rescued": self.rescued,
+            "ignored": self.ignored,
+        }
+
+
+@dataclass
+class RunSummary:
+    """The whole run: per-host counters and whether it was interrupted."""
+
+    stats: dict[str, HostStats] = field(default_factory=dict)
+    interrupted: bool = False
+
+    def host(self, name: str) -> HostStats:
+        return self.stats.setdefault(name, HostStats())
+
+    def exit_code(self) -> int:
+        """Ansible's exit codes: 99 interrupted, 2 failures, 3 unreachable, 0 otherwise."""
+        if self.interrupted:
+            return 99
+        if any(s.failed for s in self.stats.values()):
+            return 2
+        if any(s.unreachable for s in self.stats.values()):
+            return 3
+        return 0

@@ -1,0 +1,179 @@
+"""Jinja2 templating: sandboxed, StrictUndefined, lazy variables, native single expressions.
+
+A string that is exactly one `{{ expr }}` evaluates to the expression's native value
+(a list stays a list); anything else renders to a string. Variables are resolved
+lazily, so a var may refer to other vars, and an unrelated undefined var is no error.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from jinja2.nativetypes import NativeCodeGenerator
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from opsrunner.errors import TemplateError
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(shlex.quote(str(v)) for v in value)
+    return shlex.quote(str(value))
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("yes", "true", "1", "on", "y")
+    return bool(value)
+
+
+def _regex_search(value: Any, pattern: str) -> str | None:
+    import re
+
+    match = re.search(pattern, str(value), re.MULTILINE)
+    return match.group(0) if match else None
+
+
+class _Env(ImmutableSandboxedEnvironment):
+    code_generator_class = NativeCodeGenerator
+
+
+def _make_env() -> _Env:
+    env = _Env(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env.filters["quote"] = _quote
+    env.filters["bool"] = _bool
+    env.filters["regex_search"] = _regex_search
+    env.filters["basename"] = lambda p: str(p).rstrip("/").rsplit("/", 1)[-1]
+    env.filters["dirname"] = lambda p: str(p).rsplit("/", 1)[0] if "/" in str(p) else ""
+    env.tests["failed"] = lambda r: bool(r.get("failed")) if isinstance(r, Mapping) else False
+    env.tests["changed"] = lambda r: bool(r.get("changed")) if isinstance(r, Mapping) else False
+    env.tests["succeeded"] = lambda r: not r.get("failed") if isinstance(r, Mapping) else True
+    env.tests["skipped"] = lambda r: bool(r.get("skipped")) if isinstance(r, Mapping) else False
+    return env
+
+
+ENV = _make_env()
+
+
+def is_template(value: str) -> bool:
+    return "{{" in value or "{%" in value or "{#" in value
+
+
+@lru_cache(maxsize=4096)
+def _compile(source: str) -> jinja2.Template:
+    return ENV.from_string(source)
+
+
+def check_syntax(source: str) -> str | None:
+    """Return a syntax error message for a template string, or None if it parses."""
+    if not is_template(source):
+        return None
+    try:
+        _compile(source)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"template syntax error: {exc.message}"
+    return None
+
+
+def _concat(parts: Iterator[Any]) -> Any:
+    items = list(parts)
+    for item in items:
+        if isinstance(item, jinja2.Undefined):
+            str(item)  # StrictUndefined raises UndefinedError naming the variable
+    if len(items) == 1:
+        return items[0]
+    return "".join(str(i) for i in items)
+
+
+class LazyVars(Mapping[str, Any]):
+    """Variables in layers (lowest first); values are templated when first read."""
+
+    def __init__(self, layers: list[Mapping[str, Any]]) -> None:
+        self._raw: dict[str, Any] = {}
+        for layer in layers:
+            self._raw.update(layer)
+        self._cache: dict[str, Any] = {}
+        self._resolving: set[str] = set()
+
+    def child(self, *layers: Mapping[str, Any]) -> LazyVars:
+        return LazyVars([self._raw, *layers])
+
+    def raw(self) -> dict[str, Any]:
+        return self._raw
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._cache:
+            return self._cache[key]
+        if key not in self._raw:
+            if key in ENV.globals:
+                return ENV.globals[key]
+            raise KeyError(key)
+        if key in self._resolving:
+            raise TemplateError(f"variable '{key}' refers to itself")
+        self._resolving.add(key)
+        try:
+            value = template_value(self._raw[key], self)
+        finally:
+            self._resolving.discard(key)
+        self._cache[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw or key in ENV.globals
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+def render(source: str, variables: Mapping[str, Any]) -> Any:
+    """Render one template string against lazily resolved variables."""
+    if not is_template(source):
+        return source
+    try:
+        template = _compile(source)
+        context = template.new_context(variables, shared=True)  # type: ignore[arg-type]
+        return _concat(template.root_render_func(context))
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"undefined variable: {exc.message}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"template syntax error: {exc.message}") from None
+    except jinja2.TemplateError as exc:
+        raise TemplateError(f"template error: {exc}") from None
+    except TemplateError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a user expression raised (e.g. 1/0, bad call)
+        raise TemplateError(f"template error: {type(exc).__name__}: {exc}") from None
+
+
+def template_value(value: Any, variables: Mapping[str, Any]) -> Any:
+    """Template strings anywhere inside a nested value."""
+    if isinstance(value, str):
+        return render(value, variables)
+    if isinstance(value, dict):
+        return {k: template_value(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [template_value(v, variables) for v in value]
+    return value
+
+
+def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
+    """Evaluate a bare Jinja expression (`when:`, `assert: that:`); strips `{{ }}` if given."""
+    expr = expression.strip()
+    if expr.startswith("{{") and expr.endswith("}}"):
+        expr = expr[2:-2]
+    return render("{{ (" + expr + ") }}", variables)
+
+
+def truthy(expression: Any, variables: Mapping[str, Any]) -> bool:
+    if isinstance(expression, bool):
+        return expression
+    if isinstance(expression, list):
+        return all(truthy(e, variables) for e in expression)
+    return _bool(evaluate(str(expression), variables))

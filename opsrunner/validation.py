@@ -1,0 +1,91 @@
+"""Schema checks that report every problem with file:line:col and the key path at fault."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from opsrunner.errors import Problem, SourcePos
+from opsrunner.yamlsource import pos_of
+
+
+@lru_cache(maxsize=64)
+def load_schema(name: str) -> dict[str, Any]:
+    """Load a shipped JSON Schema by relative name, e.g. 'playbook' or 'modules/shell'."""
+    text = resources.files("opsrunner").joinpath(f"schema/{name}.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def key_path_str(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def locate(root: Any, path: Sequence[Any], fallback: SourcePos) -> SourcePos:
+    """Walk `path` into `root`, returning the deepest known source position."""
+    node = root
+    pos = getattr(root, "pos", fallback)
+    for part in path:
+        pos = pos_of(node, part, pos)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            break
+    return pos
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        allowed = list(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed] if isinstance(error.instance, dict) else []
+        parts = []
+        for key in extra:
+            hint = suggest(key, allowed)
+            parts.append(f"unknown key '{key}'{hint}")
+        return "; ".join(parts) or error.message
+    if error.validator == "required":
+        return error.message.replace("is a required property", "is required")
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        best = min(error.context, key=lambda e: len(list(e.absolute_schema_path)))
+        return best.message
+    return error.message
+
+
+def schema_problems(
+    data: Any,
+    schema: dict[str, Any],
+    filename: str,
+    base_path: Sequence[Any] = (),
+    root: Any = None,
+) -> list[Problem]:
+    """Validate `data` against `schema`; each error becomes a positioned Problem."""
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    root = data if root is None else root
+    for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        full = [*base_path, *error.absolute_path]
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = list(error.schema.get("properties", {}))
+            for key in error.instance:
+                if key not in allowed:
+                    pos = locate(root, [*full, key], SourcePos(filename))
+                    msg = f"unknown key '{key}'{suggest(key, allowed)}"
+                    problems.append(Problem(pos, msg, key_path_str([*full, key])))
+            continue
+        pos = locate(root, full, SourcePos(filename))
+        problems.append(Problem(pos, _message(error), key_path_str(full)))
+    return problems
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -1,0 +1,112 @@
+"""YAML loading that keeps source positions and refuses duplicate keys.
+
+Mappings load as `PosDict` and sequences as `PosList`; both remember where they
+and each of their keys/items start, so validation errors can name file:line:col.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from opsrunner.errors import Problem, SourcePos, ValidationError
+
+
+class PosDict(dict[str, Any]):
+    """A dict that knows its own position and each key's position."""
+
+    pos: SourcePos
+    key_pos: dict[str, SourcePos]
+
+    def at(self, key: str) -> SourcePos:
+        return self.key_pos.get(key, self.pos)
+
+
+class PosList(list[Any]):
+    """A list that knows its own position and each item's position."""
+
+    pos: SourcePos
+    item_pos: list[SourcePos]
+
+    def at(self, index: int) -> SourcePos:
+        if 0 <= index < len(self.item_pos):
+            return self.item_pos[index]
+        return self.pos
+
+
+def _mark_pos(filename: str, mark: yaml.Mark) -> SourcePos:
+    return SourcePos(filename, mark.line + 1, mark.column + 1)
+
+
+def _make_loader(filename: str, problems: list[Problem]) -> type[yaml.SafeLoader]:
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(  # type: ignore[override]
+            self, node: yaml.MappingNode, deep: bool = False
+        ) -> PosDict:
+            self.flatten_mapping(node)
+            result = PosDict()
+            result.pos = _mark_pos(filename, node.start_mark)
+            result.key_pos = {}
+            for key_node, value_node in node.value:
+                key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+                key_str = str(key) if not isinstance(key, str) else key
+                kpos = _mark_pos(filename, key_node.start_mark)
+                if key_str in result:
+                    first = result.key_pos[key_str]
+                    problems.append(
+                        Problem(kpos, f"duplicate key '{key_str}' (first defined at line {first.line})", key_str)
+                    )
+                result[key_str] = self.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+                result.key_pos[key_str] = kpos
+            return result
+
+        def construct_sequence(  # type: ignore[override]
+            self, node: yaml.SequenceNode, deep: bool = False
+        ) -> PosList:
+            result = PosList(self.construct_object(child, deep=True) for child in node.value)  # type: ignore[no-untyped-call]
+            result.pos = _mark_pos(filename, node.start_mark)
+            result.item_pos = [_mark_pos(filename, child.start_mark) for child in node.value]
+            return result
+
+    Loader.add_constructor("tag:yaml.org,2002:map", Loader.construct_mapping)
+    Loader.add_constructor("tag:yaml.org,2002:seq", Loader.construct_sequence)
+    return Loader
+
+
+def load_yaml_text(text: str, filename: str) -> Any:
+    """Parse YAML text; raise ValidationError (with positions) on syntax or duplicate keys."""
+    problems: list[Problem] = []
+    loader_cls = _make_loader(filename, problems)
+    try:
+        data = yaml.load(text, Loader=loader_cls)  # noqa: S506 - SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = _mark_pos(filename, mark) if mark else SourcePos(filename)
+        msg = f"YAML syntax error: {exc.problem or exc.context}"
+        raise ValidationError([Problem(pos, msg)]) from None
+    except yaml.YAMLError as exc:
+        raise ValidationError([Problem(SourcePos(filename), f"YAML error: {exc}")]) from None
+    if problems:
+        raise ValidationError(problems)
+    return data
+
+
+def load_yaml_file(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError([Problem(SourcePos(str(path)), f"cannot read file: {exc.strerror}")]) from None
+    except UnicodeDecodeError:
+        raise ValidationError([Problem(SourcePos(str(path)), "file is not valid UTF-8")]) from None
+    return load_yaml_text(text, str(path))
+
+
+def pos_of(container: Any, key: Any, fallback: SourcePos) -> SourcePos:
+    """Best-known position of `container[key]` (or of the container itself)."""
+    if isinstance(container, PosDict) and isinstance(key, str):
+        return container.at(key)
+    if isinstance(container, PosList) and isinstance(key, int):
+        return container.at(key)
+    return getattr(container, "pos", fallback)
