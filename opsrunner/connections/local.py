@@ -66,7 +66,8 @@ class LocalConnection(Connection):
                  timeout: float | None, start: float) -> CommandResult:
         feeder = None
         if stdin is not None and proc.stdin is not None:
-            feeder = threading.Thread(target=feed_stdin, args=(proc.stdin.write, proc.stdin.close, stdin),
+            pipe, proc.stdin = proc.stdin, None  # fed by our thread; communicate() reads only
+            feeder = threading.Thread(target=feed_stdin, args=(pipe.write, pipe.close, stdin),
                                       daemon=True)
             feeder.start()
         backup = None if timeout is None else timeout + BACKUP_GRACE_S

@@ -3,12 +3,13 @@
 # It becomes a child subreaper, so every process the command starts stays its descendant
 # even after double forks. At the deadline, or when the controller's channel goes away,
 # it kills that whole tree. After the command exits it waits only while some descendant
-# still holds the command's stdout/stderr (that would hang the channel): at the deadline
+# still holds one of the descriptors the session gave it (that would hang the channel): at the deadline
 # those are killed too. Exit status: the command's, or 124 with a marker line on stderr.
 import ctypes
 import os
 import select
 import signal
+import stat
 import sys
 import time
 
@@ -48,6 +49,14 @@ def holds_output(pid, targets):
         if (st.st_dev, st.st_ino) in targets:
             return True
     return False
+
+
+def is_channel(st):
+    """Pipes, sockets and terminals carry the session; files and /dev/null do not."""
+    kind = stat.S_IFMT(st.st_mode)
+    if kind in (stat.S_IFIFO, stat.S_IFSOCK):
+        return True
+    return kind == stat.S_IFCHR and st.st_rdev != os.stat("/dev/null").st_rdev
 
 
 def kill_tree(me):
@@ -96,13 +105,16 @@ def main():
             os.write(2, ("%s: %s\n" % (argv[0], exc.strerror)).encode())
             os._exit(127)
     me = os.getpid()
+    # Every descriptor the session handed us (stdout, stderr, a leaked pty...): a background
+    # child still holding one keeps the exec session (and so the channel) open.
     targets = set()
-    for fd in (1, 2):
+    for fd in os.listdir("/proc/self/fd"):
         try:
-            st = os.fstat(fd)
-            targets.add((st.st_dev, st.st_ino))
+            st = os.fstat(int(fd))
         except OSError:
-            pass
+            continue
+        if is_channel(st):
+            targets.add((st.st_dev, st.st_ino))
     poller = select.poll()
     poller.register(1, 0)
     status = None

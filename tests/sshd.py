@@ -1,0 +1,97 @@
+"""A private OpenSSH sshd on 127.0.0.1 for the tests: own keys, own config, random port.
+
+Nothing of the machine's ssh setup is read or changed. The daemon is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
+
+
+def find_sshd() -> str | None:
+    for path in SSHD_CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("sshd")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class TestSSHD:
+    root: Path
+    port: int
+    user: str
+    key_file: Path
+    known_hosts: Path
+    host_pub: str
+    proc: subprocess.Popen[bytes]
+
+    def host_vars(self, **extra: object) -> dict[str, object]:
+        base: dict[str, object] = {
+            "connection": "ssh", "host": "127.0.0.1", "port": self.port, "user": self.user,
+            "key_file": str(self.key_file), "known_hosts_file": str(self.known_hosts),
+        }
+        base.update(extra)
+        return base
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_sshd(root: Path) -> TestSSHD:
+    sshd = find_sshd()
+    if sshd is None:
+        raise RuntimeError("sshd not found: install openssh-server (.ci/run does)")
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("host_ed25519", "client_ed25519"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"opsrunner-test-{name}",
+                        "-f", str(root / name)], check=True)
+    (root / "authorized_keys").write_text((root / "client_ed25519.pub").read_text())
+    port = free_port()
+    config = root / "sshd_config"
+    config.write_text("\n".join([
+        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {root / 'host_ed25519'}",
+        f"PidFile {root / 'sshd.pid'}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
+        "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel ERROR",
+        "MaxSessions 200", "MaxStartups 200:30:300", "PrintMotd no", "UseDNS no",
+        "Subsystem sftp internal-sftp", "",
+    ]))
+    if os.geteuid() == 0:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
+    log = (root / "sshd.log").open("wb")
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+    host_pub = (root / "host_ed25519.pub").read_text().split()
+    known = root / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            break
+        time.sleep(0.05)
+    return TestSSHD(root, port, getpass.getuser(), root / "client_ed25519", known,
+                    f"{host_pub[0]} {host_pub[1]}", proc)
