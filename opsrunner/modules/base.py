@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import abc
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from opsrunner.connections.base import Connection
 from opsrunner.errors import ModuleFailure
@@ -40,12 +41,14 @@ class TaskContext:
                 return folder / candidate
         return self.task.base_dir / candidate
 
-    def agent(self, op: str, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    def agent(self, op: str, request: dict[str, Any], timeout: float | None = None,
+              payload: IO[bytes] | None = None) -> dict[str, Any]:
         """Run one operation of the stdlib-only remote agent on the target; return its JSON reply."""
-        payload = json.dumps({"op": op, "args": request}).encode()
+        header = json.dumps({"op": op, "args": request}).encode() + b"\n"
+        stdin: bytes | IO[bytes] = header if payload is None else _Prefixed(header, payload)
         result = self.connection.run(
             [self.connection.spec.python, "-c", agent_source()],
-            stdin=payload,
+            stdin=stdin,
             timeout=timeout if timeout is not None else self.timeout,
         )
         if result.timed_out:
@@ -60,6 +63,23 @@ class TaskContext:
         return reply
 
 
+class _Prefixed(io.RawIOBase):
+    """A header followed by a stream, read as one stream (so payloads are never copied whole)."""
+
+    def __init__(self, header: bytes, stream: IO[bytes]) -> None:
+        self._header = header
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._header:
+            chunk, self._header = self._header, b""
+            return chunk
+        return self._stream.read(size)
+
+
 class TimedOut(Exception):
     """A command hit the task timeout; carries the result."""
 
@@ -70,7 +90,8 @@ class TimedOut(Exception):
 
 @lru_cache(maxsize=1)
 def agent_source() -> str:
-    return resources.files("opsrunner").joinpath("remote/agent.py").read_text("utf-8")
+    folder = resources.files("opsrunner").joinpath("remote")
+    return folder.joinpath("procs.py").read_text("utf-8") + "\n" + folder.joinpath("agent.py").read_text("utf-8")
 
 
 class Module(abc.ABC):

@@ -1,0 +1,55 @@
+"""kill_old: stop the old job by pidfile and/or pattern, confirm it is gone, optionally wait for GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opsrunner.errors import ModuleFailure
+from opsrunner.modules.base import Module, TaskContext
+from opsrunner.results import Status, TaskResult
+
+
+def describe(procs: list[dict[str, Any]], limit: int = 10) -> str:
+    shown = [f"{p['pid']} ({p['cmdline'][:100]})" for p in procs[:limit]]
+    more = f" and {len(procs) - limit} more" if len(procs) > limit else ""
+    return ", ".join(shown) + more
+
+
+class KillOldModule(Module):
+    name = "kill_old"
+
+    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        request = {k: args[k] for k in ("pidfile", "pattern", "user", "signal", "grace") if k in args}
+        request["check_mode"] = ctx.check_mode
+        reply = ctx.agent("kill", request)
+        killed: list[dict[str, Any]] = reply.get("killed", [])
+        data: dict[str, Any] = {"killed": killed, "pids": [p["pid"] for p in killed],
+                                "forced": reply.get("forced", [])}
+        if ctx.check_mode:
+            msg = f"would kill {len(killed)}: {describe(killed)}" if killed else "nothing to kill"
+            return TaskResult(Status.CHANGED if killed else Status.OK, msg=msg, changed=bool(killed), data=data)
+        msg = f"killed {len(killed)}: {describe(killed)}" if killed else "no old process found"
+        if reply.get("forced"):
+            msg += f"; SIGKILL needed for {len(reply['forced'])} after {args.get('grace', 10)}s grace"
+        if args.get("wait_gpu_free") is not None:
+            msg += "; " + self._wait_gpu(ctx, args, data)
+        return TaskResult(Status.CHANGED if killed else Status.OK, msg=msg, changed=bool(killed), data=data)
+
+    def _wait_gpu(self, ctx: TaskContext, args: dict[str, Any], data: dict[str, Any]) -> str:
+        wait = float(args["wait_gpu_free"])
+        below = float(args.get("gpu_free_below_mb", 1024))
+        timeout = None if ctx.timeout is None else max(ctx.timeout, wait + 30)
+        reply = ctx.agent("gpu_wait", {"wait": wait, "below_mb": below, "gpus": args.get("gpus")},
+                          timeout=timeout)
+        if reply.get("skipped"):
+            ctx.notes.append(reply["msg"])
+            return str(reply["msg"])
+        data["gpu_memory_mb"] = reply.get("used", {})
+        if reply.get("busy"):
+            busy = ", ".join(f"GPU {k}: {v:g} MB" for k, v in sorted(reply["busy"].items()))
+            raise ModuleFailure(f"GPU memory still in use {wait:g}s after the kill ({busy}; "
+                                f"free means below {below:g} MB)", data)
+        return f"GPU memory released (all below {below:g} MB)"
+
+
+MODULE = KillOldModule()

@@ -1,0 +1,200 @@
+# opsrunner-agent part 1: the process table (Python >= 3.8, stdlib only; runs on targets).
+# Sent together with agent.py as one `python3 -c` script; no imports between the parts.
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog")
+
+
+class Proc(object):
+    __slots__ = ("pid", "ppid", "pgid", "sid", "state", "start", "uid", "cmdline")
+
+    def as_dict(self):
+        return {"pid": self.pid, "ppid": self.ppid, "pgid": self.pgid, "sid": self.sid,
+                "uid": self.uid, "cmdline": self.cmdline}
+
+
+def read_proc(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            stat = fh.read()
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            raw = fh.read()
+        uid = os.stat("/proc/%d" % pid).st_uid
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()
+    p = Proc()
+    p.pid = pid
+    p.state = fields[0].decode()
+    p.ppid, p.pgid, p.sid = int(fields[1]), int(fields[2]), int(fields[3])
+    p.start = int(fields[19])
+    p.uid = uid
+    p.cmdline = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    return p
+
+
+def table():
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            p = read_proc(int(name))
+            if p is not None and p.state != "Z":
+                procs[p.pid] = p
+    return procs
+
+
+def alive(pid, start=None):
+    p = read_proc(pid)
+    if p is None or p.state == "Z":
+        return False
+    return start is None or p.start == start
+
+
+def ancestors(procs):
+    """This agent, its parents up to init: the shell, wrapper chain and session carrying it."""
+    out = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        p = procs.get(pid) or read_proc(pid)
+        if p is None:
+            break
+        pid = p.ppid
+    out.add(1)
+    return out
+
+
+def descendants(procs, roots):
+    children = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    found, todo = set(), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def uid_of(user):
+    if user is None:
+        return None
+    if isinstance(user, int) or str(user).isdigit():
+        return int(user)
+    import pwd
+    return pwd.getpwnam(str(user)).pw_uid
+
+
+def pidfile_paths(pidfile):
+    base = pidfile[:-4] if pidfile.endswith(".pid") else pidfile
+    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json"}
+
+
+def read_pidfile(pidfile):
+    """(pid, start) from a pidfile and its launch record; (None, None) if absent or bad."""
+    try:
+        with open(pidfile) as fh:
+            pid = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None, None
+    start = None
+    try:
+        with open(pidfile_paths(pidfile)["meta"]) as fh:
+            meta = json.load(fh)
+        if meta.get("pid") == pid:
+            start = meta.get("start")
+    except (OSError, ValueError):
+        pass
+    return pid, start
+
+
+def select(args, procs, tree=True):
+    """Selected processes: by pidfile (pid, its group, its descendants) and/or pattern.
+
+    Never: this agent, its ancestors, opsrunner's own helpers, or PID 1.
+    Returns (selected pids, main pids) where main pids are the pidfile pid / pattern matches.
+    """
+    protected = ancestors(procs)
+    uid = uid_of(args.get("user"))
+    main = set()
+    pidfile = args.get("pidfile")
+    if pidfile:
+        pid, start = read_pidfile(pidfile)
+        if pid and pid in procs and (start is None or procs[pid].start == start):
+            main.add(pid)
+    pattern = args.get("pattern")
+    if pattern:
+        rx = re.compile(pattern)
+        for p in procs.values():
+            if p.cmdline and rx.search(p.cmdline):
+                main.add(p.pid)
+    main = set(pid for pid in main if _eligible(procs[pid], protected, uid))
+    selected = set(main)
+    if tree:
+        groups = set(procs[pid].pgid for pid in main if procs[pid].pgid == pid)
+        selected |= set(p.pid for p in procs.values() if p.pgid in groups)
+        selected |= descendants(procs, main)
+    selected = set(pid for pid in selected if pid in procs and _eligible(procs[pid], protected, uid))
+    return sorted(selected), sorted(main)
+
+
+def _eligible(p, protected, uid):
+    if p.pid in protected or not p.cmdline:
+        return False
+    if any(m in p.cmdline[:200] for m in AGENT_MARKERS):
+        return False
+    return uid is None or p.uid == uid
+
+
+def op_kill(args):
+    procs = table()
+    selected, main = select(args, procs)
+    victims = [procs[pid].as_dict() for pid in selected]
+    if args.get("check_mode") or not selected:
+        return {"changed": bool(selected), "killed": victims, "main": main}
+    starts = dict((pid, procs[pid].start) for pid in selected)
+    sig = getattr(signal, "SIG" + str(args.get("signal", "TERM")).upper().replace("SIG", ""))
+    for pid in selected:
+        _signal(pid, sig)
+    survivors = _wait_gone(starts, float(args.get("grace", 10)))
+    forced = sorted(survivors)
+    for pid in survivors:
+        _signal(pid, signal.SIGKILL)
+    survivors = _wait_gone(dict((p, starts[p]) for p in survivors), 5.0)
+    result = {"changed": True, "killed": victims, "main": main, "forced": forced}
+    if survivors:
+        left = [procs[pid].as_dict() for pid in sorted(survivors)]
+        result["error"] = "processes survived SIGKILL: " + "; ".join(
+            "%d (%s)" % (p["pid"], p["cmdline"][:120]) for p in left)
+        result["survivors"] = left
+    return result
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _wait_gone(starts, wait_s):
+    deadline = time.time() + wait_s
+    left = dict(starts)
+    while left:
+        left = dict((pid, st) for pid, st in left.items() if alive(pid, st))
+        if not left or time.time() >= deadline:
+            break
+        time.sleep(0.05)
+    return set(left)
+
+
+def op_select(args):
+    procs = table()
+    selected, main = select(args, procs, tree=bool(args.get("tree", False)))
+    return {"procs": [procs[pid].as_dict() for pid in selected], "main": main}
