@@ -21,7 +21,7 @@ from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Play, Playbook, Task
 from opsrunner.results import RunSummary, Status, TaskResult
-from opsrunner.templating import render
+from opsrunner.templating import LazyVars, render
 
 
 @dataclass
@@ -60,6 +60,8 @@ def batches(hosts: list[str], serial: int | str | None) -> list[list[str]]:
         size = max(1, math.floor(len(hosts) * int(serial[:-1]) / 100))
     else:
         size = int(serial)
+    if size <= 0:
+        return [hosts]
     return [hosts[i:i + size] for i in range(0, len(hosts), size)]
 
 
@@ -121,7 +123,16 @@ class Engine:
             return True
         for host in hosts:
             self.summary.host(host)
-        for batch in batches(hosts, play.serial):
+        try:
+            serial = render(str(play.serial), LazyVars([play.vars, self.options.extra_vars])) \
+                if isinstance(play.serial, str) else play.serial
+            plan = batches(hosts, serial)
+        except (TemplateError, ValueError) as exc:
+            self.emit(Notice(f"{play.pos}: bad serial {play.serial!r}: {exc}"))
+            for host in hosts:
+                self.summary.host(host).failed += 1
+            return False
+        for batch in plan:
             try:
                 self._run_batch(play, batch, hosts, pool)
             except _PlayAborted:
@@ -164,7 +175,8 @@ class Engine:
 
     def _run_task(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str],
                   pool: ThreadPoolExecutor, handler: bool) -> dict[str, TaskResult]:
-        self.emit(TaskStart(play.name, task.name, task.module, hosts, handler, str(task.pos)))
+        self.emit(TaskStart(play.name, self._task_title(play, task, hosts, play_hosts), task.module,
+                            hosts, handler, str(task.pos)))
         futures: dict[Future[TaskResult], str] = {
             pool.submit(self._run_on_host, play, task, host, play_hosts): host for host in hosts
         }
@@ -177,6 +189,13 @@ class Engine:
                 results[host] = fut.result()
                 self._record(play, task, host, results[host], handler)
         return {h: results[h] for h in hosts}
+
+    def _task_title(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str]) -> str:
+        """The task name, templated with the first host's vars when that works (as Ansible does)."""
+        try:
+            return str(render(task.name, self.vars.for_task(play, task, hosts[0], play_hosts)))
+        except TemplateError:
+            return task.name
 
     def _run_on_host(self, play: Play, task: Task, host: str, play_hosts: list[str]) -> TaskResult:
         try:

@@ -17,7 +17,8 @@ from opsrunner.templating import LazyVars
 class VariableManager:
     """Builds each host's variables. Lowest precedence first:
 
-    role defaults < inventory `all` < parent groups < child groups < host vars < play vars
+    role defaults (every role of the play; the task's own role above the others)
+    < inventory `all` < parent groups < child groups < host vars < play vars
     (and vars_files) < role vars (and role params) < task vars < registered results
     < extra vars (-e) < magic vars (inventory_hostname, groups, hostvars, play_hosts, item).
     """
@@ -30,7 +31,7 @@ class VariableManager:
         self._groups = inventory.groups_map()
 
     def for_task(self, play: Play, task: Task | None, host: str, play_hosts: list[str]) -> LazyVars:
-        layers: list[Mapping[str, Any]] = []
+        layers: list[Mapping[str, Any]] = [play.role_defaults]
         if task and task.role:
             layers.append(task.role.defaults)
         layers += self.inventory.var_layers(host)

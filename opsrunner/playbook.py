@@ -64,6 +64,7 @@ class Play:
     any_errors_fatal: bool = False
     max_fail_percentage: float | None = None
     base_dir: Path = Path(".")
+    role_defaults: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class _Loader:
         self.path = path
         self.base_dir = path.parent.resolve()
         self.problems: list[Problem] = []
+        self.roles: list[Role] = []
 
     def fail(self, pos: SourcePos, message: str, key_path: str = "") -> None:
         self.problems.append(Problem(pos, message, key_path))
@@ -128,6 +130,7 @@ class _Loader:
                 continue
             play_vars.update(loaded)
         play_tags = _tags(raw.get("tags"))
+        self.roles = []
         tasks: list[Task] = []
         for i, ref in enumerate(raw.get("roles") or []):
             tasks += self.role_tasks(ref, raw["roles"].at(i), f"{path}.roles[{i}]", play_tags)
@@ -148,6 +151,7 @@ class _Loader:
             any_errors_fatal=bool(raw.get("any_errors_fatal", False)),
             max_fail_percentage=raw.get("max_fail_percentage"),
             base_dir=self.base_dir,
+            role_defaults=_merge([r.defaults for r in self.roles]),
         )
 
     def find_role(self, name: str) -> Path | None:
@@ -169,10 +173,13 @@ class _Loader:
             return []
         role = Role(name, role_dir, self.role_mapping(role_dir / "defaults/main.yml"),
                     self.role_mapping(role_dir / "vars/main.yml"))
-        main = role_dir / kind / "main.yml"
+        if kind == "tasks":
+            self.roles.append(role)
+        entry = "main" if isinstance(ref, str) or kind != "tasks" else ref.get("tasks_from", "main")
+        main = role_dir / kind / f"{entry}.yml"
         if not main.exists():
             if kind == "tasks":
-                self.fail(pos, f"role '{name}' has no tasks/main.yml", path)
+                self.fail(pos, f"role '{name}' has no tasks/{entry}.yml", path)
             return []
         try:
             raw = load_yaml_file(main)
@@ -289,6 +296,13 @@ class _Loader:
                 if name not in names and "{{" not in name:
                     self.fail(task.pos, f"notify names unknown handler '{name}'{suggest(name, names)}",
                               f"{task.name}.notify")
+
+
+def _merge(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for layer in layers:
+        out.update(layer)
+    return out
 
 
 def _tags(value: Any) -> frozenset[str]:

@@ -56,7 +56,26 @@ def _make_env() -> _Env:
     return env
 
 
+OMIT = "__opsrunner_omit_7f3a__"
+
+
+def _lookup(kind: str, *terms: str, default: Any = None) -> Any:
+    """Controller-side lookups: env (an environment variable) and file (a file's text)."""
+    import os
+    from pathlib import Path
+
+    if kind == "env":
+        values = [os.environ.get(t, "" if default is None else default) for t in terms]
+    elif kind == "file":
+        values = [Path(t).expanduser().read_text("utf-8").rstrip("\n") for t in terms]
+    else:
+        raise ValueError(f"unknown lookup {kind!r} (supported: env, file)")
+    return values[0] if len(values) == 1 else values
+
+
 ENV = _make_env()
+ENV.globals["lookup"] = _lookup
+ENV.globals["omit"] = OMIT
 
 
 def is_template(value: str) -> bool:
@@ -153,11 +172,12 @@ def render(source: str, variables: Mapping[str, Any]) -> Any:
 
 
 def template_value(value: Any, variables: Mapping[str, Any]) -> Any:
-    """Template strings anywhere inside a nested value."""
+    """Template strings anywhere inside a nested value; keys whose value is `omit` are dropped."""
     if isinstance(value, str):
         return render(value, variables)
     if isinstance(value, dict):
-        return {k: template_value(v, variables) for k, v in value.items()}
+        out = {k: template_value(v, variables) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v != OMIT}
     if isinstance(value, list):
         return [template_value(v, variables) for v in value]
     return value

@@ -18,7 +18,8 @@ class VerifyModule(Module):
         if not any(k in args for k in CHECK_KEYS):
             raise ModuleFailure("verify needs at least one check: processes, min_processes, log, "
                                 "port or gpu_min_memory_mb")
-        window = max(float(args.get("within") or 0), float(args.get("log_grows") or 0))
+        window = max(float(args.get("within") or 0), float(args.get("log_grows") or 0)) \
+            + float(args.get("stable_for") or 0)
         timeout = None if ctx.timeout is None else max(ctx.timeout, window + 30)
         reply = ctx.agent("verify", dict(args), timeout=timeout)
         procs = reply.get("procs", [])

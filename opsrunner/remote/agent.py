@@ -43,6 +43,7 @@ def op_launch(args):
                 os.unlink(paths[key])
     spec = dict(args)
     spec["exit_file"] = paths["exit"] if paths else None
+    log_offset = _log_state(args["log"]) or 0 if args.get("log") else 0
     pid, error = _spawn(spec)
     if error:
         return {"error": "could not start %s: %s" % (args["argv"][0], error)}
@@ -51,7 +52,8 @@ def op_launch(args):
         return {"error": "job %d is not running in its own session after start" % pid}
     if pidfile:
         write_atomic(paths["meta"], json.dumps({"pid": pid, "start": p.start, "argv": args["argv"],
-                                                "log": args.get("log"), "started_at": time.time()}).encode())
+                                                "log": args.get("log"), "log_offset": log_offset,
+                                                "started_at": time.time()}).encode())
         write_atomic(pidfile, ("%d\n" % pid).encode())
     return {"changed": True, "pid": pid, "pgid": p.pgid, "sid": p.sid, "log": args.get("log"),
             "exit_file": spec["exit_file"], "cmdline": p.cmdline}
@@ -170,24 +172,24 @@ def _log_state(path):
     return st.st_size
 
 
-def _log_tail(path, lines=20):
+def _log_tail(path, offset=0, lines=20):
     try:
         with open(path, "rb") as fh:
             fh.seek(0, 2)
             size = fh.tell()
-            fh.seek(max(0, size - 65536))
+            fh.seek(max(offset if offset <= size else 0, size - 65536))
             data = fh.read()
     except OSError:
         return ""
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
 
-def _log_text(path, limit=8 << 20):
+def _log_text(path, offset=0, limit=8 << 20):
     try:
         with open(path, "rb") as fh:
             fh.seek(0, 2)
             size = fh.tell()
-            fh.seek(max(0, size - limit))
+            fh.seek(max(offset if offset <= size else 0, size - limit))
             return fh.read().decode("utf-8", "replace")
     except OSError:
         return None
@@ -232,6 +234,8 @@ def _checks(args, state):
     out = []
     procs = table()
     sel_args = dict(args)
+    if args.get("pattern"):
+        sel_args.pop("pidfile", None)  # count what the pattern sees; the pidfile serves the diagnosis
     _, main = select(sel_args, procs, tree=False)
     state["procs"] = [procs[p].as_dict() for p in main]
     count = len(main)
@@ -256,7 +260,7 @@ def _checks(args, state):
                         "%s -> %s bytes" % (state.get("log_size0"), size)))
         text = None
         if args.get("log_regex") or args.get("log_not_regex"):
-            text = _log_text(log) or ""
+            text = _log_text(log, _launch_offset(args)) or ""
         if args.get("log_regex"):
             found = re.search(args["log_regex"], text, re.M) is not None
             out.append(("log_regex", found, "log matches /%s/" % args["log_regex"],
@@ -274,6 +278,18 @@ def _checks(args, state):
         out.append(("gpu_min_memory_mb", ok, ">= %s MB on each GPU" % args["gpu_min_memory_mb"],
                     "no nvidia-smi" if used is None else used))
     return out
+
+
+def _launch_offset(args):
+    """Where the current run's output starts in an appended log (recorded at launch)."""
+    if not args.get("pidfile"):
+        return 0
+    try:
+        with open(pidfile_paths(args["pidfile"])["meta"]) as fh:
+            meta = json.load(fh)
+    except (OSError, ValueError):
+        return 0
+    return int(meta.get("log_offset") or 0) if meta.get("log") == args.get("log") else 0
 
 
 def _diagnose(args, state):
@@ -307,21 +323,26 @@ def _diagnose(args, state):
 
 
 def op_verify(args):
+    """Poll until every check passes (up to `within`), then keep them passing for `stable_for`."""
     state = {}
     window = max(float(args.get("within") or 0), float(args.get("log_grows") or 0))
+    stable_for = float(args.get("stable_for") or 0)
     deadline = time.time() + window
+    passed_at = None
     while True:
         checks = _checks(args, state)
         if all(c[1] for c in checks):
-            return {"ok": True, "checks": [list(c) for c in checks], "procs": state.get("procs", []),
-                    "log_size": state.get("log_size")}
-        if time.time() >= deadline:
+            passed_at = passed_at or time.time()
+            if time.time() - passed_at >= stable_for:
+                return {"ok": True, "checks": [list(c) for c in checks], "procs": state.get("procs", []),
+                        "log_size": state.get("log_size")}
+        elif passed_at is not None or time.time() >= deadline:
             break
-        time.sleep(min(0.25, max(0.01, deadline - time.time())))
+        time.sleep(0.2)
     failed = [c for c in checks if not c[1]]
     return {"ok": False, "checks": [list(c) for c in checks], "failed": [list(c) for c in failed],
             "diagnosis": _diagnose(args, state), "procs": state.get("procs", []),
-            "log_tail": _log_tail(args["log"]) if args.get("log") else "", "log_size": state.get("log_size")}
+            "log_tail": _log_tail(args["log"], _launch_offset(args)) if args.get("log") else "", "log_size": state.get("log_size")}
 
 
 # -- kill_old: wait for GPU memory -----------------------------------------------------------
@@ -373,11 +394,14 @@ def _usage(path):
 
 
 def op_clear(args):
+    if not os.environ.get("USER"):
+        import pwd
+        os.environ["USER"] = pwd.getpwuid(os.getuid()).pw_name
     home = os.path.expanduser("~")
     limit = int(args.get("max_matches", 20))
     targets, refused = [], []
     for pattern in args["paths"]:
-        expanded = os.path.expanduser(pattern) if pattern.strip() else pattern
+        expanded = os.path.expandvars(os.path.expanduser(pattern)) if pattern.strip() else pattern
         reason = _refusal(expanded, home, pattern)
         if reason:
             refused.append("%r: %s" % (pattern, reason))
@@ -508,6 +532,9 @@ OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_v
        "delete": op_delete, "read": op_read}
 
 
+PATH_ARGS = ("pidfile", "log", "chdir", "dest")
+
+
 def _own_source():
     with open("/proc/self/cmdline", "rb") as fh:
         argv = fh.read().split(b"\0")
@@ -522,8 +549,12 @@ def main():
     SOURCE = _own_source()
     line = sys.stdin.buffer.readline()
     request = json.loads(line.decode("utf-8"))
+    args = request.get("args") or {}
+    for key in PATH_ARGS:
+        if isinstance(args.get(key), str):
+            args[key] = os.path.expanduser(args[key])
     try:
-        reply = OPS[request["op"]](request.get("args") or {})
+        reply = OPS[request["op"]](args)
     except Exception as exc:  # reported to the controller as the task's failure message
         reply = {"error": "%s: %s" % (type(exc).__name__, exc)}
     sys.stdout.write("\n" + json.dumps(reply) + "\n")
