@@ -93,6 +93,7 @@ class _Loader:
         self.base_dir = path.parent.resolve()
         self.problems: list[Problem] = []
         self.roles: list[Role] = []
+        self.current_role: Role | None = None
 
     def fail(self, pos: SourcePos, message: str, key_path: str = "") -> None:
         self.problems.append(Problem(pos, message, key_path))
@@ -193,7 +194,11 @@ class _Loader:
         self.problems += found
         if found or not isinstance(raw, list):
             return []
-        return self.task_list(raw, kind, tags, role, params, base_dir=role_dir)
+        self.current_role = role
+        try:
+            return self.task_list(raw, kind, tags, role, params, base_dir=role_dir)
+        finally:
+            self.current_role = None
 
     def role_mapping(self, file: Path) -> dict[str, Any]:
         if not file.exists():
@@ -239,7 +244,7 @@ class _Loader:
         args = self.module_args(module, raw[module], raw.at(module), f"{path}.{module}")
         keywords = {k: v for k, v in raw.items() if k in TASK_KEYWORDS and k not in ("name", "tags")}
         self.check_templates({k: v for k, v in raw.items() if k != module}, path, raw)
-        self.check_templates(args, f"{path}.{module}", raw[module] if isinstance(raw[module], dict) else None)
+        self.check_templates(args, f"{path}.{module}")
         for key in ("when", "until", "changed_when", "failed_when"):
             for expr in _as_list(raw.get(key)):
                 if isinstance(expr, str):
@@ -273,7 +278,24 @@ class _Loader:
                 continue  # a templated value: checked again after rendering, at run time
             self.problems.append(Problem(problem.pos, problem.message,
                                          f"{path}{'.' + problem.key_path if problem.key_path else ''}"))
-        return dict(args) if isinstance(args, dict) else {}
+        if not isinstance(args, dict):
+            return {}
+        self.check_local_paths(module, args, pos, path)
+        return args
+
+    def check_local_paths(self, module: str, args: dict[str, Any], pos: SourcePos, path: str) -> None:
+        """Controller-side files a module reads must exist (templated paths are checked at run time)."""
+        for key in module_info(module).schema.get("x-opsrunner", {}).get("local_paths", []):
+            value = args.get(key)
+            if not isinstance(value, str) or "{{" in value or Path(value).expanduser().is_absolute() \
+                    and Path(value).expanduser().exists():
+                continue
+            dirs = ([self.current_role.path / "files", self.current_role.path] if self.current_role else [])
+            dirs.append(self.base_dir)
+            if not any((d / Path(value).expanduser()).exists() for d in dirs):
+                where = ", ".join(str(d) for d in dirs)
+                self.fail(args.at(key) if isinstance(args, PosDict) else pos,
+                          f"{module} {key} '{value}' not found (looked in {where})", f"{path}.{key}")
 
     def check_templates(self, value: Any, path: str, parent: Any = None, key: Any = None) -> None:
         if isinstance(value, str):

@@ -54,10 +54,33 @@ def _message(error: jsonschema.ValidationError) -> str:
         return "; ".join(parts) or error.message
     if error.validator == "required":
         return error.message.replace("is a required property", "is required")
-    if error.validator in ("oneOf", "anyOf") and error.context:
-        best = min(error.context, key=lambda e: len(list(e.absolute_schema_path)))
-        return best.message
+    if error.validator in ("oneOf", "anyOf"):
+        options = [_describe(s) for s in error.validator_value]
+        if all(options):
+            return f"{error.instance!r} is not valid here: expected {' or '.join(options)}"
     return error.message
+
+
+def _describe(schema: dict[str, Any]) -> str:
+    """A short human description of a (sub)schema, for 'expected ...' messages."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return "a {{ template }}" if name == "template" else name.replace("_", " ")
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    if "required" in schema and "type" not in schema:
+        return "with " + ", ".join(repr(r) for r in schema["required"])
+    kind = schema.get("type")
+    text = " or ".join(kind) if isinstance(kind, list) else str(kind or "value")
+    if schema.get("pattern") == "\\{\\{":
+        return "a {{ template }}"
+    if "pattern" in schema:
+        text += f" matching {schema['pattern']}"
+    if "minimum" in schema:
+        text += f" >= {schema['minimum']}"
+    if "maximum" in schema:
+        text += f" <= {schema['maximum']}"
+    return text
 
 
 def schema_problems(
