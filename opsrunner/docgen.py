@@ -36,7 +36,9 @@ def module_reference() -> str:
         info = module_info(name)
         schema = info.schema
         required = set(schema.get("required", []))
-        check = "yes" if info.check_mode else "no (skipped in --check)"
+        mode = info.schema.get("x-opsrunner", {}).get("check_mode")
+        check = {True: "yes", "partial": "only with `creates`/`removes` (otherwise skipped in --check)"}.get(
+            mode, "no (skipped in --check)")
         out.append(f"### `{name}`\n\n{info.description}\n\nCheck mode: {check}."
                    + (f" Free form: `{name}: VALUE` sets `{info.free_form}`." if info.free_form else "") + "\n")
         alternatives = [g.get("required", []) for g in schema.get("oneOf", []) + schema.get("anyOf", [])]

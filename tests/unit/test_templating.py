@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from opsrunner.errors import TemplateError
+from opsrunner.templating import LazyVars, check_syntax, evaluate, render, template_value, truthy
+
+
+def test_lazy_nested_vars_and_native_types() -> None:
+    v = LazyVars([{"a": "{{ b }}/x", "b": "{{ c | upper }}", "c": "q", "l": [1, 2], "n": "{{ l }}"}])
+    assert v["a"] == "Q/x"
+    assert v["n"] == [1, 2]
+    assert render("{{ l | length + 1 }}", v) == 3
+
+
+def test_unrelated_undefined_var_is_no_error_but_used_one_is() -> None:
+    v = LazyVars([{"broken": "{{ nope }}", "fine": "ok"}])
+    assert render("{{ fine }}", v) == "ok"
+    with pytest.raises(TemplateError, match="'nope' is undefined"):
+        render("{{ broken }}", v)
+
+
+def test_self_reference_is_reported() -> None:
+    v = LazyVars([{"a": "{{ a }}"}])
+    with pytest.raises(TemplateError, match="refers to itself"):
+        render("{{ a }}", v)
+
+
+@pytest.mark.parametrize("value", ["plain", "it's", "a b; rm -rf /", "$(x)`y`", "ünï\ncode", ""])
+def test_quote_filter_round_trips_through_a_shell(value: str) -> None:
+    quoted = render("{{ v | quote }}", LazyVars([{"v": value}]))
+    assert shlex.split(f"echo {quoted}")[1:] == [value]
+
+
+def test_quote_filter_on_lists() -> None:
+    assert render("{{ v | quote }}", LazyVars([{"v": ["a b", "c"]}])) == "'a b' c"
+
+
+def test_sandbox_blocks_attribute_escape() -> None:
+    with pytest.raises(TemplateError):
+        render("{{ ''.__class__.__mro__[1].__subclasses__() }}", LazyVars([{}]))
+
+
+def test_when_expressions() -> None:
+    v = LazyVars([{"r": {"rc": 1, "stdout": "x"}, "flag": "yes"}])
+    assert truthy("r.rc == 1", v)
+    assert truthy("{{ r.rc == 1 }}", v)
+    assert not truthy(["r.rc == 1", "r.stdout == 'y'"], v)
+    assert truthy("flag | bool", v)
+    assert evaluate("r.stdout ~ '!'", v) == "x!"
+
+
+def test_omit_drops_keys() -> None:
+    v = LazyVars([{"empty": ""}])
+    assert template_value({"a": "{{ empty or omit }}", "b": 1}, v) == {"b": 1}
+
+
+def test_syntax_check() -> None:
+    assert check_syntax("{{ ok }}") is None
+    assert "syntax error" in (check_syntax("{{ bad") or "")
+    assert check_syntax("no template at all {") is None
