@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.sshd import TestSSHD, start_sshd
+from tests.sshd import PrivateSSHD, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
 WRAPPERS = Path(__file__).resolve().parent / "wrappers"
@@ -23,7 +23,7 @@ FD_HOLDER = f"{sys.executable} {WRAPPERS / 'fd_holder.py'} --"
 
 
 @pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestSSHD]:
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     try:
         yield server
@@ -35,7 +35,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestSSHD]:
 TRANSPORTS = ["local", "ssh", "ssh+reaper", "ssh+reaper+fd_holder"]
 
 
-def host_vars_for(transport: str, sshd: TestSSHD | None) -> dict[str, Any]:
+def host_vars_for(transport: str, sshd: PrivateSSHD | None) -> dict[str, Any]:
     if transport == "local":
         return {"connection": "local"}
     assert sshd is not None
@@ -91,10 +91,15 @@ def pids_with(token: str) -> list[int]:
         if not name.isdigit() or int(name) == me:
             continue
         try:
+            if Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # a zombie is dead, only not yet reaped
+        except (OSError, IndexError):
+            continue
+        try:
             cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if token in cmdline and "pytest" not in cmdline:
+        if token in cmdline:
             found.append(int(name))
     return found
 

@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 @dataclass
-class TestSSHD:
+class PrivateSSHD:
     root: Path
     port: int
     user: str
@@ -60,7 +60,7 @@ class TestSSHD:
                 self.proc.wait()
 
 
-def start_sshd(root: Path) -> TestSSHD:
+def start_sshd(root: Path) -> PrivateSSHD:
     sshd = find_sshd()
     if sshd is None:
         raise RuntimeError("sshd not found: install openssh-server (.ci/run does)")
@@ -75,7 +75,7 @@ def start_sshd(root: Path) -> TestSSHD:
         f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {root / 'host_ed25519'}",
         f"PidFile {root / 'sshd.pid'}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
         "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-        "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel ERROR",
+        "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel INFO",
         "MaxSessions 200", "MaxStartups 200:30:300", "PrintMotd no", "UseDNS no",
         "Subsystem sftp internal-sftp", "",
     ]))
@@ -93,5 +93,10 @@ def start_sshd(root: Path) -> TestSSHD:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             break
         time.sleep(0.05)
-    return TestSSHD(root, port, getpass.getuser(), root / "client_ed25519", known,
+    return PrivateSSHD(root, port, getpass.getuser(), root / "client_ed25519", known,
                     f"{host_pub[0]} {host_pub[1]}", proc)
+
+
+def accepted_logins(server: PrivateSSHD) -> int:
+    """How many ssh logins the test sshd has accepted so far (from its own log)."""
+    return (server.root / "sshd.log").read_text(errors="replace").count("Accepted publickey")

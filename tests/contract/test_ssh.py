@@ -1,0 +1,213 @@
+"""SSH transport behaviour against the private test sshd: reachability, host keys, reuse,
+parallel hosts, ssh_config aliases, and proof that the test wrappers really are hostile."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FD_HOLDER, REAPER, pids_with, wait_for, write_inventory, write_yaml
+from tests.helpers import cli, cli_subprocess, read_events, task_ends
+from tests.sshd import PrivateSSHD, accepted_logins, free_port
+
+
+def run(tmp_path: Path, hosts: dict, body: str, *args: str) -> tuple[int, str, list[dict]]:
+    inv = write_inventory(tmp_path / "inv.yml", hosts)
+    pb = write_yaml(tmp_path / "pb.yml", body)
+    events = tmp_path / "ev.jsonl"
+    res = cli("play", str(pb), "-i", str(inv), "--json-events", str(events), *args, cwd=tmp_path)
+    return res.rc, res.out + res.err, read_events(events)
+
+
+SIMPLE = """
+- hosts: all
+  tasks:
+    - name: probe
+      shell: echo "$(id -un) on {{ inventory_hostname }}"
+"""
+
+
+def test_unreachable_host_does_not_stop_others_and_exit_3(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    hosts = {"good": sshd.host_vars(), "refused": sshd.host_vars(port=free_port())}
+    rc, out, ev = run(tmp_path, hosts, SIMPLE)
+    assert rc == 3
+    ends = {e["host"]: e for e in task_ends(ev)}
+    assert ends["good"]["status"] == "changed"
+    assert ends["refused"]["status"] == "unreachable"
+    assert "connection refused" in ends["refused"]["msg"]
+    assert "fatal: [refused]: UNREACHABLE!" in out
+
+
+def test_silent_host_is_unreachable_after_connect_timeout(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(5)  # completes TCP handshakes, never speaks SSH
+        port = silent.getsockname()[1]
+        start = time.monotonic()
+        rc, out, ev = run(tmp_path, {"silent": sshd.host_vars(port=port, connect_timeout=1)}, SIMPLE)
+        assert time.monotonic() - start < 10
+    assert rc == 3
+    assert task_ends(ev)[0]["status"] == "unreachable"
+
+
+def test_host_key_checking(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    known = tmp_path / "known_hosts"
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(known_hosts_file=str(known))}, SIMPLE)
+    assert rc == 3
+    assert "unknown host key" in task_ends(ev)[0]["msg"]
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(known_hosts_file=str(known),
+                                                     host_key_checking="accept-new")}, SIMPLE)
+    assert rc == 0, out
+    assert sshd.host_pub.split()[1] in known.read_text()
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(known_hosts_file=str(known))}, SIMPLE)
+    assert rc == 0, out  # now known: strict accepts it
+    other = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")],
+                           check=True)
+    assert other.returncode == 0
+    fake = (tmp_path / "other.pub").read_text().split()
+    known.write_text(f"[127.0.0.1]:{sshd.port} {fake[0]} {fake[1]}\n")
+    for mode in ("strict", "accept-new"):
+        rc, out, ev = run(tmp_path, {"h": sshd.host_vars(known_hosts_file=str(known),
+                                                         host_key_checking=mode)}, SIMPLE)
+        assert rc == 3
+        assert "has CHANGED" in task_ends(ev)[0]["msg"]
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(known_hosts_file=str(known),
+                                                     host_key_checking="off")}, SIMPLE)
+    assert rc == 0
+
+
+def test_authentication_failure_is_unreachable(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "wrong")], check=True)
+    env_home = {"HOME": str(tmp_path)}  # no agent, no default keys that could be authorised
+    inv = write_inventory(tmp_path / "inv.yml", {"h": sshd.host_vars(key_file=str(tmp_path / "wrong"))})
+    pb = write_yaml(tmp_path / "pb.yml", SIMPLE)
+    res = cli_subprocess("play", str(pb), "-i", str(inv), env={**env_home, "SSH_AUTH_SOCK": ""})
+    assert res.rc == 3, res.out
+    assert "authentication failed" in res.out.lower()
+
+
+def test_one_connection_per_host_for_the_whole_run(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    hosts = {f"alias{i}": sshd.host_vars() for i in range(3)}  # three names, one address
+    before = accepted_logins(sshd)
+    rc, out, ev = run(tmp_path, hosts, """
+- hosts: all
+  tasks:
+    - {shell: "true"}
+    - {shell: "true"}
+    - {command: "true"}
+    - {shell: "true", timeout: 5}
+- hosts: all
+  tasks:
+    - {shell: "true"}
+""")
+    assert rc == 0, out
+    assert wait_for(lambda: accepted_logins(sshd) - before == 3, 3), accepted_logins(sshd) - before
+
+
+def test_twenty_hosts_in_parallel_each_its_own_result(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    hosts = {f"node{i:02d}": sshd.host_vars(slot=i) for i in range(20)}
+    start = time.monotonic()
+    rc, out, ev = run(tmp_path, hosts, """
+- hosts: all
+  tasks:
+    - name: work
+      shell: sleep 1; echo "slot={{ slot }}"; exit {{ 1 if slot == 7 else 0 }}
+      register: r
+    - name: after
+      assert:
+        that: "r.stdout == 'slot=' ~ slot"
+""", "--forks", "20")
+    elapsed = time.monotonic() - start
+    assert rc == 2
+    work = {e["host"]: e for e in task_ends(ev, "work")}
+    assert len(work) == 20
+    for i in range(20):
+        e = work[f"node{i:02d}"]
+        assert e["stdout_tail"] == f"slot={i}"
+        assert e["status"] == ("failed" if i == 7 else "changed")
+    assert sorted(e["host"] for e in task_ends(ev, "after")) == sorted(h for h in hosts if h != "node07")
+    assert all(e["status"] == "ok" for e in task_ends(ev, "after"))
+    assert elapsed < 15  # 20 x 1 s in parallel, not in series
+
+
+def test_ssh_config_alias(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host trainbox\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.key_file}\n")
+    (home / ".ssh" / "known_hosts").write_text(sshd.known_hosts.read_text())
+    inv = write_inventory(tmp_path / "inv.yml", {"trainbox": {}})
+    pb = write_yaml(tmp_path / "pb.yml", SIMPLE)
+    res = cli_subprocess("play", str(pb), "-i", str(inv), env={"HOME": str(home), "SSH_AUTH_SOCK": ""})
+    assert res.rc == 0, res.out + res.err
+    assert f"{sshd.user} on trainbox" in res.out or "changed: [trainbox]" in res.out
+
+
+def test_vvv_shows_wrapped_command_as_sent(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER])}, """
+- hosts: all
+  tasks:
+    - shell: echo "a'b"
+""", "-vvv")
+    assert rc == 0
+    assert f"<h> SENT: {REAPER} /bin/sh -c 'echo \"a'\"'\"'b\"'" in out
+
+
+def test_reaper_wrapper_really_kills_naive_nohup(tmp_path: Path, sshd: PrivateSSHD, cleanup_marker: str) -> None:
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER])}, f"""
+- hosts: all
+  tasks:
+    - shell:
+        cmd: nohup sleep {cleanup_marker} >/dev/null 2>&1 & disown
+        executable: /bin/bash
+""")
+    assert rc == 0, out
+    time.sleep(1)
+    assert pids_with(cleanup_marker) == []
+    # Control: without the hostile wrapper the same naive launch survives.
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars()}, f"""
+- hosts: all
+  tasks:
+    - shell:
+        cmd: nohup sleep {cleanup_marker} >/dev/null 2>&1 & disown
+        executable: /bin/bash
+""")
+    assert rc == 0
+    time.sleep(1)
+    assert len(pids_with(cleanup_marker)) == 1
+
+
+def test_fd_holder_wrapper_really_hangs_naive_background(tmp_path: Path, sshd: PrivateSSHD,
+                                                        cleanup_marker: str) -> None:
+    start = time.monotonic()
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[FD_HOLDER])}, f"""
+- hosts: all
+  tasks:
+    - name: naive
+      shell: sleep {cleanup_marker} >/dev/null 2>&1 &
+      timeout: 3
+""")
+    elapsed = time.monotonic() - start
+    assert task_ends(ev, "naive")[0]["status"] == "timed_out"
+    assert 2.5 < elapsed < 12
+    assert wait_for(lambda: not pids_with(cleanup_marker), 3)
+
+
+def test_remote_timeout_kills_inside_wrapper_chain(tmp_path: Path, sshd: PrivateSSHD, cleanup_marker: str) -> None:
+    start = time.monotonic()
+    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER, FD_HOLDER])}, f"""
+- hosts: all
+  tasks:
+    - name: slow
+      shell: sleep {cleanup_marker}
+      timeout: 2
+""")
+    assert task_ends(ev, "slow")[0]["status"] == "timed_out"
+    assert time.monotonic() - start < 10
+    assert wait_for(lambda: not pids_with(cleanup_marker), 3)

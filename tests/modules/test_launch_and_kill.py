@@ -1,0 +1,144 @@
+"""launch_detached and kill_old over local, ssh, and ssh through the hostile wrappers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from tests.conftest import pids_with, wait_for
+from tests.modules.conftest import PY, Target, trainer_command
+
+
+def launch_task(target: Target, marker: str, name: str = "launch", **extra: object) -> dict:
+    args = {"command": trainer_command(marker, target.work / "ck.json"),
+            "log": str(target.work / "logs" / "train.log"), "pidfile": str(target.work / "train.pid")}
+    args.update(extra)
+    return {"name": name, "launch_detached": args, "timeout": 30}
+
+
+def test_launched_job_survives_session_and_is_properly_detached(target: Target, cleanup_marker: str) -> None:
+    start = time.monotonic()
+    run = target.play([launch_task(target, cleanup_marker)])
+    took = time.monotonic() - start
+    assert run.rc == 0, run.out
+    assert took < 5, f"the launch held the call for {took:.1f}s"
+    end = run.end("launch")
+    pid = int((target.work / "train.pid").read_text())
+    assert end["data"]["pid"] == pid
+    time.sleep(5)
+    # Checked from a fresh connection (a new play), and from this machine's /proc.
+    check = target.play([{"name": "verify", "verify": {"pidfile": str(target.work / "train.pid"),
+                                                       "processes": 1, "log": str(target.work / "logs/train.log"),
+                                                       "log_grows": 2}, "timeout": 30}])
+    assert check.rc == 0, check.out
+    assert pids_with(cleanup_marker) == [pid]
+    assert os.getsid(pid) == pid  # its own session
+    fds = sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
+    assert fds == [0, 1, 2], fds  # every inherited descriptor closed
+    assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
+    assert os.readlink(f"/proc/{pid}/fd/1") == str(target.work / "logs" / "train.log")
+    supervisor = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    sup_cmdline = Path(f"/proc/{supervisor}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert sup_cmdline.startswith("opsrunner-supervisor")
+    assert cleanup_marker not in sup_cmdline and "train.py" not in sup_cmdline
+    # Exit status recorded next to the pidfile when the job ends.
+    os.kill(pid, signal.SIGTERM)
+    exit_file = target.work / "train.exit"
+    assert wait_for(exit_file.exists, 10)
+    assert json.loads(exit_file.read_text())["returncode"] == 0
+    assert "SIGTERM: checkpoint saved" in (target.work / "logs" / "train.log").read_text()
+
+
+def test_launch_is_idempotent(target: Target, cleanup_marker: str) -> None:
+    first = target.play([launch_task(target, cleanup_marker)])
+    assert first.rc == 0, first.out
+    second = target.play([launch_task(target, cleanup_marker)])
+    assert second.rc == 0
+    assert second.end("launch")["status"] == "ok"
+    assert "already running" in second.end("launch")["msg"]
+    assert len(pids_with(cleanup_marker)) == 1
+
+
+def test_launch_failure_is_reported(target: Target) -> None:
+    run = target.play([{"name": "launch", "launch_detached": {
+        "argv": ["/nonexistent/trainer-binary"], "pidfile": str(target.work / "x.pid")}}])
+    assert run.rc == 2
+    assert "could not start /nonexistent/trainer-binary: No such file or directory" in run.end("launch")["msg"]
+
+
+def test_kill_by_pidfile_takes_the_whole_tree(target: Target, cleanup_marker: str) -> None:
+    cmd = f"setsid sleep {cleanup_marker} & sleep {cleanup_marker} & {PY} -c 'import time; time.sleep(1000)' {cleanup_marker}; wait"
+    run = target.play([{"name": "launch", "launch_detached": {"command": cmd, "pidfile": str(target.work / "j.pid")}}])
+    assert run.rc == 0, run.out
+    assert wait_for(lambda: len(pids_with(cleanup_marker)) == 4, 5), pids_with(cleanup_marker)
+    run = target.play([{"name": "kill", "kill_old": {"pidfile": str(target.work / "j.pid"), "grace": 2}}])
+    assert run.rc == 0, run.out
+    assert run.end("kill")["status"] == "changed"
+    assert len(run.end("kill")["data"]["pids"]) == 4
+    assert wait_for(lambda: pids_with(cleanup_marker) == [], 3), pids_with(cleanup_marker)
+
+
+def test_kill_escalates_to_sigkill_and_check_mode_kills_nothing(target: Target, cleanup_marker: str) -> None:
+    stubborn = (f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                f"time.sleep(1000)  # {cleanup_marker}")
+    run = target.play([{"name": "launch", "launch_detached": {"argv": [PY, "-c", stubborn]}}])
+    assert run.rc == 0, run.out
+    assert wait_for(lambda: len(pids_with(cleanup_marker)) == 1, 5)
+    dry = target.play([{"name": "kill", "kill_old": {"pattern": cleanup_marker, "grace": 1}}], "--check")
+    assert dry.end("kill")["status"] == "changed" and "would kill 1" in dry.end("kill")["msg"]
+    assert len(pids_with(cleanup_marker)) == 1
+    run = target.play([{"name": "kill", "kill_old": {"pattern": cleanup_marker, "grace": 1}}])
+    assert run.rc == 0, run.out
+    assert "SIGKILL needed for 1" in run.end("kill")["msg"]
+    assert wait_for(lambda: pids_with(cleanup_marker) == [], 3)
+    again = target.play([{"name": "kill", "kill_old": {"pattern": cleanup_marker}}])
+    assert again.end("kill")["status"] == "ok"
+
+
+def test_kill_pattern_matching_its_own_command_line_incident_1(target: Target, cleanup_marker: str) -> None:
+    # The pattern also matches the agent's own command line, the shell and the wrapper
+    # chain carrying it (the shape of `pkill -f python3` inside `bash -c '...python3...'`).
+    run = target.play([launch_task(target, cleanup_marker)])
+    assert run.rc == 0, run.out
+    pattern = f"{cleanup_marker}|opsrunner-agent|session_reaper|fd_holder|/bin/sh -c|import json"
+    run = target.play([
+        {"name": "kill", "kill_old": {"pattern": pattern, "grace": 5}, "timeout": 60},
+        {"name": "next", "shell": "echo still here"},
+    ])
+    assert run.rc == 0, run.out
+    assert run.end("next")["stdout_tail"] == "still here"
+    assert wait_for(lambda: pids_with(cleanup_marker) == [], 3)
+
+
+def test_wait_gpu_free_with_fake_nvidia_smi(target: Target, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    state = tmp_path / "gpu_state"
+    fake = bin_dir / "nvidia-smi"
+    # Prints the next line of the state file each call (index, MB used), like the real query.
+    fake.write_text(f"#!/bin/sh\nn=$(cat {state}.n 2>/dev/null || echo 0); echo $((n+1)) > {state}.n\n"
+                    f"sed -n \"$((n+1))p\" {state} | tr ';' '\\n'\n")
+    fake.chmod(0o755)
+    host_vars = dict(target.host_vars)
+    chain = list(host_vars.get("wrapper") or [])
+    host_vars["wrapper"] = [*chain, f"env PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"]
+    gpu_target = Target(host_vars, target.work)
+    state.write_text("0, 30000;1, 20\n0, 12000;1, 20\n0, 300;1, 20\n")
+    task = {"name": "kill", "kill_old": {"pattern": "no-such-process-xyz", "wait_gpu_free": 10}}
+    run = gpu_target.play([task])
+    assert run.rc == 0, run.out
+    assert "GPU memory released" in run.end("kill")["msg"]
+    state.write_text("0, 30000;1, 20\n" * 200)
+    Path(f"{state}.n").unlink()
+    run = gpu_target.play([{**task, "kill_old": {**task["kill_old"], "wait_gpu_free": 1}}])
+    assert run.rc == 2
+    assert "GPU memory still in use 1s after the kill (GPU 0: 30000 MB" in run.end("kill")["msg"]
+    if any(Path(d, "nvidia-smi").exists() for d in ("/usr/bin", "/bin")):
+        return  # a real nvidia-smi here: the "no nvidia-smi" case cannot be staged
+    host_vars["wrapper"] = [*chain, "env PATH=/usr/bin:/bin"]
+    run = Target(host_vars, target.work).play([{**task, "kill_old": {"pattern": "x-no-such", "wait_gpu_free": 5}}])
+    assert run.rc == 0, run.out
+    assert "no nvidia-smi on the target" in run.end("kill")["msg"]
