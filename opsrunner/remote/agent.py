@@ -368,10 +368,12 @@ def _refusal(path, home, pattern):
         return "path contains '..'"
     if not os.path.isabs(real):
         return "not an absolute path"
-    if real == "/" or real.count("/") < 2:
-        return "a top-level directory"
+    if real == "/":
+        return "the filesystem root"
     if home and (real == home or home.startswith(real.rstrip("/") + "/")):
         return "the home directory or one of its parents"
+    if real.count("/") < 2:
+        return "a top-level directory"
     return None
 
 

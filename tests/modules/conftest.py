@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, write_inventory, write_yaml
+from tests.conftest import ROOT, host_vars_for, write_inventory, write_yaml
 from tests.helpers import cli, read_events, task_ends
 
 TRAINER = ROOT / "examples" / "demo_trainer" / "train.py"
@@ -55,3 +55,22 @@ def target(transport_vars: dict[str, Any], tmp_path: Path) -> Target:
 
 def trainer_command(marker: str, ckpt: Path, *extra: str) -> str:
     return " ".join([PY, "-u", str(TRAINER), "--run-name", marker, "--checkpoint", str(ckpt), *extra])
+
+
+def _target_for(transport: str, request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    server = request.getfixturevalue("sshd") if transport != "local" else None
+    work = tmp_path / "work"
+    work.mkdir()
+    return Target(host_vars_for(transport, server), work)
+
+
+@pytest.fixture(params=["local", "ssh+reaper+fd_holder"])
+def edge_target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """For logic computed on the target: proven locally and through the longest hostile chain."""
+    return _target_for(str(request.param), request, tmp_path)
+
+
+@pytest.fixture
+def chain_target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """The longest chain only: ssh, the session reaper, then the fd holder."""
+    return _target_for("ssh+reaper+fd_holder", request, tmp_path)

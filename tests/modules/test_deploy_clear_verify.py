@@ -1,0 +1,191 @@
+"""deploy_code, clear_cache and verify over local, ssh, and ssh through the hostile wrappers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import pids_with, wait_for
+from tests.modules.conftest import Target, trainer_command
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    root = tmp_path / "src"
+    (root / "pkg" / "__pycache__").mkdir(parents=True)
+    (root / "train.py").write_text("print('v1')\n")
+    (root / "pkg" / "model.py").write_text("LAYERS = 4\n")
+    (root / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0junk")
+    (root / "run.sh").write_text("#!/bin/sh\nexec python3 train.py\n")
+    (root / "run.sh").chmod(0o755)
+    return root
+
+
+def deploy(target: Target, src: Path, dest: Path, *args: str, **extra: object):
+    task = {"name": "deploy", "deploy_code": {"src": str(src), "dest": str(dest),
+                                              "exclude": ["__pycache__", "*.pyc"], **extra}, "timeout": 120}
+    return target.play([task], *args)
+
+
+def test_deploy_is_idempotent_and_sends_only_changes(target: Target, src: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "remote" / "code"
+    run = deploy(target, src, dest)
+    assert run.rc == 0, run.out
+    assert sorted(run.end("deploy")["data"]["changed_files"]) == ["pkg/model.py", "run.sh", "train.py"]
+    assert (dest / "pkg" / "model.py").read_text() == "LAYERS = 4\n"
+    assert not (dest / "pkg" / "__pycache__").exists()
+    assert (dest / "run.sh").stat().st_mode & 0o777 == 0o755
+    again = deploy(target, src, dest)
+    assert again.end("deploy")["status"] == "ok"
+    inode = (dest / "train.py").stat().st_ino
+    (src / "train.py").write_text("print('v2')\n")
+    (src / "pkg" / "model.py").chmod(0o600)
+    third = deploy(target, src, dest, "--diff")
+    assert third.end("deploy")["status"] == "changed"
+    assert sorted(third.end("deploy")["data"]["changed_files"]) == ["pkg/model.py", "train.py"]
+    assert "-print('v1')\n+print('v2')" in third.out
+    assert (dest / "train.py").stat().st_ino != inode  # replaced by rename, never rewritten in place
+    assert (dest / "pkg" / "model.py").stat().st_mode & 0o777 == 0o600
+    assert not [p for p in dest.rglob("*opsrunner-tmp*")]
+
+
+def test_deploy_check_mode_delete_backup_and_single_file(target: Target, src: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "remote" / "code"
+    dry = deploy(target, src, dest, "--check")
+    assert dry.end("deploy")["status"] == "changed" and "would deploy 3 of 3" in dry.end("deploy")["msg"]
+    assert not dest.exists()
+    assert deploy(target, src, dest).rc == 0
+    (dest / "stale.py").write_text("old\n")
+    (src / "train.py").write_text("print('v3')\n")
+    run = deploy(target, src, dest, delete=True, backup=True)
+    assert run.rc == 0, run.out
+    assert run.end("deploy")["data"]["deleted_files"] == ["stale.py"]
+    assert not (dest / "stale.py").exists()
+    backups = list(dest.glob("train.py.*~"))
+    assert len(backups) == 1 and backups[0].read_text() == "print('v1')\n"
+    single = target.play([{"name": "one", "deploy_code": {"src": str(src / "train.py"),
+                                                          "dest": str(tmp_path / "remote/one/renamed.py"),
+                                                          "mode": "0640"}}])
+    assert single.rc == 0, single.out
+    assert (tmp_path / "remote/one/renamed.py").stat().st_mode & 0o777 == 0o640
+
+
+def test_deploy_100mb_streams(chain_target: Target, tmp_path: Path) -> None:
+    target = chain_target
+    big = tmp_path / "bigsrc"
+    big.mkdir()
+    chunk = os.urandom(1 << 20)
+    with (big / "weights.bin").open("wb") as fh:
+        for i in range(100):
+            fh.write(chunk[i:] + chunk[:i])
+    run = deploy(target, big, tmp_path / "remote" / "big")
+    assert run.rc == 0, run.out
+    assert (tmp_path / "remote/big/weights.bin").read_bytes() == (big / "weights.bin").read_bytes()
+
+
+def test_clear_cache_reports_bytes_and_is_idempotent(target: Target, tmp_path: Path) -> None:
+    cache = tmp_path / "caches"
+    (cache / "torchinductor_x" / "sub").mkdir(parents=True)
+    (cache / "torchinductor_x" / "sub" / "k.bin").write_bytes(b"x" * 5000)
+    (cache / "triton").mkdir()
+    (cache / "triton" / "t.bin").write_bytes(b"y" * 3000)
+    keep = cache / "keep.txt"
+    keep.write_text("keep")
+    task = {"name": "clear", "clear_cache": {"paths": [str(cache / "torchinductor_*"), str(cache / "triton")]}}
+    dry = target.play([task], "--check")
+    assert dry.end("clear")["status"] == "changed" and (cache / "triton").exists()
+    run = target.play([task])
+    assert run.rc == 0, run.out
+    assert run.end("clear")["data"]["bytes"] == 8000
+    assert not (cache / "triton").exists() and not (cache / "torchinductor_x").exists()
+    assert keep.exists()
+    assert target.play([task]).end("clear")["status"] == "ok"
+
+
+@pytest.mark.parametrize("path,reason", [
+    ("/", "the filesystem root"),
+    ("~", "the home directory"),
+    ("/usr", "a top-level directory"),
+    ("", "empty path"),
+    ("/tmp/a/../..", "contains '..'"),
+    ("/*", "a top-level directory"),
+])
+def test_clear_cache_refuses_dangerous_targets(edge_target: Target, path: str, reason: str) -> None:
+    target = edge_target
+    # Run in check mode: the refusal happens before anything else, and a bug here can then
+    # never delete anything on the machine running the tests.
+    run = target.play([{"name": "clear", "clear_cache": {"paths": [path]}}], "--check")
+    assert run.rc == 2
+    assert "refusing to clear" in run.end("clear")["msg"] and reason in run.end("clear")["msg"]
+
+
+def test_clear_cache_refusal_removes_nothing(target: Target, tmp_path: Path) -> None:
+    cache = tmp_path / "many"
+    for i in range(5):
+        (cache / f"d{i}").mkdir(parents=True)
+    (tmp_path / "victim").mkdir()
+    run = target.play([{"name": "clear", "clear_cache": {
+        "paths": [str(tmp_path / "victim"), str(cache / "*")], "max_matches": 3}}])
+    assert run.rc == 2
+    assert "matches 5 entries (more than max_matches=3)" in run.end("clear")["msg"]
+    assert (tmp_path / "victim").exists() and len(list(cache.iterdir())) == 5
+
+
+def _verify(target: Target, **args: object):
+    return target.play([{"name": "verify", "verify": args, "timeout": 60}])
+
+
+def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
+    target = edge_target
+    w = target.work
+    log, pid = str(w / "t.log"), str(w / "t.pid")
+    # never started
+    run = _verify(target, pidfile=pid, processes=1, log=log)
+    assert "diagnosis: never started: no pidfile at" in run.end("verify")["msg"]
+    # exited with code N (crash), with the log's last lines
+    launch = {"name": "launch", "launch_detached": {
+        "command": trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "2", "--step-time", "0.05"),
+        "log": log, "pidfile": pid}}
+    assert target.play([launch]).rc == 0
+    run = _verify(target, pidfile=pid, processes=1, log=log, within=5, log_not_regex="Traceback")
+    msg = run.end("verify")["msg"]
+    assert run.rc == 2
+    assert "diagnosis: the job (pid" in msg and "exited with code 1" in msg
+    assert "RuntimeError: simulated crash" in msg and f"last lines of {log}" in msg
+    # killed by a signal
+    launch["launch_detached"]["command"] = trainer_command(cleanup_marker, w / "ck.json")
+    assert target.play([launch]).rc == 0
+    job = int(Path(pid).read_text())
+    os.kill(job, signal.SIGKILL)
+    assert wait_for((w / "t.exit").exists, 5)
+    run = _verify(target, pidfile=pid, processes=1, log=log)
+    assert "was killed by signal 9" in run.end("verify")["msg"]
+    # running but the log stopped growing (hang)
+    launch["launch_detached"]["command"] = trainer_command(cleanup_marker, w / "ck.json", "--hang-after", "1")
+    assert target.play([launch]).rc == 0
+    time.sleep(1)
+    run = _verify(target, pidfile=pid, processes=1, log=log, log_grows=1.5)
+    assert "but the log stopped growing" in run.end("verify")["msg"]
+    os.kill(int(Path(pid).read_text()), signal.SIGKILL)
+
+
+def test_verify_wrong_process_count_lists_them_and_success(edge_target: Target, cleanup_marker: str) -> None:
+    target = edge_target
+    w = target.work
+    for i in range(2):
+        assert target.play([{"name": "launch", "launch_detached": {
+            "command": trainer_command(cleanup_marker, w / f"ck{i}.json"), "log": str(w / f"l{i}.log"),
+            "pidfile": str(w / f"p{i}.pid")}}]).rc == 0
+    run = _verify(target, pattern=cleanup_marker, processes=1)
+    msg = run.end("verify")["msg"]
+    assert "processes: expected exactly 1, got 2" in msg
+    assert msg.count(cleanup_marker) >= 2
+    ok = _verify(target, pattern=cleanup_marker, min_processes=2, log=str(w / "l0.log"), log_grows=2,
+                 log_regex="ready: training", stable_for=1)
+    assert ok.rc == 0, ok.out
+    assert ok.end("verify")["data"]["processes"] == 2
+    assert wait_for(lambda: len(pids_with(cleanup_marker)) == 2, 1)
