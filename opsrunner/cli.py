@@ -101,10 +101,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     extra: dict[str, Any] = {}
     sources = [Path(i) for i in args.inventory] or [Path("inventory/hosts.yml")]
     try:
-        if args.inventory or sources[0].exists():
-            inventory = load_inventory(sources)
-        else:
-            inventory = localhost_inventory()
+        inventory = load_inventory(sources) if args.inventory or sources[0].exists() else localhost_inventory()
     except ValidationError as exc:
         problems += exc.problems
     try:
@@ -142,9 +139,8 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     playbook, inventory, extra = _load(args)
     if args.forks < 1:
         raise UsageError("--forks must be at least 1")
-    split = lambda vals: frozenset(t.strip() for v in vals for t in v.split(",") if t.strip())  # noqa: E731
-    options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=split(args.tags),
-                         skip_tags=split(args.skip_tags), forks=args.forks, extra_vars=extra,
+    options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=_split_tags(args.tags),
+                         skip_tags=_split_tags(args.skip_tags), forks=args.forks, extra_vars=extra,
                          verbosity=args.verbose)
     if args.list_hosts or args.list_tasks:
         text = list_hosts(playbook, inventory, options) if args.list_hosts else ""
@@ -166,6 +162,10 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):
                 r.close()
     return summary.exit_code()
+
+
+def _split_tags(values: list[str]) -> frozenset[str]:
+    return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())
 
 
 def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         return EXIT_INTERRUPTED
     except SystemExit as exc:  # argparse --help / --version
         return int(exc.code or 0)
-    except Exception as exc:  # noqa: BLE001 - last resort: Ansible's 250
+    except Exception as exc:
         import traceback
 
         traceback.print_exc(file=err)

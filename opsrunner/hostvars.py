@@ -86,7 +86,7 @@ def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
 
     def get(name: str, default: Any = None) -> Any:
         try:
-            return variables[name] if name in variables else default
+            return variables.get(name, default)
         except TemplateError as exc:
             raise TemplateError(f"in host var '{name}' of {host}: {exc.bare_message}") from None
 

@@ -108,7 +108,7 @@ class _Loader:
             raise ValidationError(self.problems)
         plays = []
         for index, raw in enumerate(data):
-            if isinstance(raw, dict) and isinstance(raw.get("hosts"), str):
+            if isinstance(raw, PosDict) and isinstance(raw.get("hosts"), str):
                 plays.append(self.play(raw, f"[{index}]"))
         if self.problems:
             raise ValidationError(self.problems)
@@ -287,8 +287,8 @@ class _Loader:
         """Controller-side files a module reads must exist (templated paths are checked at run time)."""
         for key in module_info(module).schema.get("x-opsrunner", {}).get("local_paths", []):
             value = args.get(key)
-            if not isinstance(value, str) or "{{" in value or Path(value).expanduser().is_absolute() \
-                    and Path(value).expanduser().exists():
+            if not isinstance(value, str) or "{{" in value or (Path(value).expanduser().is_absolute() \
+                    and Path(value).expanduser().exists()):
                 continue
             dirs = ([self.current_role.path / "files", self.current_role.path] if self.current_role else [])
             dirs.append(self.base_dir)
@@ -306,7 +306,8 @@ class _Loader:
                 self.fail(pos, err, path)
         elif isinstance(value, dict):
             for k, v in value.items():
-                self.check_templates(v, f"{path}.{k}" if path else k, value if isinstance(value, PosDict) else parent, k)
+                holder = value if isinstance(value, PosDict) else parent
+                self.check_templates(v, f"{path}.{k}" if path else k, holder, k)
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 self.check_templates(v, f"{path}[{i}]", value if isinstance(value, PosList) else parent, i)

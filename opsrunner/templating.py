@@ -167,7 +167,7 @@ def render(source: str, variables: Mapping[str, Any]) -> Any:
         raise TemplateError(f"template error: {exc}") from None
     except TemplateError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a user expression raised (e.g. 1/0, bad call)
+    except Exception as exc:
         raise TemplateError(f"template error: {type(exc).__name__}: {exc}") from None
 
 

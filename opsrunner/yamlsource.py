@@ -50,7 +50,7 @@ def _make_loader(filename: str, problems: list[Problem]) -> type[yaml.SafeLoader
             result.pos = _mark_pos(filename, node.start_mark)
             result.key_pos = {}
             for key_node, value_node in node.value:
-                key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+                key = self.construct_object(key_node, deep=True)
                 key_str = str(key) if not isinstance(key, str) else key
                 kpos = _mark_pos(filename, key_node.start_mark)
                 if key_str in result:
@@ -58,14 +58,14 @@ def _make_loader(filename: str, problems: list[Problem]) -> type[yaml.SafeLoader
                     problems.append(
                         Problem(kpos, f"duplicate key '{key_str}' (first defined at line {first.line})", key_str)
                     )
-                result[key_str] = self.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+                result[key_str] = self.construct_object(value_node, deep=True)
                 result.key_pos[key_str] = kpos
             return result
 
-        def construct_sequence(  # type: ignore[override]
+        def construct_sequence(
             self, node: yaml.SequenceNode, deep: bool = False
         ) -> PosList:
-            result = PosList(self.construct_object(child, deep=True) for child in node.value)  # type: ignore[no-untyped-call]
+            result = PosList(self.construct_object(child, deep=True) for child in node.value)
             result.pos = _mark_pos(filename, node.start_mark)
             result.item_pos = [_mark_pos(filename, child.start_mark) for child in node.value]
             return result
@@ -80,7 +80,7 @@ def load_yaml_text(text: str, filename: str) -> Any:
     problems: list[Problem] = []
     loader_cls = _make_loader(filename, problems)
     try:
-        data = yaml.load(text, Loader=loader_cls)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=loader_cls)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = _mark_pos(filename, mark) if mark else SourcePos(filename)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -106,10 +107,8 @@ def pids_with(token: str) -> list[int]:
 
 def kill_marked(token: str) -> None:
     for pid in pids_with(token):
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> bool:

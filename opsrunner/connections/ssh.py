@@ -42,7 +42,7 @@ def _config() -> Config:
     return _fabric_config
 
 
-class _AcceptNew(paramiko.MissingHostKeyPolicy):
+class _AcceptNew(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
     """Like OpenSSH's accept-new: record unknown keys (appending), refuse changed ones."""
 
     def __init__(self, path: Path) -> None:
@@ -100,7 +100,7 @@ class SSHConnection(Connection):
             self._configure_host_keys(fab.client)
             try:
                 fab.open()
-            except Exception as exc:  # noqa: BLE001 - every connect failure means unreachable
+            except Exception as exc:
                 with contextlib.suppress(Exception):
                     fab.close()
                 raise ConnectionFailed(_reason(exc, spec.host or spec.name, spec.connect_timeout)) from None
@@ -150,7 +150,7 @@ class SSHConnection(Connection):
         try:
             chan = self._fabric.client.get_transport().open_session(timeout=self.spec.connect_timeout)
             chan.exec_command(command)
-        except Exception as exc:  # noqa: BLE001 - transport dropped between tasks
+        except Exception as exc:
             self.close()
             raise ConnectionFailed(f"ssh channel failed: {exc}") from None
         with self._lock:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from opsrunner.connections.base import Connection
 from opsrunner.errors import ModuleFailure
@@ -45,7 +45,7 @@ class TaskContext:
               payload: IO[bytes] | None = None) -> dict[str, Any]:
         """Run one operation of the stdlib-only remote agent on the target; return its JSON reply."""
         header = json.dumps({"op": op, "args": request}).encode() + b"\n"
-        stdin: bytes | IO[bytes] = header if payload is None else _Prefixed(header, payload)
+        stdin: bytes | IO[bytes] = header if payload is None else cast(IO[bytes], _Prefixed(header, payload))
         result = self.connection.run(
             [self.connection.spec.python, "-c", agent_source()],
             stdin=stdin,

@@ -11,7 +11,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import Module, TaskContext
@@ -68,7 +68,8 @@ class DeployCodeModule(Module):
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         src = ctx.resolve_local(args["src"])
         if not src.exists():
-            raise ModuleFailure(f"src {args['src']} not found (looked in {', '.join(map(str, ctx.task.search_dirs('files')))})")
+            looked = ", ".join(map(str, ctx.task.search_dirs("files")))
+            raise ModuleFailure(f"src {args['src']} not found (looked in {looked})")
         exclude = list(args.get("exclude") or [])
         root, files = collect(src, args["dest"], exclude, parse_mode(args.get("mode")))
         delete = bool(args.get("delete")) and src.is_dir()
@@ -105,7 +106,7 @@ class DeployCodeModule(Module):
                     with f.path.open("rb") as fh:
                         tar.addfile(info, fh)
             spool.seek(0)
-            return ctx.agent("write", {"dest": root, "backup": backup}, payload=spool)  # type: ignore[arg-type]
+            return ctx.agent("write", {"dest": root, "backup": backup}, payload=cast(IO[bytes], spool))
 
     def _diff(self, ctx: TaskContext, root: str, changed: list[LocalFile], extra: list[str]) -> str:
         paths = [posixpath.join(root, f.rel) for f in changed] + [posixpath.join(root, e) for e in extra]

@@ -19,7 +19,7 @@ class KillOldModule(Module):
     name = "kill_old"
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
-        request = {k: args[k] for k in ("pidfile", "pattern", "user", "signal", "grace") if k in args}
+        request: dict[str, Any] = {k: args[k] for k in ("pidfile", "pattern", "user", "signal", "grace") if k in args}
         request["check_mode"] = ctx.check_mode
         reply = ctx.agent("kill", request)
         killed: list[dict[str, Any]] = reply.get("killed", [])

@@ -33,7 +33,7 @@ class LaunchDetachedModule(Module):
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         if "argv" in args:
-            argv, env = [str(a) for a in args["argv"]], {}
+            argv, env = [str(a) for a in args["argv"]], dict[str, str]()
         else:
             argv, env = command_argv(args["command"])
         env.update({str(k): str(v) for k, v in (args.get("env") or {}).items()})
@@ -42,7 +42,8 @@ class LaunchDetachedModule(Module):
             if key in args:
                 request[key] = args[key]
         reply = ctx.agent("launch", request)
-        data = {k: reply[k] for k in ("pid", "pgid", "sid", "log", "exit_file", "cmdline") if k in reply}
+        keys = ("pid", "pgid", "sid", "log", "exit_file", "cmdline")
+        data: dict[str, Any] = {k: reply[k] for k in keys if k in reply}
         if reply.get("already_running"):
             return TaskResult(Status.OK, msg=f"already running as pid {reply['pid']} "
                               f"(from {args['pidfile']}); not starting a second copy", data=data)

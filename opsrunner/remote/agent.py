@@ -4,9 +4,14 @@
 import errno
 import glob
 import hashlib
+import json
+import os
+import re
 import shutil
 import stat
+import sys
 import tarfile
+import time
 
 SUPERVISOR_BOOT = "import os;exec(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))"
 
@@ -342,7 +347,8 @@ def op_verify(args):
     failed = [c for c in checks if not c[1]]
     return {"ok": False, "checks": [list(c) for c in checks], "failed": [list(c) for c in failed],
             "diagnosis": _diagnose(args, state), "procs": state.get("procs", []),
-            "log_tail": _log_tail(args["log"], _launch_offset(args)) if args.get("log") else "", "log_size": state.get("log_size")}
+            "log_tail": _log_tail(args["log"], _launch_offset(args)) if args.get("log") else "",
+            "log_size": state.get("log_size")}
 
 
 # -- kill_old: wait for GPU memory -----------------------------------------------------------

@@ -4,14 +4,13 @@ import json
 import os
 import re
 import signal
-import sys
 import time
 
 AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog")
 
 
 class Proc(object):
-    __slots__ = ("pid", "ppid", "pgid", "sid", "state", "start", "uid", "cmdline")
+    __slots__ = ("cmdline", "pgid", "pid", "ppid", "sid", "start", "state", "uid")
 
     def as_dict(self):
         return {"pid": self.pid, "ppid": self.ppid, "pgid": self.pgid, "sid": self.sid,

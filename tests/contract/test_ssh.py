@@ -3,13 +3,10 @@ parallel hosts, ssh_config aliases, and proof that the test wrappers really are 
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import FD_HOLDER, REAPER, pids_with, wait_for, write_inventory, write_yaml
 from tests.helpers import cli, cli_subprocess, read_events, task_ends
@@ -49,7 +46,7 @@ def test_silent_host_is_unreachable_after_connect_timeout(tmp_path: Path, sshd: 
         silent.listen(5)  # completes TCP handshakes, never speaks SSH
         port = silent.getsockname()[1]
         start = time.monotonic()
-        rc, out, ev = run(tmp_path, {"silent": sshd.host_vars(port=port, connect_timeout=1)}, SIMPLE)
+        rc, _out, ev = run(tmp_path, {"silent": sshd.host_vars(port=port, connect_timeout=1)}, SIMPLE)
         assert time.monotonic() - start < 10
     assert rc == 3
     assert task_ends(ev)[0]["status"] == "unreachable"
@@ -94,7 +91,7 @@ def test_authentication_failure_is_unreachable(tmp_path: Path, sshd: PrivateSSHD
 def test_one_connection_per_host_for_the_whole_run(tmp_path: Path, sshd: PrivateSSHD) -> None:
     hosts = {f"alias{i}": sshd.host_vars() for i in range(3)}  # three names, one address
     before = accepted_logins(sshd)
-    rc, out, ev = run(tmp_path, hosts, """
+    rc, out, _ev = run(tmp_path, hosts, """
 - hosts: all
   tasks:
     - {shell: "true"}
@@ -112,7 +109,7 @@ def test_one_connection_per_host_for_the_whole_run(tmp_path: Path, sshd: Private
 def test_twenty_hosts_in_parallel_each_its_own_result(tmp_path: Path, sshd: PrivateSSHD) -> None:
     hosts = {f"node{i:02d}": sshd.host_vars(slot=i) for i in range(20)}
     start = time.monotonic()
-    rc, out, ev = run(tmp_path, hosts, """
+    rc, _out, ev = run(tmp_path, hosts, """
 - hosts: all
   tasks:
     - name: work
@@ -150,7 +147,7 @@ def test_ssh_config_alias(tmp_path: Path, sshd: PrivateSSHD) -> None:
 
 
 def test_vvv_shows_wrapped_command_as_sent(tmp_path: Path, sshd: PrivateSSHD) -> None:
-    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER])}, """
+    rc, out, _ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER])}, """
 - hosts: all
   tasks:
     - shell: echo "a'b"
@@ -160,7 +157,7 @@ def test_vvv_shows_wrapped_command_as_sent(tmp_path: Path, sshd: PrivateSSHD) ->
 
 
 def test_reaper_wrapper_really_kills_naive_nohup(tmp_path: Path, sshd: PrivateSSHD, cleanup_marker: str) -> None:
-    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER])}, f"""
+    rc, out, _ = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER])}, f"""
 - hosts: all
   tasks:
     - shell:
@@ -171,7 +168,7 @@ def test_reaper_wrapper_really_kills_naive_nohup(tmp_path: Path, sshd: PrivateSS
     time.sleep(1)
     assert pids_with(cleanup_marker) == []
     # Control: without the hostile wrapper the same naive launch survives.
-    rc, out, ev = run(tmp_path, {"h": sshd.host_vars()}, f"""
+    rc, out, _ev = run(tmp_path, {"h": sshd.host_vars()}, f"""
 - hosts: all
   tasks:
     - shell:
@@ -186,7 +183,7 @@ def test_reaper_wrapper_really_kills_naive_nohup(tmp_path: Path, sshd: PrivateSS
 def test_fd_holder_wrapper_really_hangs_naive_background(tmp_path: Path, sshd: PrivateSSHD,
                                                         cleanup_marker: str) -> None:
     start = time.monotonic()
-    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[FD_HOLDER])}, f"""
+    _rc, _out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[FD_HOLDER])}, f"""
 - hosts: all
   tasks:
     - name: naive
@@ -201,7 +198,7 @@ def test_fd_holder_wrapper_really_hangs_naive_background(tmp_path: Path, sshd: P
 
 def test_remote_timeout_kills_inside_wrapper_chain(tmp_path: Path, sshd: PrivateSSHD, cleanup_marker: str) -> None:
     start = time.monotonic()
-    rc, out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER, FD_HOLDER])}, f"""
+    _rc, _out, ev = run(tmp_path, {"h": sshd.host_vars(wrapper=[REAPER, FD_HOLDER])}, f"""
 - hosts: all
   tasks:
     - name: slow

@@ -97,7 +97,7 @@ def test_changed_failed_when_ignore_errors(tmp_path: Path, inv: Path) -> None:
 
 def test_until_retries(tmp_path: Path, inv: Path) -> None:
     counter = tmp_path / "count"
-    rc, out, ev = play(tmp_path, inv, f"""
+    rc, _out, ev = play(tmp_path, inv, f"""
 - hosts: h1
   tasks:
     - name: flaky
@@ -259,7 +259,7 @@ def test_timeout_kills_the_command_tree_and_reports_timed_out(tmp_path: Path, in
 
 def test_extra_vars_forms(tmp_path: Path, inv: Path) -> None:
     vf = write_yaml(tmp_path / "ev.yml", {"from_file": "F"})
-    rc, out, ev = play(tmp_path, inv, """
+    rc, out, _ev = play(tmp_path, inv, """
 - hosts: h1
   vars: {a: play}
   tasks:

@@ -82,7 +82,7 @@ def test_incident_2_launch_neither_dies_nor_hangs(tmp_path: Path, sshd: PrivateS
     launch_detached returns at once, and the job is alive afterwards."""
     inv, p = setup(tmp_path, sshd, wrapper, cleanup_marker)
     launch = restart_tasks(p, cleanup_marker)[2]
-    rc, out, ev, elapsed = play(tmp_path, inv, [launch])
+    rc, out, ev, _elapsed = play(tmp_path, inv, [launch])
     assert rc == 0, out
     assert task_ends(ev, "launch")[0]["duration_s"] < 5
     time.sleep(5)

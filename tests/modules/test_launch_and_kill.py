@@ -70,7 +70,8 @@ def test_launch_failure_is_reported(target: Target) -> None:
 
 
 def test_kill_by_pidfile_takes_the_whole_tree(target: Target, cleanup_marker: str) -> None:
-    cmd = f"setsid sleep {cleanup_marker} & sleep {cleanup_marker} & {PY} -c 'import time; time.sleep(1000)' {cleanup_marker}; wait"
+    cmd = (f"setsid sleep {cleanup_marker} & sleep {cleanup_marker} & "
+           f"{PY} -c 'import time; time.sleep(1000)' {cleanup_marker}; wait")
     run = target.play([{"name": "launch", "launch_detached": {"command": cmd, "pidfile": str(target.work / "j.pid")}}])
     assert run.rc == 0, run.out
     assert wait_for(lambda: len(pids_with(cleanup_marker)) == 4, 5), pids_with(cleanup_marker)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from opsrunner.connections.wrappers import ArgvLayer, ShellLayer
+from opsrunner.errors import SourcePos
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import load_inventory
 from opsrunner.playbook import Play, Role, Task
-from opsrunner.errors import SourcePos
-from opsrunner.connections.wrappers import ArgvLayer, ShellLayer
 from tests.conftest import write_yaml
 
 INVENTORY = """
