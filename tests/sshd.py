@@ -60,7 +60,7 @@ class PrivateSSHD:
                 self.proc.wait()
 
 
-def start_sshd(root: Path) -> PrivateSSHD:
+def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
     sshd = find_sshd()
     if sshd is None:
         raise RuntimeError("sshd not found: install openssh-server (.ci/run does)")
@@ -77,7 +77,7 @@ def start_sshd(root: Path) -> PrivateSSHD:
         "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
         "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel INFO",
         "MaxSessions 200", "MaxStartups 200:30:300", "PrintMotd no", "UseDNS no",
-        "Subsystem sftp internal-sftp", "",
+        "Subsystem sftp internal-sftp", *extra_config, "",
     ]))
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir

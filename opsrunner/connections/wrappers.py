@@ -77,7 +77,7 @@ def build_argv(
     if env:
         full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
     if timeout:
-        full = [python, "-c", watchdog_source(), f"{timeout:g}", *full]
+        full = [python, "-S", "-c", watchdog_source(), f"{timeout:g}", *full]
     for layer in reversed(chain):
         full = layer.wrap(full)
     return full

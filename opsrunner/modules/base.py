@@ -47,7 +47,8 @@ class TaskContext:
         header = json.dumps({"op": op, "args": request}).encode() + b"\n"
         stdin: bytes | IO[bytes] = header if payload is None else cast(IO[bytes], _Prefixed(header, payload))
         result = self.connection.run(
-            [self.connection.spec.python, "-c", agent_source()],
+            # -S: the agent needs only the standard library; skipping site saves ~10 ms a call.
+            [self.connection.spec.python, "-S", "-c", agent_source()],
             stdin=stdin,
             timeout=timeout if timeout is not None else self.timeout,
         )

@@ -546,7 +546,7 @@ PATH_ARGS = ("pidfile", "log", "chdir", "dest")
 def _own_source():
     with open("/proc/self/cmdline", "rb") as fh:
         argv = fh.read().split(b"\0")
-    return argv[argv.index(b"-c") + 1].decode("utf-8")
+    return argv[argv.index(b"-c") + 1].decode("utf-8")  # works with or without -S before -c
 
 
 def main():

@@ -24,9 +24,9 @@ def test_golden_env_cwd_timeout_layers() -> None:
     argv = build_argv(["true"], (ArgvLayer(("docker", "exec", "-i", "c")),), env={"A": "1 2"},
                       cwd="/w d", timeout=2.5, python="python3")
     assert argv[:4] == ["docker", "exec", "-i", "c"]
-    assert argv[4:6] == ["python3", "-c"]
-    assert argv[6].startswith("# opsrunner-watchdog")
-    assert argv[7:] == ["2.5", "env", "A=1 2", "/bin/sh", "-c", 'cd -- "$0" || exit 125; exec "$@"', "/w d", "true"]
+    assert argv[4:7] == ["python3", "-S", "-c"]
+    assert argv[7].startswith("# opsrunner-watchdog")
+    assert argv[8:] == ["2.5", "env", "A=1 2", "/bin/sh", "-c", 'cd -- "$0" || exit 125; exec "$@"', "/w d", "true"]
 
 
 def test_shell_layer_quotes_its_inner_argv() -> None:

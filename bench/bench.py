@@ -1,0 +1,198 @@
+"""Benchmark: opsrunner against ansible-core, pyinfra and a plain Fabric script, side by side.
+
+Workloads: 10 trivial tasks (`true`), and a 5-step restart (copy a 20 KB file, remove a
+cache dir, kill by pidfile, launch detached, verify one process and a log), on 1, 10 and
+50 inventory hosts whose names all alias one private sshd on 127.0.0.1 (started here, with
+its own keys). Tools run alternately, in a rotating order; the report gives medians,
+min-max and ratios against opsrunner. Also measured: opsrunner's per-task overhead over an
+open connection ((T[101 tasks] - T[1 task]) / 100 on one host).
+
+    python bench/bench.py --others-venv /tmp/bench-venv      # see bench/README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.workloads import (  # noqa: E402
+    ansible_playbook,
+    fabric_script,
+    opsrunner_playbook,
+    pyinfra_deploy,
+)
+from tests.sshd import start_sshd  # noqa: E402
+
+TOOLS = ("opsrunner", "ansible-core", "pyinfra", "fabric")
+
+
+class Bench:
+    def __init__(self, work: Path, others: Path, hosts_counts: list[int], reps: int, clean_home: bool) -> None:
+        self.work = work
+        self.others = others
+        self.hosts_counts = hosts_counts
+        self.reps = reps
+        # Sessions get a clean HOME: this machine's root ~/.bashrc runs `pyenv init` (~170 ms),
+        # which bash sources for every ssh command and which would swamp every tool's own cost.
+        (work / "home").mkdir()
+        self.sshd = start_sshd(work / "sshd", (f"SetEnv HOME={work / 'home'}",) if clean_home else ())
+        self.root = work / "targets"
+        self.root.mkdir()
+        (self.root / "payload.bin").write_bytes(os.urandom(20 * 1024))
+        self.markers: list[str] = []
+
+    def hosts(self, n: int) -> list[dict[str, object]]:
+        out = []
+        for i in range(n):
+            marker = f"1000.{uuid.uuid4().int % 10**9:09d}"
+            self.markers.append(marker)
+            out.append({"name": f"node{i:02d}", "marker": marker, "port": self.sshd.port,
+                        "user": self.sshd.user, "key": str(self.sshd.key_file)})
+        return out
+
+    # -- per tool: files and the command line --------------------------------------------
+    def prepare(self, tool: str, workload: str, hosts: list[dict[str, object]], d: Path) -> list[str]:
+        d.mkdir(parents=True)
+        n = str(len(hosts))
+        if tool == "opsrunner":
+            inv = {"all": {"hosts": {h["name"]: {"host": "127.0.0.1", "port": h["port"], "user": h["user"],
+                                                 "key_file": h["key"], "marker": h["marker"],
+                                                 "known_hosts_file": str(self.sshd.known_hosts)}
+                                     for h in hosts}}}
+            (d / "inv.yml").write_text(json.dumps(inv))
+            (d / "pb.yml").write_text(opsrunner_playbook(workload, self.root))
+            return [sys.executable, "-m", "opsrunner", "play", str(d / "pb.yml"), "-i", str(d / "inv.yml"),
+                    "-f", n]
+        if tool == "ansible-core":
+            ssh_args = (f"-o UserKnownHostsFile={self.sshd.known_hosts} -o StrictHostKeyChecking=yes "
+                        f"-o ControlMaster=auto -o ControlPersist=600 -o ControlPath={self.work}/cp-%C")
+            lines = [f"{h['name']} ansible_host=127.0.0.1 ansible_port={h['port']} ansible_user={h['user']} "
+                     f"ansible_ssh_private_key_file={h['key']} marker={h['marker']}" for h in hosts]
+            (d / "inv.ini").write_text("[all]\n" + "\n".join(lines) + "\n\n[all:vars]\n"
+                                       f"ansible_python_interpreter=/usr/bin/python3\n"
+                                       f"ansible_ssh_common_args='{ssh_args}'\n")
+            (d / "ansible.cfg").write_text("[defaults]\nhost_key_checking = True\nstdout_callback = default\n"
+                                           "[ssh_connection]\npipelining = True\n")
+            (d / "pb.yml").write_text(ansible_playbook(workload, self.root))
+            return [str(self.others / "bin" / "ansible-playbook"), "-i", str(d / "inv.ini"), str(d / "pb.yml"),
+                    "-f", n]
+        if tool == "pyinfra":
+            entries = ", ".join(
+                f"({h['name']!r}, {{'ssh_hostname': '127.0.0.1', 'ssh_port': {h['port']}, 'ssh_user': {h['user']!r}, "
+                f"'ssh_key': {h['key']!r}, 'ssh_known_hosts_file': {str(self.sshd.known_hosts)!r}, "
+                f"'marker': {h['marker']!r}}})" for h in hosts)
+            (d / "inventory.py").write_text(f"hosts = [{entries}]\n")
+            (d / "deploy.py").write_text(pyinfra_deploy(workload, self.root))
+            return [str(self.others / "bin" / "pyinfra"), str(d / "inventory.py"), str(d / "deploy.py"), "-y",
+                    "--parallel", n]
+        (d / "fab.py").write_text(fabric_script(workload, self.root, hosts))
+        return [sys.executable, str(d / "fab.py")]
+
+    def time_run(self, cmd: list[str], cwd: Path) -> float:
+        env = dict(os.environ, ANSIBLE_CONFIG=str(cwd / "ansible.cfg"), PYTHONPATH=str(ROOT))
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+        elapsed = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        return elapsed
+
+    def run_case(self, workload: str, n: int, tools: tuple[str, ...]) -> dict[str, list[float]]:
+        hosts = self.hosts(n)
+        cmds = {}
+        for tool in tools:
+            d = self.work / f"{workload}-{n}-{tool}"
+            cmds[tool] = (self.prepare(tool, workload, hosts, d), d)
+            self.time_run(*cmds[tool])  # warm-up: caches, ControlPersist masters
+        times: dict[str, list[float]] = {t: [] for t in tools}
+        for rep in range(self.reps):
+            order = tools[rep % len(tools):] + tools[:rep % len(tools)]
+            for tool in order:
+                times[tool].append(self.time_run(*cmds[tool]))
+        return times
+
+    def per_task_overhead(self) -> float:
+        hosts = self.hosts(1)
+        results = {}
+        for count in (1, 101):
+            d = self.work / f"overhead-{count}"
+            cmd = self.prepare("opsrunner", "trivial", hosts, d)
+            (d / "pb.yml").write_text("- hosts: all\n  tasks:\n" + "".join(
+                f"    - {{name: t{i}, command: 'true'}}\n" for i in range(count)))
+            self.time_run(cmd, d)
+            results[count] = statistics.median(self.time_run(cmd, d) for _ in range(5))
+        return (results[101] - results[1]) / 100
+
+    def cleanup(self) -> None:
+        for marker in self.markers:
+            subprocess.run(["pkill", "-f", f"^sleep {marker}$"], check=False)
+        self.sshd.stop()
+
+
+def report(all_times: dict[tuple[str, int], dict[str, list[float]]], overhead: float, reps: int) -> str:
+    lines = ["| workload | hosts | tool | median s | min-max s | ratio to opsrunner |",
+             "|---|---|---|---|---|---|"]
+    for (workload, n), times in all_times.items():
+        base = statistics.median(times["opsrunner"])
+        for tool, values in times.items():
+            med = statistics.median(values)
+            lines.append(f"| {workload} | {n} | {tool} | {med:.2f} | {min(values):.2f}-{max(values):.2f} | "
+                         f"{med / base:.1f}x |")
+    lines.append("")
+    lines.append(f"opsrunner per-task overhead over an open connection: {overhead * 1000:.1f} ms "
+                 f"(median of 5, (T[101 tasks] - T[1 task]) / 100, one host)")
+    lines.append(f"{reps} timed runs per cell after one warm-up, tools alternating in rotating order.")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--others-venv", type=Path, required=True,
+                        help="venv with ansible-core and pyinfra from PyPI")
+    parser.add_argument("--hosts", default="1,10,50")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--real-home", action="store_true",
+                        help="keep the user's HOME (and so ~/.bashrc) in the ssh sessions")
+    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.md")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="opsrunner-bench-"))
+    bench = Bench(work, args.others_venv, [int(x) for x in args.hosts.split(",")], args.reps,
+                  not args.real_home)
+    tools = tuple(args.tools.split(","))
+    all_times: dict[tuple[str, int], dict[str, list[float]]] = {}
+    try:
+        for workload in ("trivial", "restart"):
+            for n in bench.hosts_counts:
+                all_times[(workload, n)] = bench.run_case(workload, n, tools)
+                print(workload, n, {t: [round(x, 2) for x in v] for t, v in all_times[(workload, n)].items()},
+                      flush=True)
+        overhead = bench.per_task_overhead()
+    finally:
+        bench.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    versions = subprocess.run([str(args.others_venv / "bin" / "pip"), "list", "--format=freeze"],
+                              capture_output=True, text=True).stdout
+    picked = [v for v in versions.splitlines() if v.split("==")[0].lower() in ("ansible-core", "pyinfra",
+                                                                              "paramiko", "fabric")]
+    text = report(all_times, overhead, args.reps) + "\n\nOthers: " + ", ".join(picked) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""The benchmark's two workloads, written for each tool: opsrunner, ansible-core, pyinfra, and
+a plain Fabric script as the floor. Each host works in its own directory under ROOT/<host>."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TRIVIAL_TASKS = 10
+
+
+def opsrunner_playbook(workload: str, root: Path) -> str:
+    if workload == "trivial":
+        return "- hosts: all\n  tasks:\n" + "".join(
+            f"    - {{name: t{i}, command: 'true'}}\n" for i in range(TRIVIAL_TASKS))
+    d = f"{root}/{{{{ inventory_hostname }}}}"
+    return f"""- hosts: all
+  tasks:
+    - {{name: copy, deploy_code: {{src: {root}/payload.bin, dest: "{d}/code/payload.bin"}}}}
+    - {{name: cache, clear_cache: {{paths: ["{d}/cache"]}}}}
+    - {{name: kill, kill_old: {{pidfile: "{d}/job.pid", grace: 5}}}}
+    - name: launch
+      launch_detached: {{argv: [sleep, "{{{{ marker }}}}"], log: "{d}/job.log", pidfile: "{d}/job.pid"}}
+    - {{name: verify, verify: {{pidfile: "{d}/job.pid", processes: 1, log: "{d}/job.log", log_exists: true}}}}
+"""
+
+
+def ansible_playbook(workload: str, root: Path) -> str:
+    if workload == "trivial":
+        return "- hosts: all\n  gather_facts: false\n  tasks:\n" + "".join(
+            f"    - {{name: t{i}, command: 'true'}}\n" for i in range(TRIVIAL_TASKS))
+    d = f"{root}/{{{{ inventory_hostname }}}}"
+    return f"""- hosts: all
+  gather_facts: false
+  tasks:
+    - file: {{path: "{d}/code", state: directory}}
+    - copy: {{src: {root}/payload.bin, dest: "{d}/code/payload.bin"}}
+    - file: {{path: "{d}/cache", state: absent}}
+    - shell: 'if [ -f {d}/job.pid ]; then kill $(cat {d}/job.pid) 2>/dev/null; sleep 0.2; fi; true'
+    - shell: 'setsid sleep {{{{ marker }}}} > {d}/job.log 2>&1 < /dev/null & echo $! > {d}/job.pid; echo started >> {d}/job.log'
+    - shell: 'test "$(pgrep -cf "^sleep {{{{ marker }}}}")" -eq 1 && test -f {d}/job.log'
+"""
+
+
+def pyinfra_deploy(workload: str, root: Path) -> str:
+    if workload == "trivial":
+        return "from pyinfra.operations import server\n" + "".join(
+            f"server.shell(name='t{i}', commands=['true'])\n" for i in range(TRIVIAL_TASKS))
+    return f"""from pyinfra import host
+from pyinfra.operations import files, server
+d = "{root}/" + host.name
+marker = host.data.marker
+files.directory(name="mkdir", path=d + "/code")
+files.put(name="copy", src="{root}/payload.bin", dest=d + "/code/payload.bin")
+files.directory(name="cache", path=d + "/cache", present=False)
+server.shell(name="kill", commands=["if [ -f " + d + "/job.pid ]; then kill $(cat " + d + "/job.pid) 2>/dev/null; sleep 0.2; fi; true"])
+server.shell(name="launch", commands=["setsid sleep " + marker + " > " + d + "/job.log 2>&1 < /dev/null & echo $! > " + d + "/job.pid; echo started >> " + d + "/job.log"])
+server.shell(name="verify", commands=['test "$(pgrep -cf "^sleep ' + marker + '")" -eq 1 && test -f ' + d + '/job.log'])
+"""
+
+
+def fabric_script(workload: str, root: Path, hosts: list[dict]) -> str:
+    """The floor: one Fabric connection per host, commands sent in sequence, threads across hosts."""
+    if workload == "trivial":
+        body = f"    for _ in range({TRIVIAL_TASKS}):\n        c.run('true', hide=True)\n"
+    else:
+        body = (
+            "    d = f'{ROOT}/{h[\"name\"]}'\n"
+            "    c.run(f'mkdir -p {d}/code', hide=True)\n"
+            "    c.put(f'{ROOT}/payload.bin', f'{d}/code/payload.bin')\n"
+            "    c.run(f'rm -rf {d}/cache', hide=True)\n"
+            "    c.run(f'if [ -f {d}/job.pid ]; then kill $(cat {d}/job.pid) 2>/dev/null; sleep 0.2; fi; true', hide=True)\n"
+            "    c.run(f'setsid sleep {h[\"marker\"]} > {d}/job.log 2>&1 < /dev/null & echo $! > {d}/job.pid', hide=True)\n"
+            "    c.run(f'test \"$(pgrep -cf \"^sleep {h[\"marker\"]}\")\" -eq 1 && test -f {d}/job.log', hide=True)\n"
+        )
+    return f"""import json, sys
+from concurrent.futures import ThreadPoolExecutor
+from fabric import Connection
+ROOT = {str(root)!r}
+HOSTS = json.loads({json.dumps(json.dumps(hosts))})
+def work(h):
+    c = Connection('127.0.0.1', user=h['user'], port=h['port'], connect_kwargs={{'key_filename': [h['key']]}})
+{body}    c.close()
+with ThreadPoolExecutor(max_workers=len(HOSTS)) as pool:
+    list(pool.map(work, HOSTS))
+"""
