@@ -8,6 +8,8 @@ crash or hang on purpose, so `verify`'s diagnoses can be seen for real:
   --crash-after N   raise an exception at step N (a Traceback in the log, exit code 1)
   --hang-after N    stop logging at step N and sleep forever (the log stops growing)
   --exit-after N    finish cleanly at step N (exit code 0)
+  --gpu-mb N        hold N MB of GPU memory while it runs (needs PyTorch with CUDA), so the
+                    GPU checks (kill_old wait_gpu_free, verify gpu_min_memory_mb) can be seen
 """
 
 import argparse
@@ -30,6 +32,7 @@ def parse_args(argv=None):
     p.add_argument("--crash-after", type=int, default=0)
     p.add_argument("--hang-after", type=int, default=0)
     p.add_argument("--exit-after", type=int, default=0)
+    p.add_argument("--gpu-mb", type=int, default=0)
     return p.parse_args(argv)
 
 
@@ -57,6 +60,18 @@ def warm_cache(cache_dir):
             fh.write(os.urandom(64 * 1024))
 
 
+def hold_gpu_memory(mb):
+    """Allocate `mb` MB on each visible GPU; the allocation lives as long as the process."""
+    if not mb:
+        return []
+    import torch  # only with --gpu-mb: the demo itself needs no dependency
+
+    held = [torch.empty(mb * 1024 * 1024, dtype=torch.uint8, device="cuda:%d" % i)
+            for i in range(torch.cuda.device_count())]
+    print("holding %d MB on %d GPU(s)" % (mb, len(held)), flush=True)
+    return held
+
+
 def main(argv=None):
     args = parse_args(argv)
     state = {"step": load_step(args.checkpoint), "stop": False}
@@ -66,6 +81,7 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, on_term)
     warm_cache(args.cache_dir)
+    held = hold_gpu_memory(args.gpu_mb)
     start_step = state["step"]
     print("ready: training %s started at step %d (pid %d)" % (args.run_name, start_step, os.getpid()), flush=True)
     rng = random.Random(start_step)
@@ -87,6 +103,7 @@ def main(argv=None):
         if args.exit_after and step - start_step >= args.exit_after:
             break
     save(args.checkpoint, state["step"])
+    del held
     why = "SIGTERM" if state["stop"] else "done"
     print("%s: checkpoint saved at step %d, exiting" % (why, state["step"]), flush=True)
     return 0
