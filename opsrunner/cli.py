@@ -170,7 +170,9 @@ def _split_tags(values: list[str]) -> frozenset[str]:
 
 def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
     playbook, inventory, _ = _load(args)
-    tasks = sum(len(p.tasks) + len(p.handlers) for p in playbook.plays)
+    from opsrunner.playbook import iter_tasks
+
+    tasks = sum(len(iter_tasks(p.tasks)) + len(p.handlers) for p in playbook.plays)
     out.write(f"{playbook.path}: OK ({len(playbook.plays)} plays, {tasks} tasks, "
               f"{len(inventory.hosts)} inventory hosts)\n")
     return EXIT_OK

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +19,8 @@ from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, Repor
 from opsrunner.executor import TaskExecutor
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
-from opsrunner.playbook import Play, Playbook, Task
+from opsrunner.iteration import HostIterator
+from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.templating import LazyVars, render
 
@@ -144,14 +145,18 @@ class Engine:
 
     def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str], pool: ThreadPoolExecutor) -> None:
         notified: dict[str, set[str]] = {}
-        for task in play.tasks:
-            if not tags_selected(task.tags, self.options.tags, self.options.skip_tags):
-                continue
-            active = [h for h in batch if h not in self._dead]
-            if not active:
-                return
-            results = self._run_task(play, task, active, play_hosts, pool, handler=False)
+        order = {id(t): i for i, t in enumerate(iter_tasks(play.tasks))}
+        iters = {h: HostIterator(play.tasks, self._selected, self._rescuer(h)) for h in batch if h not in self._dead}
+        while True:
+            # A failed host's walk ends at its failure, except that `always` tasks still run.
+            waiting = {h: it.current for h, it in iters.items() if it.current is not None}
+            if not waiting:
+                break
+            task = min(waiting.values(), key=lambda t: order[id(t)])
+            hosts = [h for h in batch if waiting.get(h) is task]
+            results = self._run_task(play, task, hosts, play_hosts, pool, handler=False)
             for host, result in results.items():
+                iters[host].advance(result)
                 if result.changed and not result.failed:
                     for name in task.notify:
                         notified.setdefault(name, set()).add(host)
@@ -161,8 +166,22 @@ class Engine:
             if targets:
                 self._run_task(play, handler, targets, play_hosts, pool, handler=True)
 
+    def _selected(self, task: Task) -> bool:
+        return tags_selected(task.tags, self.options.tags, self.options.skip_tags)
+
+    def _rescuer(self, host: str) -> Callable[[], None]:
+        """Called when a block's rescue takes over a failure: Ansible counts it as rescued."""
+
+        def rescued() -> None:
+            stats = self.summary.host(host)
+            stats.failed -= 1
+            stats.rescued += 1
+            self._dead.discard(host)
+
+        return rescued
+
     def _check_abort(self, play: Play, batch: list[str], results: dict[str, TaskResult]) -> None:
-        failed = [h for h, r in results.items() if r.failed and not r.ignored]
+        failed = [h for h, r in results.items() if r.failed and not r.ignored and h in self._dead]
         if failed and play.any_errors_fatal:
             self.emit(Notice(f"any_errors_fatal: {', '.join(failed)} failed; stopping the run"))
             raise _PlayAborted

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from opsrunner.engine import RunOptions, tags_selected
 from opsrunner.inventory import Inventory
-from opsrunner.playbook import Playbook
+from opsrunner.playbook import Playbook, iter_tasks
 from opsrunner.templating import render
 
 
@@ -27,7 +27,7 @@ def list_tasks(playbook: Playbook, options: RunOptions) -> str:
     for i, play in enumerate(playbook.plays, 1):
         serial = f"  serial={play.serial}" if play.serial else ""
         lines.append(f"  play #{i} ({play.hosts}): {play.name}{serial}")
-        for task in play.tasks:
+        for task in iter_tasks(play.tasks):
             if not tags_selected(task.tags, options.tags, options.skip_tags):
                 continue
             role = f"{task.role.name} : " if task.role else ""

@@ -12,7 +12,9 @@ from opsrunner.templating import check_syntax
 from opsrunner.validation import load_schema, schema_problems, suggest
 from opsrunner.yamlsource import PosDict, PosList, load_yaml_file
 
-TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"])
+BLOCK_KEYS = frozenset({"block", "rescue", "always"})
+TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"]) - BLOCK_KEYS
+BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", "ignore_errors"}) | BLOCK_KEYS
 
 
 @dataclass(frozen=True)
@@ -53,12 +55,37 @@ class Task:
 
 
 @dataclass(frozen=True)
+class Block:
+    """block/rescue/always. Keywords of the block were already merged into its tasks."""
+
+    name: str
+    pos: SourcePos
+    block: tuple[Node, ...]
+    rescue: tuple[Node, ...] = ()
+    always: tuple[Node, ...] = ()
+
+
+Node = Task | Block
+
+
+def iter_tasks(nodes: tuple[Node, ...] | list[Node]) -> list[Task]:
+    """Every task in document order, blocks flattened (block, then rescue, then always)."""
+    out: list[Task] = []
+    for node in nodes:
+        if isinstance(node, Block):
+            out += iter_tasks(node.block) + iter_tasks(node.rescue) + iter_tasks(node.always)
+        else:
+            out.append(node)
+    return out
+
+
+@dataclass(frozen=True)
 class Play:
     name: str
     hosts: str
     pos: SourcePos
     vars: dict[str, Any]
-    tasks: tuple[Task, ...]
+    tasks: tuple[Node, ...]
     handlers: tuple[Task, ...]
     serial: int | str | None = None
     any_errors_fatal: bool = False
@@ -132,22 +159,25 @@ class _Loader:
             play_vars.update(loaded)
         play_tags = _tags(raw.get("tags"))
         self.roles = []
-        tasks: list[Task] = []
+        tasks: list[Node] = []
         for i, ref in enumerate(raw.get("roles") or []):
             tasks += self.role_tasks(ref, raw["roles"].at(i), f"{path}.roles[{i}]", play_tags)
-        handlers: list[Task] = []
+        handlers: list[Node] = []
         for i, ref in enumerate(raw.get("roles") or []):
             handlers += self.role_tasks(ref, raw["roles"].at(i), f"{path}.roles[{i}]", play_tags, "handlers")
         tasks += self.task_list(raw.get("tasks"), f"{path}.tasks", play_tags, None)
         handlers += self.task_list(raw.get("handlers"), f"{path}.handlers", play_tags, None)
-        self.check_notify(tasks, handlers)
+        if any(isinstance(h, Block) for h in handlers):
+            self.fail(raw.pos, "handlers cannot be blocks", f"{path}.handlers")
+        handler_tasks = [h for h in handlers if isinstance(h, Task)]
+        self.check_notify(iter_tasks(tasks), handler_tasks)
         return Play(
             name=raw.get("name") or raw["hosts"],
             hosts=raw["hosts"],
             pos=raw.pos,
             vars=play_vars,
             tasks=tuple(tasks),
-            handlers=tuple(handlers),
+            handlers=tuple(handler_tasks),
             serial=raw.get("serial"),
             any_errors_fatal=bool(raw.get("any_errors_fatal", False)),
             max_fail_percentage=raw.get("max_fail_percentage"),
@@ -162,7 +192,7 @@ class _Loader:
         return None
 
     def role_tasks(self, ref: Any, pos: SourcePos, path: str, play_tags: frozenset[str],
-                   kind: str = "tasks") -> list[Task]:
+                   kind: str = "tasks") -> list[Node]:
         name = ref if isinstance(ref, str) else ref["role"]
         params = {} if isinstance(ref, str) else dict(ref.get("vars") or {})
         tags = play_tags | (frozenset() if isinstance(ref, str) else _tags(ref.get("tags")))
@@ -215,18 +245,36 @@ class _Loader:
         return dict(data or {})
 
     def task_list(self, raw: Any, path: str, tags: frozenset[str], role: Role | None,
-                  params: dict[str, Any] | None = None, base_dir: Path | None = None) -> list[Task]:
-        out = []
+                  params: dict[str, Any] | None = None, base_dir: Path | None = None,
+                  inherited: dict[str, Any] | None = None) -> list[Node]:
+        out: list[Node] = []
         for i, item in enumerate(raw or []):
             if not isinstance(item, PosDict):
                 continue
-            task = self.task(item, f"{path}[{i}]", tags, role, params or {}, base_dir or self.base_dir)
-            if task:
-                out.append(task)
+            args = (f"{path}[{i}]", tags, role, params or {}, base_dir or self.base_dir, inherited or {})
+            node = self.block(item, *args) if BLOCK_KEYS & set(item) else self.task(item, *args)
+            if node:
+                out.append(node)
         return out
 
+    def block(self, raw: PosDict, path: str, tags: frozenset[str], role: Role | None,
+              params: dict[str, Any], base_dir: Path, inherited: dict[str, Any]) -> Block | None:
+        for key in raw:
+            if key not in BLOCK_KEYWORDS:
+                self.fail(raw.at(key), f"'{key}' is not allowed on a block (only "
+                          f"{', '.join(sorted(BLOCK_KEYWORDS))})", f"{path}.{key}")
+        if "block" not in raw:
+            self.fail(raw.pos, "rescue/always need a block", path)
+            return None
+        self.check_templates({k: v for k, v in raw.items() if k not in BLOCK_KEYS}, path, raw)
+        merged = _inherit(inherited, raw)
+        sub_tags = tags | _tags(raw.get("tags"))
+        lists = {key: tuple(self.task_list(raw.get(key), f"{path}.{key}", sub_tags, role, params, base_dir, merged))
+                 for key in ("block", "rescue", "always")}
+        return Block(str(raw.get("name") or "block"), raw.pos, lists["block"], lists["rescue"], lists["always"])
+
     def task(self, raw: PosDict, path: str, tags: frozenset[str], role: Role | None,
-             params: dict[str, Any], base_dir: Path) -> Task | None:
+             params: dict[str, Any], base_dir: Path, inherited: dict[str, Any] | None = None) -> Task | None:
         known = set(module_names())
         modules = [k for k in raw if k not in TASK_KEYWORDS]
         for key in modules:
@@ -242,7 +290,7 @@ class _Loader:
             return None
         module = modules[0]
         args = self.module_args(module, raw[module], raw.at(module), f"{path}.{module}")
-        keywords = {k: v for k, v in raw.items() if k in TASK_KEYWORDS and k not in ("name", "tags")}
+        keywords = {k: v for k, v in _inherit(inherited or {}, raw).items() if k not in ("name", "tags")}
         self.check_templates({k: v for k, v in raw.items() if k != module}, path, raw)
         self.check_templates(args, f"{path}.{module}")
         for key in ("when", "until", "changed_when", "failed_when"):
@@ -268,8 +316,12 @@ class _Loader:
         if raw is None:
             raw = PosDict()
             raw.pos, raw.key_pos = pos, {}
-        if isinstance(raw, str) and info.free_form:
-            args: Any = PosDict({info.free_form: raw})
+        kv = _key_values(raw, info.schema) if isinstance(raw, str) else None
+        if kv is not None:
+            args: Any = PosDict(kv)
+            args.pos, args.key_pos = pos, dict.fromkeys(kv, pos)
+        elif isinstance(raw, str) and info.free_form:
+            args = PosDict({info.free_form: raw})
             args.pos, args.key_pos = pos, {info.free_form: pos}
         else:
             args = raw
@@ -319,6 +371,52 @@ class _Loader:
                 if name not in names and "{{" not in name:
                     self.fail(task.pos, f"notify names unknown handler '{name}'{suggest(name, names)}",
                               f"{task.name}.notify")
+
+
+def _key_values(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """Ansible's `module: key=value key2=value2` form, when every word is a known argument."""
+    import shlex
+
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    known = schema.get("properties", {})
+    pairs = [w.partition("=") for w in words]
+    if not pairs or not all(sep and key in known for key, sep, _ in pairs):
+        return None
+    out: dict[str, Any] = {}
+    for key, _, value in pairs:
+        kind = known[key].get("type")
+        out[key] = _coerce(value, kind)
+    return out
+
+
+def _coerce(value: str, kind: Any) -> Any:
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "boolean" in kinds and value.lower() in ("true", "false", "yes", "no"):
+        return value.lower() in ("true", "yes")
+    if "integer" in kinds and value.lstrip("-").isdigit():
+        return int(value)
+    if "number" in kinds:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _inherit(outer: dict[str, Any], raw: PosDict) -> dict[str, Any]:
+    """A task's keywords with its enclosing blocks' applied: `when` conditions all apply,
+    `vars` merge (inner wins), `ignore_errors` is the default."""
+    own = {k: v for k, v in raw.items() if k in TASK_KEYWORDS}
+    merged = {**{k: v for k, v in outer.items() if k in ("ignore_errors",)}, **own}
+    when = _as_list(outer.get("when")) + _as_list(own.get("when"))
+    if when:
+        merged["when"] = when
+    if outer.get("vars") or own.get("vars"):
+        merged["vars"] = {**(outer.get("vars") or {}), **(own.get("vars") or {})}
+    return merged
 
 
 def _merge(layers: list[dict[str, Any]]) -> dict[str, Any]:

@@ -334,7 +334,7 @@ def test_interrupt_stops_in_flight_commands_prints_recap_exit_99(tmp_path: Path,
   tasks:
     - shell: sleep {cleanup_marker}
 """)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert wait_for(lambda: bool(pids_with(cleanup_marker)), 10)
@@ -349,3 +349,51 @@ def test_playbook_lookup_in_playbooks_dir() -> None:
     res = cli_subprocess("check", "status.yml")
     assert res.rc == 0, res.err
     assert "playbooks/status.yml: OK" in res.out
+
+
+def test_block_rescue_always_counts_rescued(tmp_path: Path, inv: Path) -> None:
+    rc, out, ev = play(tmp_path, inv, """
+- hosts: all
+  tasks:
+    - name: restart with rollback
+      when: inventory_hostname != 'h4'
+      vars: {v: from-block}
+      block:
+        - name: try
+          shell: "echo {{ v }}; exit {{ 1 if inventory_hostname in ['h1', 'h3'] else 0 }}"
+        - name: after try
+          debug: msg=after
+      rescue:
+        - name: rollback
+          shell: "exit {{ 1 if inventory_hostname == 'h3' else 0 }}"
+      always:
+        - name: cleanup
+          debug: msg=cleanup
+    - name: last
+      debug: msg=last
+""")
+    assert rc == 2  # h3's rescue failed too
+    hosts_of = lambda task: sorted(e["host"] for e in task_ends(ev, task) if e["status"] != "skipped")  # noqa: E731
+    assert hosts_of("try") == ["h1", "h2", "h3"]
+    assert {e["stdout_tail"] for e in task_ends(ev, "try") if e["host"] != "h4"} == {"from-block"}
+    assert hosts_of("after try") == ["h2"]
+    assert hosts_of("rollback") == ["h1", "h3"]
+    assert hosts_of("cleanup") == ["h1", "h2", "h3"]
+    assert hosts_of("last") == ["h1", "h2", "h4"]
+    recap = ev[-1]["hosts"]
+    assert (recap["h1"]["rescued"], recap["h1"]["failed"]) == (1, 0)
+    assert (recap["h3"]["rescued"], recap["h3"]["failed"]) == (1, 1)
+    assert recap["h4"]["skipped"] == 3
+
+
+def test_key_value_arguments(tmp_path: Path, inv: Path) -> None:
+    rc, out, ev = play(tmp_path, inv, """
+- hosts: h1
+  tasks:
+    - name: kv
+      command: cmd=pwd chdir=/tmp
+    - name: pause
+      pause: seconds=0
+""")
+    assert rc == 0, out
+    assert task_ends(ev, "kv")[0]["stdout_tail"] == "/tmp"

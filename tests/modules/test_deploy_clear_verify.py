@@ -151,7 +151,9 @@ def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
         "command": trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "2", "--step-time", "0.05"),
         "log": log, "pidfile": pid}}
     assert target.play([launch]).rc == 0
-    run = _verify(target, pidfile=pid, processes=1, log=log, within=5, log_not_regex="Traceback")
+    # stable_for: the checks must keep passing, so a job that dies right after start is caught
+    # however fast the machine is (without it verify may pass before the crash).
+    run = _verify(target, pidfile=pid, processes=1, log=log, within=5, stable_for=2, log_not_regex="Traceback")
     msg = run.end("verify")["msg"]
     assert run.rc == 2
     assert "diagnosis: the job (pid" in msg and "exited with code 1" in msg
@@ -189,3 +191,28 @@ def test_verify_wrong_process_count_lists_them_and_success(edge_target: Target, 
     assert ok.rc == 0, ok.out
     assert ok.end("verify")["data"]["processes"] == 2
     assert wait_for(lambda: len(pids_with(cleanup_marker)) == 2, 1)
+
+
+def test_verify_port_and_gpu_memory(edge_target: Target, tmp_path: Path) -> None:
+    import socket
+
+    target = edge_target
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        ok = _verify(target, port=port)
+        assert ok.rc == 0, ok.out
+    closed = _verify(target, port=port)
+    assert closed.rc == 2
+    assert f"port: expected port {port} listening, got not listening" in closed.end("verify")["msg"]
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nprintf '0, 21000\\n1, 300\\n'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    gpu = Target({**target.host_vars, "wrapper": [*(target.host_vars.get("wrapper") or []),
+                                                  f"env PATH={bin_dir}:/usr/bin:/bin"]}, target.work)
+    assert _verify(gpu, gpu_min_memory_mb=20000, gpus=[0]).rc == 0
+    both = _verify(gpu, gpu_min_memory_mb=20000)
+    assert both.rc == 2
+    assert "gpu_min_memory_mb: expected >= 20000 MB on each GPU" in both.end("verify")["msg"]

@@ -145,3 +145,15 @@ def test_wait_gpu_free_with_fake_nvidia_smi(target: Target, tmp_path: Path) -> N
     run = Target(host_vars, target.work).play([{**task, "kill_old": {"pattern": "x-no-such", "wait_gpu_free": 5}}])
     assert run.rc == 0, run.out
     assert "no nvidia-smi on the target" in run.end("kill")["msg"]
+
+
+def test_kill_user_filter(target: Target, cleanup_marker: str) -> None:
+    run = target.play([{"name": "launch", "launch_detached": {"argv": ["sleep", cleanup_marker]}}])
+    assert run.rc == 0, run.out
+    assert wait_for(lambda: len(pids_with(cleanup_marker)) == 1, 5)
+    other = target.play([{"name": "kill", "kill_old": {"pattern": cleanup_marker, "user": 65534}}])
+    assert other.end("kill")["status"] == "ok"  # not that user's process: untouched
+    assert len(pids_with(cleanup_marker)) == 1
+    mine = target.play([{"name": "kill", "kill_old": {"pattern": cleanup_marker, "user": os.getuid()}}])
+    assert mine.end("kill")["status"] == "changed"
+    assert wait_for(lambda: pids_with(cleanup_marker) == [], 3)

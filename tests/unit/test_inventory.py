@@ -111,3 +111,13 @@ def test_connection_spec_defaults_and_templating(inv) -> None:
     assert spec.wrapper == (ArgvLayer(("pct", "exec", "200", "--")), ShellLayer(("ssh", "inner")))
     local = connection_spec("localhost", vm.for_task(_play(), None, "loner", []).child({}))
     assert local.kind == "local"
+
+
+def test_inventory_directory_merges_files(tmp_path: Path) -> None:
+    d = tmp_path / "inv"
+    write_yaml(d / "10-base.yml", "all:\n  vars: {x: 1}\n  children:\n    trainers:\n      hosts: {a: {}}\n")
+    write_yaml(d / "20-more.yml", "all:\n  children:\n    trainers:\n      hosts: {b: {y: 2}}\n")
+    (d / "README.txt").write_text("not yaml, ignored")
+    inv = load_inventory([d])
+    assert inv.group_hosts("trainers") == ["a", "b"]
+    assert inv.hosts["b"].vars == {"y": 2}

@@ -116,6 +116,25 @@ CASES = [
 - hosts: all
   tasks: [
 """, "pb.yml:4:1: YAML syntax error"),
+    ("module on a block", """
+- hosts: all
+  tasks:
+    - block:
+        - debug: msg=x
+      shell: echo
+""", "pb.yml:6:7: 'shell' is not allowed on a block"),
+    ("rescue without block", """
+- hosts: all
+  tasks:
+    - rescue:
+        - debug: msg=x
+""", "pb.yml:4:7: rescue/always need a block (at [0].tasks[0])"),
+    ("error inside a block", """
+- hosts: all
+  tasks:
+    - block:
+        - shel: echo
+""", "pb.yml:5:11: unknown module or keyword 'shel' (did you mean 'shell'?) (at [0].tasks[0].block[0].shel)"),
     ("missing src file", """
 - hosts: all
   tasks:
