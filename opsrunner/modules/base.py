@@ -89,10 +89,15 @@ class TimedOut(Exception):
         super().__init__(f"timed out after {result.duration_s:.1f}s")
 
 
+#: The agent's parts, concatenated in this order into one script (procs first: it carries
+#: the `opsrunner-agent` marker that kill_old and verify use to never select the agent).
+AGENT_PARTS = ("procs", "launch", "verify", "files", "agent")
+
+
 @lru_cache(maxsize=1)
 def agent_source() -> str:
     folder = resources.files("opsrunner").joinpath("remote")
-    return folder.joinpath("procs.py").read_text("utf-8") + "\n" + folder.joinpath("agent.py").read_text("utf-8")
+    return "\n".join(folder.joinpath(f"{part}.py").read_text("utf-8") for part in AGENT_PARTS)
 
 
 class Module(abc.ABC):

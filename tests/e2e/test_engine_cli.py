@@ -352,7 +352,7 @@ def test_playbook_lookup_in_playbooks_dir() -> None:
 
 
 def test_block_rescue_always_counts_rescued(tmp_path: Path, inv: Path) -> None:
-    rc, out, ev = play(tmp_path, inv, """
+    rc, _, ev = play(tmp_path, inv, """
 - hosts: all
   tasks:
     - name: restart with rollback

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from opsrunner.modules.base import agent_source
 from opsrunner.connections.wrappers import watchdog_source
+from opsrunner.modules.base import agent_source
 
 SOURCES = {"agent": agent_source(), "watchdog": watchdog_source()}
 
