@@ -49,12 +49,14 @@ def precondition_skip(ctx: TaskContext, args: dict[str, Any]) -> TaskResult | No
 class CommandModule(Module):
     name = "command"
 
+    def argv(self, args: dict[str, Any]) -> list[str]:
+        return [str(a) for a in args["argv"]] if "argv" in args else shlex.split(args["cmd"])
+
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         skipped = precondition_skip(ctx, args)
         if skipped:
             return skipped
-        argv = [str(a) for a in args["argv"]] if "argv" in args else shlex.split(args["cmd"])
-        return command_result(run_argv(ctx, argv, args))
+        return command_result(run_argv(ctx, self.argv(args), args))
 
 
 MODULE = CommandModule()

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from opsrunner.modules.base import Module, TaskContext, command_result
-from opsrunner.modules.command import precondition_skip, run_argv
-from opsrunner.results import TaskResult
+from opsrunner.modules.command import CommandModule
 
 
-class ShellModule(Module):
+class ShellModule(CommandModule):
+    """Like command, but the script goes to `EXECUTABLE -c SCRIPT` (default /bin/sh)."""
+
     name = "shell"
 
-    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
-        skipped = precondition_skip(ctx, args)
-        if skipped:
-            return skipped
-        argv = [args.get("executable", "/bin/sh"), "-c", args["cmd"]]
-        return command_result(run_argv(ctx, argv, args))
+    def argv(self, args: dict[str, Any]) -> list[str]:
+        return [args.get("executable", "/bin/sh"), "-c", args["cmd"]]
 
 
 MODULE = ShellModule()
