@@ -3,12 +3,15 @@ parallel hosts, ssh_config aliases, and proof that the test wrappers really are 
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from tests.conftest import FD_HOLDER, REAPER, pids_with, wait_for, write_inventory, write_yaml
+from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, wait_for, write_inventory, write_yaml
 from tests.helpers import cli, cli_subprocess, read_events, task_ends
 from tests.sshd import PrivateSSHD, accepted_logins, free_port
 
@@ -208,3 +211,22 @@ def test_remote_timeout_kills_inside_wrapper_chain(tmp_path: Path, sshd: Private
     assert task_ends(ev, "slow")[0]["status"] == "timed_out"
     assert time.monotonic() - start < 10
     assert wait_for(lambda: not pids_with(cleanup_marker), 3)
+
+
+def test_interrupt_kills_remote_command_with_a_timeout(tmp_path: Path, sshd: PrivateSSHD, cleanup_marker: str) -> None:
+    """Ctrl-C closes the channel; the remote watchdog sees it and kills the command's tree."""
+    inv = write_inventory(tmp_path / "inv.yml", {"h": sshd.host_vars(wrapper=[REAPER])})
+    pb = write_yaml(tmp_path / "pb.yml", f"""
+- hosts: all
+  tasks:
+    - shell: sleep {cleanup_marker}
+      timeout: 600
+""")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert wait_for(lambda: bool(pids_with(cleanup_marker)), 15)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 99, out
+    assert wait_for(lambda: not pids_with(cleanup_marker), 5), pids_with(cleanup_marker)
