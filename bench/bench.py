@@ -166,6 +166,7 @@ def main() -> int:
     parser.add_argument("--real-home", action="store_true",
                         help="keep the user's HOME (and so ~/.bashrc) in the ssh sessions")
     parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--workloads", default="trivial,restart")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.md")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="opsrunner-bench-"))
@@ -174,7 +175,7 @@ def main() -> int:
     tools = tuple(args.tools.split(","))
     all_times: dict[tuple[str, int], dict[str, list[float]]] = {}
     try:
-        for workload in ("trivial", "restart"):
+        for workload in args.workloads.split(","):
             for n in bench.hosts_counts:
                 all_times[(workload, n)] = bench.run_case(workload, n, tools)
                 print(workload, n, {t: [round(x, 2) for x in v] for t, v in all_times[(workload, n)].items()},

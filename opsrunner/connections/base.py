@@ -43,6 +43,8 @@ class Connection(abc.ABC):
     def __init__(self, spec: ConnectionSpec, log: CommandLogger | None = None) -> None:
         self.spec = spec
         self.log = log
+        #: Where the remote agent is cached on the target ("" = not cacheable, None = not yet known).
+        self.agent_dir: str | None = None
 
     @abc.abstractmethod
     def open(self) -> None:

@@ -15,6 +15,9 @@ PATH_ARGS = ("pidfile", "log", "chdir", "dest")
 
 
 def _own_source():
+    if "__file__" in globals():  # imported from the target's cache directory
+        with open(__file__) as fh:
+            return fh.read()
     with open("/proc/self/cmdline", "rb") as fh:
         argv = fh.read().split(b"\0")
     return argv[argv.index(b"-c") + 1].decode("utf-8")  # works with or without -S before -c
@@ -41,4 +44,5 @@ def main():
 
 
 SOURCE = ""
-main()
+if __name__ == "__main__":  # sent inline with -c (imported from the cache, the caller runs main)
+    main()

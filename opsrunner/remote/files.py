@@ -1,12 +1,9 @@
 # opsrunner-agent part 4: clear_cache and deploy_code on the target.
+# Heavier modules (glob, hashlib, shutil, tarfile) are imported where used: most calls need none.
 import errno
-import glob
-import hashlib
 import os
-import shutil
 import stat
 import sys
-import tarfile
 import time
 
 
@@ -58,6 +55,7 @@ def op_clear(args):
         if reason:
             refused.append("%r: %s" % (pattern, reason))
             continue
+        import glob
         matches = sorted(glob.glob(expanded))
         if len(matches) > limit:
             refused.append("%r matches %d entries (more than max_matches=%d)" % (pattern, len(matches), limit))
@@ -76,6 +74,7 @@ def op_clear(args):
         removed.append({"path": path, "bytes": size, "files": files})
         if not args.get("check_mode"):
             if os.path.isdir(path) and not os.path.islink(path):
+                import shutil
                 shutil.rmtree(path)
             else:
                 os.unlink(path)
@@ -84,6 +83,7 @@ def op_clear(args):
 
 # -- deploy_code -----------------------------------------------------------------------------
 def _sha256(path):
+    import hashlib
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -128,6 +128,8 @@ def op_write(args):
     dest = args["dest"]
     written, backups = [], []
     stamp = time.strftime("%Y%m%d%H%M%S")
+    import shutil
+    import tarfile
     with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
         for member in tar:
             if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):

@@ -53,6 +53,16 @@ def op_launch(args):
             "exit_file": spec["exit_file"], "cmdline": p.cmdline}
 
 
+def _supervisor_argv(env):
+    """A command line that names no job: imported from the agent cache, or code from env."""
+    if "__file__" in globals():
+        folder, name = os.path.split(__file__)
+        boot = "import sys;sys.path.insert(0,%r);import %s as agent;agent.main()" % (folder, name[:-3])
+        return ["opsrunner-supervisor", "-S", "-c", boot]
+    env["OPSRUNNER_SUPERVISOR_CODE"] = SOURCE
+    return ["opsrunner-supervisor", "-S", "-c", SUPERVISOR_BOOT]
+
+
 def _spawn(spec):
     """Fork the supervisor (own session, neutral command line), which forks the job.
 
@@ -72,9 +82,8 @@ def _spawn(spec):
             os.closerange(3, w)
             os.closerange(w + 1, 65536)
             env = dict(os.environ)
-            env["OPSRUNNER_SUPERVISOR_CODE"] = SOURCE
             env["OPSRUNNER_SPEC"] = json.dumps(dict(spec, handshake_fd=w))
-            os.execve(os.readlink("/proc/self/exe"), ["opsrunner-supervisor", "-c", SUPERVISOR_BOOT], env)
+            os.execve(os.readlink("/proc/self/exe"), _supervisor_argv(env), env)
         finally:
             os._exit(127)
     os.close(w)
