@@ -151,3 +151,11 @@ def test_readme_main_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
         assert "PLAY RECAP" in proc.stdout and "failed=0" in proc.stdout
     finally:
         kill_marked(str(home))
+
+
+def test_check_mode_restart_changes_nothing(home: Path) -> None:
+    res = cli_subprocess("play", "restart_training.yml", "--check", "--diff", env={"HOME": str(home)})
+    assert res.rc == 0, res.out
+    assert "would deploy 2 of 2 files" in res.out and "would launch:" in res.out
+    assert not (home / "opsrunner-demo").exists()
+    assert trainer_pids(home) == []
