@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 TRIVIAL_TASKS = 10
+#: The trivial workload's task list; opsrunner and ansible-core read the same YAML.
+TRIVIAL_YAML = "".join(f"    - {{name: t{i}, command: 'true'}}\n" for i in range(TRIVIAL_TASKS))
 
 
 def opsrunner_playbook(workload: str, root: Path) -> str:
     if workload == "trivial":
-        return "- hosts: all\n  tasks:\n" + "".join(
-            f"    - {{name: t{i}, command: 'true'}}\n" for i in range(TRIVIAL_TASKS))
+        return "- hosts: all\n  tasks:\n" + TRIVIAL_YAML
     d = f"{root}/{{{{ inventory_hostname }}}}"
     return f"""- hosts: all
   tasks:
@@ -27,8 +28,7 @@ def opsrunner_playbook(workload: str, root: Path) -> str:
 
 def ansible_playbook(workload: str, root: Path) -> str:
     if workload == "trivial":
-        return "- hosts: all\n  gather_facts: false\n  tasks:\n" + "".join(
-            f"    - {{name: t{i}, command: 'true'}}\n" for i in range(TRIVIAL_TASKS))
+        return "- hosts: all\n  gather_facts: false\n  tasks:\n" + TRIVIAL_YAML
     d = f"{root}/{{{{ inventory_hostname }}}}"
     return f"""- hosts: all
   gather_facts: false

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         return EXIT_INTERRUPTED
     except SystemExit as exc:  # argparse --help / --version
         return int(exc.code or 0)
-    except Exception as exc:
+    except Exception as exc:  # last resort: Ansible's 250, with the traceback for a bug report
         import traceback
 
         traceback.print_exc(file=err)

@@ -66,6 +66,15 @@ def batches(hosts: list[str], serial: int | str | None) -> list[list[str]]:
     return [hosts[i:i + size] for i in range(0, len(hosts), size)]
 
 
+def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions) -> list[str]:
+    """The play's `hosts:` pattern (templated with -e vars), narrowed by --limit."""
+    hosts = inventory.select(str(render(play.hosts, options.extra_vars)))
+    if options.limit:
+        allowed = set(inventory.select(options.limit))
+        hosts = [h for h in hosts if h in allowed]
+    return hosts
+
+
 class _PlayAborted(Exception):
     pass
 
@@ -108,16 +117,9 @@ class Engine:
         self.emit(Recap(self.summary))
         return self.summary
 
-    def play_hosts(self, play: Play) -> list[str]:
-        hosts = self.inventory.select(render(play.hosts, self.options.extra_vars))
-        if self.options.limit:
-            allowed = set(self.inventory.select(self.options.limit))
-            hosts = [h for h in hosts if h in allowed]
-        return hosts
-
     def _run_play(self, play: Play, pool: ThreadPoolExecutor) -> bool:
         """Run one play; False means stop the whole run (any_errors_fatal, all failed, ...)."""
-        hosts = [h for h in self.play_hosts(play) if h not in self._dead]
+        hosts = [h for h in select_play_hosts(play, self.inventory, self.options) if h not in self._dead]
         self.emit(PlayStart(play.name, hosts))
         if not hosts:
             self.emit(Notice(f"skipping play '{play.name}': no hosts matched"))
@@ -181,7 +183,7 @@ class Engine:
         return rescued
 
     def _check_abort(self, play: Play, batch: list[str], results: dict[str, TaskResult]) -> None:
-        failed = [h for h, r in results.items() if r.failed and not r.ignored and h in self._dead]
+        failed = [h for h in results if h in self._dead]  # failed, not ignored, not rescued
         if failed and play.any_errors_fatal:
             self.emit(Notice(f"any_errors_fatal: {', '.join(failed)} failed; stopping the run"))
             raise _PlayAborted

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from opsrunner.engine import RunOptions, tags_selected
+from opsrunner.engine import RunOptions, select_play_hosts, tags_selected
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Playbook, iter_tasks
-from opsrunner.templating import render
 
 
 def list_hosts(playbook: Playbook, inventory: Inventory, options: RunOptions) -> str:
     lines = [f"playbook: {playbook.path}", ""]
-    for play in playbook.plays:
-        hosts = inventory.select(str(render(play.hosts, options.extra_vars)))
-        if options.limit:
-            allowed = set(inventory.select(options.limit))
-            hosts = [h for h in hosts if h in allowed]
-        lines.append(f"  play #{playbook.plays.index(play) + 1} ({play.hosts}): {play.name}"
+    for i, play in enumerate(playbook.plays, 1):
+        hosts = select_play_hosts(play, inventory, options)
+        lines.append(f"  play #{i} ({play.hosts}): {play.name}"
                      f"\tHOSTS ({len(hosts)}):")
         lines += [f"    {h}" for h in hosts]
         lines.append("")
