@@ -99,13 +99,15 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     problems: list[Problem] = []
     inventory = playbook = None
     extra: dict[str, Any] = {}
-    sources = [Path(i) for i in args.inventory] or [Path("inventory/hosts.yml")]
+    sources: list[Path | str] = [*args.inventory] or [Path("inventory/hosts.yml")]
+    playbook_path = resolve_playbook_path(args.playbook, Path.cwd())
     try:
-        inventory = load_inventory(sources) if args.inventory or sources[0].exists() else localhost_inventory()
+        playbook = load_playbook(playbook_path)
     except ValidationError as exc:
         problems += exc.problems
     try:
-        playbook = load_playbook(resolve_playbook_path(args.playbook, Path.cwd()))
+        inventory = load_inventory(sources, playbook_path.parent) if args.inventory or Path(sources[0]).exists() \
+            else localhost_inventory(playbook_path.parent)
     except ValidationError as exc:
         problems += exc.problems
     try:

@@ -81,14 +81,31 @@ class HostVars(Mapping[str, Any]):
         return len(self._manager.inventory.hosts)
 
 
+#: Ansible's connection variable names, read when opsrunner's own name is not set (INI inventories
+#: written for ansible-playbook keep working).
+ANSIBLE_ALIASES: dict[str, tuple[str, ...]] = {
+    "connection": ("ansible_connection",),
+    "host": ("ansible_host", "ansible_ssh_host"),
+    "port": ("ansible_port", "ansible_ssh_port"),
+    "user": ("ansible_user", "ansible_ssh_user"),
+    "key_file": ("ansible_ssh_private_key_file", "ansible_private_key_file"),
+    "python_interpreter": ("ansible_python_interpreter",),
+}
+_UNSET = object()
+
+
 def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
     """Read the reserved connection vars (templated) for one host; errors name the var."""
 
     def get(name: str, default: Any = None) -> Any:
-        try:
-            return variables.get(name, default)
-        except TemplateError as exc:
-            raise TemplateError(f"in host var '{name}' of {host}: {exc.bare_message}") from None
+        for key in (name, *ANSIBLE_ALIASES.get(name, ())):
+            try:
+                value = variables.get(key, _UNSET)
+            except TemplateError as exc:
+                raise TemplateError(f"in host var '{key}' of {host}: {exc.bare_message}") from None
+            if value is not _UNSET:
+                return value
+        return default
 
     kind = str(get("connection", "local" if host in ("localhost", "127.0.0.1") else "ssh"))
     checking = str(get("host_key_checking", "strict"))

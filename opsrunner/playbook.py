@@ -135,7 +135,7 @@ class _Loader:
             raise ValidationError(self.problems)
         plays = []
         for index, raw in enumerate(data):
-            if isinstance(raw, PosDict) and isinstance(raw.get("hosts"), str):
+            if isinstance(raw, PosDict) and isinstance(raw.get("hosts"), str | list):
                 plays.append(self.play(raw, f"[{index}]"))
         if self.problems:
             raise ValidationError(self.problems)
@@ -171,9 +171,10 @@ class _Loader:
             self.fail(raw.pos, "handlers cannot be blocks", f"{path}.handlers")
         handler_tasks = [h for h in handlers if isinstance(h, Task)]
         self.check_notify(iter_tasks(tasks), handler_tasks)
+        hosts = raw["hosts"] if isinstance(raw["hosts"], str) else ",".join(raw["hosts"])  # Ansible joins a list
         return Play(
-            name=raw.get("name") or raw["hosts"],
-            hosts=raw["hosts"],
+            name=raw.get("name") or hosts,
+            hosts=hosts,
             pos=raw.pos,
             vars=play_vars,
             tasks=tuple(tasks),

@@ -1,0 +1,131 @@
+"""INI inventory files, parsed as ansible-core's `ini` inventory plugin does.
+
+`[group]` host lines (`name [key=value ...]`, `name:port`, ranges), `[group:vars]`
+`key=value` lines, `[group:children]` group names; lines before any section are
+`ungrouped` hosts. Values are Python literals where `ast.literal_eval` accepts them
+(`n=5` is an int, `b=True` a bool), otherwise strings; host lines are split like a shell.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from opsrunner.errors import Problem, SourcePos
+from opsrunner.inventory.model import Inventory
+from opsrunner.inventory.yaml import add_host_entry
+
+_SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
+_GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:[#;].*)?$")
+_HOST_PORT = re.compile(r"^(.+?):([0-9]+)$")
+
+
+def parse_value(text: str) -> Any:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+    if value is ... or isinstance(value, complex | bytes | set | tuple):
+        return list(value) if isinstance(value, tuple | set) else str(value)
+    return value
+
+
+@dataclass
+class _State:
+    path: str
+    group: str = "ungrouped"
+    kind: str = "hosts"
+    line: int = 0
+    # groups named in [x:vars] or [x:children] before being declared: name -> (line, kind, parents)
+    pending: dict[str, tuple[int, str, list[str]]] = field(default_factory=dict)
+
+    def pos(self) -> SourcePos:
+        return SourcePos(self.path, self.line, 1)
+
+
+def _section(inv: Inventory, st: _State, m: re.Match[str], problems: list[Problem]) -> None:
+    st.group, kind = m.group(1), m.group(2) or "hosts"
+    if kind not in ("hosts", "children", "vars"):
+        problems.append(Problem(st.pos(), f"section [{st.group}:{kind}] has unknown type: {kind}"))
+        st.kind = "skip"
+        return
+    st.kind = kind
+    if st.group not in inv.groups:
+        if kind == "vars" and st.group not in st.pending:
+            st.pending[st.group] = (st.line, "vars", [])
+        inv.add_group(st.group, "all", 1, st.pos())
+    if st.group in st.pending and kind != "vars":
+        _, pending_kind, parents = st.pending.pop(st.group)
+        for parent in parents if pending_kind == "children" else []:
+            inv.add_group(st.group, parent, 2, st.pos())
+
+
+def _host_line(inv: Inventory, st: _State, line: str, problems: list[Problem]) -> None:
+    try:
+        tokens = shlex.split(line, comments=True)
+    except ValueError as exc:
+        problems.append(Problem(st.pos(), f"cannot parse host line '{line}': {exc}"))
+        return
+    if not tokens:
+        return
+    name, hostvars = tokens[0], {}
+    m = _HOST_PORT.match(name)
+    if m and not name.endswith("]"):
+        name, hostvars["port"] = m.group(1), int(m.group(2))
+    elif name.endswith(":"):
+        problems.append(Problem(st.pos(), f"invalid host pattern '{name}': ':' is reserved for a port"))
+        return
+    for token in tokens[1:]:
+        if "=" not in token:
+            problems.append(Problem(st.pos(), f"expected key=value host variable, got '{token}'", name))
+            return
+        key, value = token.split("=", 1)
+        hostvars[key] = parse_value(value)
+    add_host_entry(inv, st.group, name, hostvars, st.pos(), f"{st.group}.{name}", problems)
+
+
+def _vars_line(inv: Inventory, st: _State, line: str, problems: list[Problem]) -> None:
+    if "=" not in line:
+        problems.append(Problem(st.pos(), f"expected key=value, got '{line}'", f"{st.group}:vars"))
+        return
+    key, value = (part.strip() for part in line.split("=", 1))
+    inv.groups[st.group].vars[key] = parse_value(value)
+
+
+def _child_line(inv: Inventory, st: _State, line: str, problems: list[Problem]) -> None:
+    m = _GROUP_NAME.match(line)
+    if not m:
+        problems.append(Problem(st.pos(), f"expected a group name, got '{line}'", f"{st.group}:children"))
+        return
+    child = m.group(1)
+    if child in inv.groups:
+        inv.add_group(child, st.group, 2, st.pos())
+    else:
+        _, _, parents = st.pending.setdefault(child, (st.line, "children", []))
+        parents.append(st.group)
+
+
+def read_ini_inventory(inv: Inventory, text: str, path: str, problems: list[Problem]) -> None:
+    st = _State(path)
+    handlers = {"hosts": _host_line, "vars": _vars_line, "children": _child_line}
+    for st.line, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        m = _SECTION.match(line)
+        if m:
+            _section(inv, st, m, problems)
+        elif line.startswith("[") and line.endswith("]"):
+            problems.append(Problem(st.pos(), f"invalid section header '{line}' (no spaces or other characters)"))
+            st.kind = "skip"
+        elif st.kind != "skip":
+            handlers[st.kind](inv, st, line, problems)
+    for name, (line_no, kind, parents) in st.pending.items():
+        where = SourcePos(path, line_no, 1)
+        if kind == "vars":
+            problems.append(Problem(where, f"section [{name}:vars] names undefined group '{name}'"))
+        else:
+            problems.append(Problem(where, f"section [{parents[-1]}:children] includes undefined group '{name}'"))

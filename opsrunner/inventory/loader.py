@@ -1,0 +1,127 @@
+"""Loading inventories: YAML/JSON and INI files, directories of them, `host1,host2,` lists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from opsrunner.errors import Problem, SourcePos, ValidationError
+from opsrunner.inventory.ini import read_ini_inventory
+from opsrunner.inventory.model import Inventory
+from opsrunner.inventory.vars_dirs import load_vars_dir
+from opsrunner.inventory.yaml import add_host_entry, read_yaml_inventory
+from opsrunner.validation import load_schema, schema_problems
+from opsrunner.yamlsource import load_yaml_text
+
+YAML_SUFFIXES = (".yml", ".yaml", ".json")
+# Files in an inventory directory that are never inventories (ansible-core's default ignore list).
+IGNORED_SUFFIXES = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg",
+                    ".retry")
+
+
+def is_host_list(source: str) -> bool:
+    """`-i 'web1,web2,'`: a comma in a value that is not an existing path, as ansible-core's host_list."""
+    return "," in source and not Path(source).exists()
+
+
+def _directory_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and not p.name.endswith(IGNORED_SUFFIXES))
+
+
+def _read_file(inv: Inventory, path: Path, problems: list[Problem]) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        problems.append(Problem(SourcePos(str(path)), f"cannot read inventory: {exc.strerror}"))
+        return
+    except UnicodeDecodeError:
+        problems.append(Problem(SourcePos(str(path)), "inventory is not valid UTF-8"))
+        return
+    inv.sources.append(str(path))
+    if path.suffix == ".ini":
+        read_ini_inventory(inv, text, str(path), problems)
+        return
+    try:
+        data = load_yaml_text(text, str(path))
+    except ValidationError as exc:
+        if path.suffix in YAML_SUFFIXES:
+            problems += exc.problems
+            return
+        data = None  # an extensionless file that is not YAML: INI, as ansible-core tries next
+    if path.suffix in YAML_SUFFIXES or isinstance(data, dict) or not text.strip():
+        read_yaml_inventory(inv, data, str(path), problems)
+    else:
+        read_ini_inventory(inv, text, str(path), problems)
+
+
+def _read_host_list(inv: Inventory, source: str, problems: list[Problem]) -> None:
+    inv.sources.append(source)
+    for name in (part.strip() for part in source.split(",")):
+        if name:
+            add_host_entry(inv, "ungrouped", name, {}, SourcePos("<-i>"), name, problems)
+
+
+def _check_ini_vars(inv: Inventory, problems: list[Problem]) -> None:
+    """Reserved connection vars from INI sources get the same type checks as YAML ones."""
+    vars_schema = {"$defs": load_schema("inventory")["$defs"], "$ref": "#/$defs/vars"}
+    for group in inv.groups.values():
+        where = str(group.pos.file) if group.pos else "<inventory>"
+        problems += schema_problems(group.vars, vars_schema, where, [group.name, "vars"])
+    for host in inv.hosts.values():
+        where = str(host.pos.file) if host.pos else "<inventory>"
+        for problem in schema_problems(host.vars, vars_schema, where, [host.name]):
+            problems.append(Problem(host.pos or problem.pos, problem.message, problem.key_path))
+
+
+def load_inventory(sources: Sequence[Path | str], playbook_dir: Path | None = None) -> Inventory:
+    """Load and validate every source, then group_vars/host_vars beside each source and the playbook.
+
+    Every problem is reported at once (ValidationError, exit 4) before any host is contacted."""
+    inv = Inventory()
+    problems: list[Problem] = []
+    roots: list[Path] = []
+    for source in sources:
+        text = str(source)
+        if is_host_list(text):
+            _read_host_list(inv, text, problems)
+            continue
+        path = Path(source)
+        if not path.exists():
+            problems.append(Problem(SourcePos(text), "inventory not found"))
+            continue
+        roots.append(path if path.is_dir() else path.parent)
+        for file in _directory_files(path) if path.is_dir() else [path]:
+            _read_file(inv, file, problems)
+    if not problems:
+        _check_ini_vars(inv, problems)
+    if problems:
+        raise ValidationError(problems)
+    inv.finish()
+    _attach_vars_dirs(inv, roots, playbook_dir, problems)
+    if problems:
+        raise ValidationError(problems)
+    return inv
+
+
+def _attach_vars_dirs(inv: Inventory, roots: list[Path], playbook_dir: Path | None,
+                      problems: list[Problem]) -> None:
+    tiers = [(root, "inventory") for root in dict.fromkeys(r.resolve() for r in roots)]
+    if playbook_dir is not None:
+        tiers.append((playbook_dir.resolve(), "playbook"))
+    for root, beside in tiers:
+        found = load_vars_dir(root, beside, list(inv.groups), list(inv.hosts), problems)
+        if found is not None:
+            inv.vars_dirs.append(found)
+
+
+def localhost_inventory(playbook_dir: Path | None = None) -> Inventory:
+    """The implicit inventory used when no inventory file exists: just localhost."""
+    inv = Inventory()
+    inv.add_host("localhost", "all", {}, None)
+    inv.finish()
+    problems: list[Problem] = []
+    _attach_vars_dirs(inv, [], playbook_dir, problems)
+    if problems:
+        raise ValidationError(problems)
+    return inv
