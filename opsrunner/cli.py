@@ -134,7 +134,7 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
-    from opsrunner.engine import Engine, RunOptions
+    from opsrunner.engine import Engine, RunOptions, select_play_hosts
     from opsrunner.listing import list_hosts, list_tasks
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
 
@@ -144,6 +144,8 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=_split_tags(args.tags),
                          skip_tags=_split_tags(args.skip_tags), forks=args.forks, extra_vars=extra,
                          verbosity=args.verbose)
+    for play in playbook.plays:  # a broken pattern or subscript fails now, before any host is contacted
+        select_play_hosts(play, inventory, options)
     if args.list_hosts or args.list_tasks:
         text = list_hosts(playbook, inventory, options) if args.list_hosts else ""
         text += list_tasks(playbook, options) if args.list_tasks else ""

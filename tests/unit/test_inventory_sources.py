@@ -233,3 +233,32 @@ def test_play_hosts_as_list_and_subscripted_limit(tmp_path: Path) -> None:
     res = cli("play", str(pb), "-i", str(inv_path), "--list-hosts", "-l", "web[4:]")
     assert res.rc == 0, res.err
     assert "play #1 (web[0],db-*): web[0],db-*\tHOSTS (2):\n    db-b\n    db-c\n" in res.out
+
+
+@pytest.mark.parametrize(("limit", "play_hosts", "message"), [
+    ("~((", "all", "invalid host pattern '~(('"),
+    ("all", "web[7]", "no hosts matched the subscripted pattern 'web[7]'"),
+])
+def test_bad_pattern_stops_the_run_before_any_task(tmp_path: Path, limit: str, play_hosts: str, message: str) -> None:
+    marker_file = tmp_path / "touched"
+    inv_path = ini_inventory(tmp_path, "[web]\nw1 connection=local\n")
+    pb = write_yaml(tmp_path / "pb.yml", [
+        {"hosts": "all", "tasks": [{"command": f"touch {marker_file}"}]},
+        {"hosts": play_hosts, "tasks": [{"command": "true"}]},
+    ])
+    res = cli("play", str(pb), "-i", str(inv_path), "-l", limit)
+    assert res.rc == 5
+    assert message in res.err
+    assert not marker_file.exists()
+
+
+def test_group_vars_beside_the_playbook_reach_a_real_run(tmp_path: Path) -> None:
+    inv_path = ini_inventory(tmp_path, "[web]\nw1 connection=local\n")
+    pb = write_yaml(tmp_path / "play" / "pb.yml", [
+        {"hosts": "web", "tasks": [{"command": "echo {{ greeting }} {{ size }}", "register": "r"},
+                                   {"debug": {"var": "r.stdout"}}]}])
+    write_yaml(tmp_path / "play" / "group_vars" / "web.yml", {"greeting": "from-playbook-group-vars"})
+    write_yaml(inv_path.parent / "host_vars" / "w1", {"size": 3})
+    res = cli("play", str(pb), "-i", str(inv_path), "-v")
+    assert res.rc == 0, res.err
+    assert "from-playbook-group-vars 3" in res.out
