@@ -55,6 +55,7 @@ class VariableManager:
             "check_mode": self.check_mode,
             "ansible_check_mode": self.check_mode,
             "playbook_dir": str(play.base_dir),
+            "opsrunner_playbook": play.pos.file,
         }
 
     def register(self, host: str, name: str, value: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from opsrunner.connections.held import HeldCommand
 from opsrunner.connections.wrappers import Layer, build_argv
 from opsrunner.results import CommandResult
 
@@ -45,6 +46,8 @@ class Connection(abc.ABC):
         self.log = log
         #: Where the remote agent is cached on the target ("" = not cacheable, None = not yet known).
         self.agent_dir: str | None = None
+        #: Commands held open for the rest of the run (job lock keepers), by key; closed with the connection.
+        self.held: dict[str, HeldCommand] = {}
 
     @abc.abstractmethod
     def open(self) -> None:
@@ -71,6 +74,21 @@ class Connection(abc.ABC):
         full = build_argv(argv, self.spec.wrapper, env=env, cwd=cwd, timeout=timeout,
                           python=self.spec.python)
         return self._execute(full, stdin, timeout)
+
+    def hold(self, argv: Sequence[str]) -> HeldCommand:
+        """Start argv (through the wrapper chain, no deadline) and keep its channel open.
+
+        The command runs until `close()` on the result, or until this connection closes,
+        the controller dies or the connection is lost: each of those ends its stdin.
+        """
+        return self._hold(build_argv(argv, self.spec.wrapper, python=self.spec.python))
+
+    def _hold(self, argv: Sequence[str]) -> HeldCommand:
+        raise NotImplementedError(f"{type(self).__name__} cannot hold a command open")
+
+    def close_held(self) -> None:
+        for key in list(self.held):
+            self.held.pop(key).close()
 
     def shell(self, script: str, **kwargs: object) -> CommandResult:
         return self.run(["/bin/sh", "-c", script], **kwargs)  # type: ignore[arg-type]

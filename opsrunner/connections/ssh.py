@@ -23,6 +23,7 @@ from fabric import Config
 from fabric import Connection as FabricConnection
 
 from opsrunner.connections.base import Connection
+from opsrunner.connections.held import ChannelHeld, HeldCommand
 from opsrunner.connections.local import BACKUP_GRACE_S
 from opsrunner.connections.streams import feed_stdin, strip_timeout_marker
 from opsrunner.errors import ConnectionFailed
@@ -129,6 +130,7 @@ class SSHConnection(Connection):
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
     def close(self) -> None:
+        self.close_held()
         with self._lock:
             for chan in list(self._channels):
                 with contextlib.suppress(Exception):
@@ -161,6 +163,20 @@ class SSHConnection(Connection):
             with self._lock:
                 self._channels.discard(chan)
             chan.close()
+
+    def _hold(self, argv: Sequence[str]) -> HeldCommand:
+        command = shlex.join(argv)
+        if self.log:
+            self.log(self.spec.name, command)
+        self.open()
+        assert self._fabric is not None
+        try:
+            chan = self._fabric.client.get_transport().open_session(timeout=self.spec.connect_timeout)
+            chan.exec_command(command)
+        except Exception as exc:
+            self.close()
+            raise ConnectionFailed(f"ssh channel failed: {exc}") from None
+        return ChannelHeld(command, chan)
 
     def _collect(self, chan: paramiko.Channel, command: str, stdin: bytes | IO[bytes] | None,
                  timeout: float | None, start: float) -> CommandResult:

@@ -92,7 +92,7 @@ def uid_of(user):
 
 def pidfile_paths(pidfile):
     base = pidfile[:-4] if pidfile.endswith(".pid") else pidfile
-    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json"}
+    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json", "lock": base + ".lock"}
 
 
 def read_pidfile(pidfile):

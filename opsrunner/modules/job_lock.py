@@ -1,0 +1,87 @@
+"""job_lock: hold a lock tied to one job on its target, across the tasks of a restart.
+
+The agent on the target takes flock() on `<pidfile base>.lock` and stays running as a
+keeper on a channel this controller holds open. The lock ends with that channel: at
+`state: unlocked`, at the end of the run, on Ctrl-C, when the controller dies or when the
+connection drops (a heartbeat lease covers connections that die without a FIN).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from opsrunner.connections.held import HeldCommand
+from opsrunner.errors import ModuleFailure
+from opsrunner.locks import describe_holder, holder_record
+from opsrunner.modules.base import Module, TaskContext, agent_argv
+from opsrunner.results import Status, TaskResult
+
+#: Seconds the keeper lives without a heartbeat; the controller beats every LEASE_S / 4.
+LEASE_S = 60.0
+
+
+def _reply(held: HeldCommand, timeout: float) -> dict[str, Any] | None:
+    """The first JSON line from the keeper (the agent writes an empty line before it)."""
+    while True:
+        line = held.readline(timeout)
+        if line is None:
+            return None
+        if line.strip().startswith(b"{"):
+            try:
+                reply: dict[str, Any] = json.loads(line)
+                return reply
+            except ValueError:
+                continue
+
+
+class JobLockModule(Module):
+    name = "job_lock"
+
+    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        target: dict[str, Any] = {k: args[k] for k in ("path", "pidfile") if k in args}
+        key = "job_lock:" + str(args.get("path") or args.get("pidfile"))
+        if args.get("state", "locked") == "unlocked":
+            return self._release(ctx, key)
+        if key in ctx.connection.held:
+            return TaskResult(Status.OK, msg="already held by this run")
+        wait = float(args.get("wait") or 0)
+        playbook = str(ctx.variables.get("opsrunner_playbook", ""))
+        request = dict(target, wait=wait, lease=LEASE_S, holder=holder_record(playbook), probe=ctx.check_mode)
+        held = ctx.connection.hold(agent_argv(ctx.connection, ctx.timeout))
+        held.send(json.dumps({"op": "lock_hold", "args": request}).encode() + b"\n")
+        reply = _reply(held, wait + 60)
+        if reply is None or reply.get("locked") is not True:
+            held.close()
+            return self._not_taken(ctx, reply, held)
+        ctx.connection.held[key] = held
+        held.keepalive(LEASE_S / 4)
+        msg = f"locked {reply['path']} until the end of the run"
+        if reply.get("stale"):
+            msg += f"; took over from {describe_holder(reply['stale'])}, which is no longer running"
+        return TaskResult(Status.OK, msg=msg, data={"path": reply["path"], "stale": reply.get("stale")})
+
+    def _not_taken(self, ctx: TaskContext, reply: dict[str, Any] | None, held: HeldCommand) -> TaskResult:
+        if reply is None:
+            detail = held.stderr().strip()[-2000:] or "no reply"
+            raise ModuleFailure(f"the lock keeper on the target failed: {detail}")
+        if reply.get("busy"):
+            raise ModuleFailure(f"locked by {describe_holder(reply.get('holder'))}: another run is restarting "
+                                f"this job (lock {reply['path']})", {"holder": reply.get("holder")})
+        if reply.get("free"):
+            return TaskResult(Status.OK, msg=f"{reply['path']} is free (check mode: not taken)")
+        raise ModuleFailure(str(reply.get("error") or reply))
+
+    def _release(self, ctx: TaskContext, key: str) -> TaskResult:
+        held = ctx.connection.held.pop(key, None)
+        if held is None:
+            return TaskResult(Status.OK, msg="not held by this run")
+        held.send(b"release\n")
+        reply = _reply(held, 30)  # the keeper confirms, so the lock is free once this task ends
+        held.close()
+        if reply is None or not reply.get("released"):
+            return TaskResult(Status.OK, msg="released (the keeper ended without confirming)")
+        return TaskResult(Status.OK, msg=f"released {reply['path']}")
+
+
+MODULE = JobLockModule()

@@ -1,0 +1,180 @@
+"""The job lock for real: concurrent restarts over ssh through the hostile wrapper rig, a
+SIGKILLed controller, Ctrl-C, a stale holder record, and the keeper's heartbeat lease."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opsrunner.modules.base import agent_source
+from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
+from tests.helpers import cli_subprocess
+from tests.sshd import PrivateSSHD
+
+
+def _inventory(tmp_path: Path, demo: Path, host_vars: dict[str, Any], **overrides: Any) -> Path:
+    role_vars = {
+        "code_src": str(ROOT / "examples" / "demo_trainer"), "code_dest": f"{demo}/code",
+        "cache_paths": [f"{demo}/cache"], "pidfile": f"{demo}/train.pid", "log_path": f"{demo}/train.log",
+        "kill_pattern": f"{demo}/code/train\\.py", "kill_grace": 10,
+        "train_command": f"{sys.executable} -u {demo}/code/train.py --checkpoint {demo}/ck.json "
+                         f"--cache-dir {demo}/cache",
+        "ready_regex": "ready: training", "log_grows_within": 2, "verify_within": 30,
+        "verify_stable_for": 2, "wait_gpu_free": 0,
+    }
+    role_vars.update(overrides)
+    return write_yaml(tmp_path / "inv.yml", {"all": {"children": {"trainers": {
+        "hosts": {"gpu-box": host_vars}, "vars": role_vars}}}})
+
+
+def _play(*args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "opsrunner", "play", "restart_training.yml", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _record(lock: Path) -> dict[str, Any] | None:
+    try:
+        text = lock.read_text()
+        return json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _keeper_alive(lock: Path) -> bool:
+    record = _record(lock)
+    return bool(record) and Path(f"/proc/{record['keeper_pid']}").exists()  # type: ignore[index]
+
+
+def _lock_is_free(lock: Path) -> bool:
+    with lock.open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return True
+
+
+@pytest.fixture
+def demo(tmp_path: Path):
+    d = tmp_path / "demo"
+    yield d
+    kill_marked(str(d))
+
+
+def _ready_lines(demo: Path) -> int:
+    return len(re.findall(r"ready: training demo started", (demo / "train.log").read_text()))
+
+
+def test_two_concurrent_restarts_one_job_one_locked_by(tmp_path: Path, sshd: PrivateSSHD, demo: Path) -> None:
+    inv = _inventory(tmp_path, demo, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]))
+    runs = [_play("-i", str(inv)), _play("-i", str(inv))]
+    outs = [p.communicate(timeout=240)[0] for p in runs]
+    codes = sorted(p.returncode for p in runs)
+    assert codes == [0, 2], outs
+    loser = outs[[p.returncode for p in runs].index(2)]
+    assert re.search(r"locked by \S+@\S+ \(opsrunner pid \d+, playbook \S*restart_training\.yml, "
+                     r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\): another run is restarting this job", loser), loser
+    assert "TASK [Deploy" not in loser  # the losing run changed nothing on the target
+    assert wait_for(lambda: len(pids_with(f"{demo}/code/train.py")) == 1, 5)
+    assert _ready_lines(demo) == 1
+    assert _lock_is_free(demo / "train.lock")
+
+
+def test_sigkilled_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, sshd: PrivateSSHD,
+                                                                demo: Path) -> None:
+    inv = _inventory(tmp_path, demo, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]), verify_stable_for=120,
+                     verify_within=150)
+    lock = demo / "train.lock"
+    first = _play("-i", str(inv))
+    try:
+        # Killed mid-verify: after the launch, while it holds the lock.
+        assert wait_for(lambda: _keeper_alive(lock) and len(pids_with(f"{demo}/code/train.py")) == 1, 60)
+        keeper = _record(lock)["keeper_pid"]  # type: ignore[index]
+        first.send_signal(signal.SIGKILL)
+    finally:
+        first.communicate(timeout=30)
+    assert wait_for(lambda: not Path(f"/proc/{keeper}").exists(), 15), "the keeper outlived its controller"
+    second = cli_subprocess("play", "restart_training.yml", "-i", str(inv), "-e", "{\"verify_stable_for\": 1}")
+    assert second.rc == 0, second.out
+    assert "killed 1:" in second.out  # the first run's job, stopped by the second run
+    assert wait_for(lambda: len(pids_with(f"{demo}/code/train.py")) == 1, 5)
+    assert _ready_lines(demo) == 2
+
+
+def test_ctrl_c_releases_the_lock(tmp_path: Path, sshd: PrivateSSHD, demo: Path) -> None:
+    inv = _inventory(tmp_path, demo, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]), verify_stable_for=120,
+                     verify_within=150)
+    lock = demo / "train.lock"
+    run = _play("-i", str(inv))
+    assert wait_for(lambda: _keeper_alive(lock), 60)
+    assert not _lock_is_free(lock)
+    time.sleep(0.5)
+    run.send_signal(signal.SIGINT)
+    out = run.communicate(timeout=60)[0]
+    assert run.returncode == 99, out
+    assert wait_for(lambda: _lock_is_free(lock), 15)
+    assert _record(lock) is None  # released in order: the holder record is gone too
+
+
+def test_a_stale_record_is_taken_over_even_with_pid_reuse(tmp_path: Path, demo: Path) -> None:
+    inv = _inventory(tmp_path, demo, {"connection": "local"}, verify_stable_for=1)
+    demo.mkdir()
+    # A record whose keeper pid is alive but is another process (pid reuse): start time differs.
+    stale = {"controller": "old-ctl", "user": "bob", "pid": 4242, "playbook": "old.yml", "started": 1.0,
+             "keeper_pid": os.getpid(), "keeper_start": 1}
+    (demo / "train.lock").write_text(json.dumps(stale))
+    res = cli_subprocess("play", "restart_training.yml", "-i", str(inv))
+    assert res.rc == 0, res.out
+    assert "took over from bob@old-ctl (opsrunner pid 4242, playbook old.yml, started 1970-01-01 00:00:01 UTC), " \
+           "which is no longer running" in res.out
+
+
+def test_second_run_waits_up_to_lock_timeout(tmp_path: Path, demo: Path) -> None:
+    inv = _inventory(tmp_path, demo, {"connection": "local"}, verify_stable_for=3)
+    lock = demo / "train.lock"
+    first = _play("-i", str(inv))
+    try:
+        assert wait_for(lambda: _keeper_alive(lock), 60)
+        second = cli_subprocess("play", "restart_training.yml", "-i", str(inv), "-e", "{\"lock_timeout\": 120}",
+                                "-e", "{\"verify_stable_for\": 1}")
+    finally:
+        out = first.communicate(timeout=120)[0]
+    assert first.returncode == 0, out
+    assert second.rc == 0, second.out  # it waited for the first run instead of failing
+    assert "killed 1:" in second.out
+    assert _ready_lines(demo) == 2
+
+
+def test_keeper_gives_up_without_heartbeat(tmp_path: Path) -> None:
+    """A half-open connection never delivers EOF: the lease ends the keeper anyway."""
+    lock = tmp_path / "job.lock"
+    keeper = subprocess.Popen([sys.executable, "-S", "-c", agent_source()], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert keeper.stdin is not None and keeper.stdout is not None
+        keeper.stdin.write(json.dumps({"op": "lock_hold", "args": {"path": str(lock), "lease": 1}}).encode()
+                           + b"\n")
+        keeper.stdin.flush()
+        keeper.stdout.readline()
+        assert json.loads(keeper.stdout.readline())["locked"] is True
+        assert not _lock_is_free(lock)
+        start = time.monotonic()
+        assert wait_for(lambda: keeper.poll() is not None, 15)  # stdin still open, no heartbeat
+        assert time.monotonic() - start < 10
+        assert _lock_is_free(lock)
+        assert json.loads(keeper.stdout.read().strip())["why"] == "no heartbeat for 1s"
+    finally:
+        keeper.kill()
+        keeper.wait()
