@@ -41,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--list-tasks", action="store_true", help="list tasks and exit (no connection)")
     play.add_argument("--list-hosts", action="store_true", help="list hosts per play and exit (no connection)")
     play.add_argument("--no-color", action="store_true", help="no ANSI colours")
+    play.add_argument("--lock", action="store_true",
+                      help="refuse to start while another run of this playbook+inventory is running here")
+    play.add_argument("--no-history", action="store_true", help="do not record this run in the run history")
+    play.add_argument("--history", metavar="PATH", help="run history database (default $OPSRUNNER_HISTORY "
+                      "or ~/.local/state/opsrunner/history.db)")
 
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
     _common(check)
@@ -49,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print a JSON Schema (for editors / yaml-language-server)")
     schema.add_argument("name", nargs="?", default="playbook",
                         help="playbook, inventory, a module name, or 'list'")
+    from opsrunner.history.views import register as register_history
+
+    register_history(sub)
     return parser
 
 
@@ -152,6 +160,9 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         out.write(text)
         return EXIT_OK
     reporters: list[Any] = []
+    lock = _controller_lock(args, playbook.path)  # held until this process ends
+    if not args.no_history:
+        reporters.append(_history_recorder(args, playbook.path, extra))
     events_stream = None
     if args.json_events:
         events_stream = out if args.json_events == "-" else open(args.json_events, "w", encoding="utf-8")  # noqa: SIM115
@@ -165,7 +176,29 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         for r in reporters:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):
                 r.close()
+        if lock is not None:
+            lock.release()
     return summary.exit_code()
+
+
+def _controller_lock(args: argparse.Namespace, playbook: Path) -> Any:
+    if not args.lock:
+        return None
+    from opsrunner.locks import ControllerLock
+
+    lock = ControllerLock.for_run(playbook, [Path(i) for i in args.inventory] or [Path("inventory/hosts.yml")])
+    lock.acquire(str(playbook))
+    return lock
+
+
+def _history_recorder(args: argparse.Namespace, playbook: Path, extra: dict[str, Any]) -> Any:
+    from opsrunner.history.recorder import recorder_for_play
+    from opsrunner.history.store import default_path
+
+    err = sys.stderr
+    return recorder_for_play(playbook, args.inventory, extra, args.argv,
+                             Path(args.history) if args.history else default_path(),
+                             lambda msg: err.write(msg + "\n"))
 
 
 def _split_tags(values: list[str]) -> frozenset[str]:
@@ -187,9 +220,13 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
     err = err or sys.stderr
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.command is None:
             raise UsageError("opsrunner: a command is required (play, check, schema); see --help")
-        handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema}[args.command]
+        from opsrunner.history.views import cmd_history, cmd_show
+
+        handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
+                   "show": cmd_show}[args.command]
         return handler(args, out)
     except ValidationError as exc:
         for problem in exc.problems:

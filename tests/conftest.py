@@ -23,6 +23,18 @@ REAPER = f"{sys.executable} {WRAPPERS / 'session_reaper.py'} --"
 FD_HOLDER = f"{sys.executable} {WRAPPERS / 'fd_holder.py'} --"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every `play` in the suite records its run history here, never in the user's own database."""
+    old = os.environ.get("OPSRUNNER_HISTORY")
+    os.environ["OPSRUNNER_HISTORY"] = str(tmp_path_factory.mktemp("history") / "history.db")
+    yield
+    if old is None:
+        os.environ.pop("OPSRUNNER_HISTORY", None)
+    else:
+        os.environ["OPSRUNNER_HISTORY"] = old
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))

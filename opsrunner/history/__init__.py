@@ -1,0 +1,1 @@
+"""Run history: every `opsrunner play` recorded in an embedded SQLite database."""

@@ -1,0 +1,110 @@
+"""The history subscriber: records a run from the engine's events, like a reporter.
+
+It never fails the run: the first database error (unwritable path, full disk, a locked
+or corrupt file) is reported once as a warning and recording stops for this run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from opsrunner.events import Event, Recap, TaskEnd
+from opsrunner.history.masking import mask_text, mask_vars, secret_values
+from opsrunner.history.store import HistoryStore, RunRow, TaskRow
+
+Warn = Callable[[str], object]
+
+
+def new_run_id() -> str:
+    """Sortable and short: 20261201-013045-3f2a (the OPSRUNNER_RUN_ID env var overrides it)."""
+    return os.environ.get("OPSRUNNER_RUN_ID") or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+def git_state(path: Path) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git repository holding `path`; (None, None) outside one."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return None, None
+        status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+class HistoryRecorder:
+    """Subscribe to the engine's events; write the run, each task result and the recap."""
+
+    def __init__(self, path: Path, run: RunRow, secrets: Sequence[str], warn: Warn) -> None:
+        self.path = path
+        self.run = run
+        self.secrets = list(secrets)
+        self.warn = warn
+        self.store: HistoryStore | None = None
+        self._seq = 0
+        self._guard(self._open)
+
+    def _open(self) -> None:
+        self.store = HistoryStore(self.path)
+        self.store.start_run(self.run)
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        if self.store is None and action != self._open:
+            return
+        try:
+            action()
+        except Exception as exc:  # sqlite3.Error, OSError (full disk, read-only), anything: never fatal
+            self.warn(f"WARNING: run history not recorded in {self.path}: {type(exc).__name__}: {exc}")
+            if self.store is not None:
+                self.store.close()
+            self.store = None
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, TaskEnd):
+            self._seq += 1
+            r = event.result
+            row = TaskRow(event.play, event.task, event.module, event.host, str(r.status), r.changed,
+                          event.handler, mask_text(r.msg, self.secrets),
+                          mask_text(str(r.data.get("diagnosis") or ""), self.secrets), round(r.duration_s, 3))
+            seq = self._seq
+            self._guard(lambda: self.store.add_task(self.run.id, seq, row) if self.store else None)
+        elif isinstance(event, Recap):
+            recap = {h: s.as_dict() for h, s in event.summary.stats.items()}
+            code = event.summary.exit_code()
+            self._guard(lambda: self.store.finish_run(self.run.id, code, recap) if self.store else None)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: dict[str, Any], argv: Sequence[str],
+                      path: Path, warn: Warn) -> HistoryRecorder:
+    commit, dirty = git_state(playbook.resolve())
+    run = RunRow(
+        id=new_run_id(), started=time.time(), user=_user(), controller=socket.gethostname(),
+        command=mask_text(shlex.join(["opsrunner", *argv]), secret_values(extra_vars)), cwd=os.getcwd(),
+        playbook=str(playbook.resolve()), git_commit=commit, git_dirty=dirty, inventory=list(inventories),
+        extra_vars=mask_vars(extra_vars), schedule=os.environ.get("OPSRUNNER_SCHEDULE") or None,
+    )
+    return HistoryRecorder(path, run, secret_values(extra_vars), warn)

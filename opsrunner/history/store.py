@@ -1,0 +1,201 @@
+"""The history database: stdlib sqlite3 in WAL mode, schema versions in PRAGMA user_version.
+
+Each write is one short transaction, so parallel runs (a timer and a person) interleave
+safely; readers never block writers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Each entry moves the schema one version up; never edit an entry once released.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY, started REAL NOT NULL, ended REAL, user TEXT, controller TEXT,
+        command TEXT, cwd TEXT, playbook TEXT, git_commit TEXT, git_dirty INTEGER,
+        inventory TEXT, extra_vars TEXT, schedule TEXT, exit_code INTEGER, recap TEXT,
+        notes TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX runs_started ON runs(started);
+    CREATE TABLE results (
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE, seq INTEGER NOT NULL,
+        play TEXT, task TEXT, module TEXT, host TEXT, status TEXT, changed INTEGER, handler INTEGER,
+        msg TEXT, diagnosis TEXT, duration REAL, PRIMARY KEY (run_id, seq)
+    );
+    CREATE INDEX results_host ON results(host);
+    """,
+)
+
+
+def default_path() -> Path:
+    env = os.environ.get("OPSRUNNER_HISTORY")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "opsrunner" / "history.db"
+
+
+@dataclass
+class TaskRow:
+    play: str
+    task: str
+    module: str
+    host: str
+    status: str
+    changed: bool
+    handler: bool
+    msg: str
+    diagnosis: str
+    duration: float
+
+
+@dataclass
+class RunRow:
+    id: str
+    started: float
+    ended: float | None = None
+    user: str = ""
+    controller: str = ""
+    command: str = ""
+    cwd: str = ""
+    playbook: str = ""
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    inventory: list[str] = field(default_factory=list)
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    schedule: str | None = None
+    exit_code: int | None = None
+    recap: dict[str, dict[str, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    tasks: list[TaskRow] = field(default_factory=list)
+
+    @property
+    def result(self) -> str:
+        if self.exit_code is None:
+            return "running"
+        return {0: "ok", 2: "failed", 3: "unreachable", 99: "interrupted"}.get(self.exit_code, "error")
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "tasks"}
+        data["result"] = self.result
+        data["tasks"] = [t.__dict__ for t in self.tasks]
+        return data
+
+
+_RUN_COLUMNS = ("id", "started", "ended", "user", "controller", "command", "cwd", "playbook", "git_commit",
+                "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes")
+_JSON_COLUMNS: dict[str, Any] = {"inventory": [], "extra_vars": {}, "recap": {}, "notes": []}
+
+
+class HistoryStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA busy_timeout = 30000")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._tx(immediate=True):
+            version = int(self.db.execute("PRAGMA user_version").fetchone()[0])
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in filter(str.strip, script.split(";")):
+                    self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {number}")
+
+    @contextmanager
+    def _tx(self, immediate: bool = False) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- writes -----------------------------------------------------------------------------
+    def start_run(self, run: RunRow) -> None:
+        values = [json.dumps(getattr(run, c), default=str) if c in _JSON_COLUMNS else getattr(run, c)
+                  for c in _RUN_COLUMNS]
+        with self._tx():
+            self.db.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
+                            f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
+
+    def add_task(self, run_id: str, seq: int, row: TaskRow) -> None:
+        with self._tx():
+            self.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (run_id, seq, row.play, row.task, row.module, row.host, row.status, int(row.changed),
+                             int(row.handler), row.msg, row.diagnosis, row.duration))
+
+    def finish_run(self, run_id: str, exit_code: int, recap: dict[str, dict[str, int]]) -> None:
+        with self._tx():
+            self.db.execute("UPDATE runs SET ended = ?, exit_code = ?, recap = ? WHERE id = ?",
+                            (time.time(), exit_code, json.dumps(recap), run_id))
+
+    def add_note(self, run_id: str, note: str) -> None:
+        with self._tx(immediate=True):
+            row = self.db.execute("SELECT notes FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is not None:
+                notes = [*json.loads(row[0]), note]
+                self.db.execute("UPDATE runs SET notes = ? WHERE id = ?", (json.dumps(notes), run_id))
+
+    def prune(self, keep_days: float) -> int:
+        cutoff = time.time() - keep_days * 86400
+        with self._tx():
+            ids = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE started < ?", (cutoff,))]
+            self.db.execute("DELETE FROM results WHERE run_id IN (SELECT id FROM runs WHERE started < ?)", (cutoff,))
+            self.db.execute("DELETE FROM runs WHERE started < ?", (cutoff,))
+        return len(ids)
+
+    # -- reads ------------------------------------------------------------------------------
+    def runs(self, playbook: str | None = None, host: str | None = None, failed: bool = False,
+             schedule: str | None = None, limit: int = 20) -> list[RunRow]:
+        where, params = [], []
+        if playbook:
+            where.append("(playbook = ? OR playbook LIKE ?)")
+            params += [playbook, f"%/{playbook}"]
+        if host:
+            where.append("id IN (SELECT run_id FROM results WHERE host = ?)")
+            params.append(host)
+        if failed:
+            where.append("exit_code IS NOT NULL AND exit_code != 0")
+        if schedule:
+            where.append("schedule = ?")
+            params.append(schedule)
+        sql = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"
+        sql += (" WHERE " + " AND ".join(where)) if where else ""
+        sql += " ORDER BY started DESC, rowid DESC LIMIT ?"
+        return [self._run(r) for r in self.db.execute(sql, [*params, limit])]
+
+    def run(self, run_id: str) -> RunRow | None:
+        """A run by id or unique id prefix, with its task results."""
+        rows = self.db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE id LIKE ? LIMIT 2",
+                               (run_id.replace("%", "") + "%",)).fetchall()
+        if len(rows) != 1:
+            return None
+        run = self._run(rows[0])
+        for r in self.db.execute("SELECT play, task, module, host, status, changed, handler, msg, diagnosis, "
+                                 "duration FROM results WHERE run_id = ? ORDER BY seq", (run.id,)):
+            run.tasks.append(TaskRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), r[7], r[8] or "", r[9]))
+        return run
+
+    def _run(self, row: tuple[Any, ...]) -> RunRow:
+        data = dict(zip(_RUN_COLUMNS, row, strict=True))
+        for key, empty in _JSON_COLUMNS.items():
+            data[key] = json.loads(data[key]) if data[key] else empty
+        data["git_dirty"] = None if data["git_dirty"] is None else bool(data["git_dirty"])
+        return RunRow(**data)

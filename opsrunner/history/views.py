@@ -1,0 +1,121 @@
+"""`opsrunner history`, `opsrunner show RUN_ID`, `opsrunner history prune`: parsing and output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from opsrunner.errors import UsageError
+from opsrunner.history.store import HistoryStore, RunRow, default_path
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    hist = sub.add_parser("history", help="past runs, newest first (from the run history database)")
+    hist.add_argument("--playbook", help="only runs of this playbook (path or file name)")
+    hist.add_argument("--host", help="only runs that touched this host")
+    hist.add_argument("--failed", action="store_true", help="only runs that did not exit 0")
+    hist.add_argument("-n", type=int, default=20, dest="limit", help="at most N runs (default 20)")
+    hist.add_argument("--json", action="store_true", help="JSON instead of a table")
+    _db_option(hist)
+    hsub = hist.add_subparsers(dest="history_command", metavar="prune")
+    prune = hsub.add_parser("prune", help="delete runs older than --keep-days")
+    prune.add_argument("--keep-days", type=float, required=True, metavar="N")
+    _db_option(prune)
+    show = sub.add_parser("show", help="one run: recap, failed and changed tasks, git commit")
+    show.add_argument("run_id", metavar="RUN_ID", help="a run id (or a unique prefix) from `opsrunner history`")
+    show.add_argument("--json", action="store_true")
+    _db_option(show)
+
+
+def _db_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", metavar="PATH", default=argparse.SUPPRESS,
+                   help="history database (default $OPSRUNNER_HISTORY or ~/.local/state/opsrunner/history.db)")
+
+
+def _open(args: argparse.Namespace) -> HistoryStore:
+    path = Path(getattr(args, "history", None) or default_path())
+    if not path.exists():
+        raise UsageError(f"no run history at {path} yet (it is written by `opsrunner play`)")
+    return HistoryStore(path)
+
+
+def when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def duration(run: RunRow) -> str:
+    if run.ended is None:
+        return "-"
+    secs = run.ended - run.started
+    return f"{secs:.1f}s" if secs < 120 else f"{secs / 60:.1f}m"
+
+
+def _commit(run: RunRow) -> str:
+    if not run.git_commit:
+        return "-"
+    return run.git_commit[:10] + ("+dirty" if run.git_dirty else "")
+
+
+def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.history_command == "prune":
+        store = _open(args)
+        removed = store.prune(args.keep_days)
+        out.write(f"removed {removed} run(s) older than {args.keep_days:g} days from {store.path}\n")
+        return 0
+    if args.limit < 1:
+        raise UsageError("-n must be at least 1")
+    runs = _open(args).runs(args.playbook, args.host, args.failed, limit=args.limit)
+    if args.json:
+        out.write(json.dumps([r.as_dict() for r in runs], indent=2) + "\n")
+        return 0
+    rows = [("RUN ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "COMMIT")]
+    for r in runs:
+        result = r.result if r.exit_code is None else f"{r.result} ({r.exit_code})"
+        rows.append((r.id, when(r.started), duration(r), result, str(len(r.recap)), Path(r.playbook).name,
+                     _commit(r)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: IO[str]) -> int:
+    run = _open(args).run(args.run_id)
+    if run is None:
+        raise UsageError(f"no single run matches {args.run_id!r} (see `opsrunner history`)")
+    if args.json:
+        out.write(json.dumps(run.as_dict(), indent=2) + "\n")
+        return 0
+    out.write(render_show(run))
+    return 0
+
+
+def render_show(run: RunRow) -> str:
+    dirty = " (uncommitted changes)" if run.git_dirty else ""
+    lines = [
+        f"run {run.id}: {run.result}" + ("" if run.exit_code is None else f" (exit code {run.exit_code})"),
+        f"  started   {when(run.started)}, took {duration(run)}",
+        f"  by        {run.user}@{run.controller}" + (f" (schedule {run.schedule})" if run.schedule else ""),
+        f"  command   {run.command}",
+        f"  playbook  {run.playbook}",
+        f"  commit    {run.git_commit or 'not in a git repository'}{dirty}",
+        f"  inventory {', '.join(run.inventory) or '(default)'}",
+    ]
+    if run.extra_vars:
+        lines.append(f"  extra vars {json.dumps(run.extra_vars, default=str)}")
+    for note in run.notes:
+        lines.append(f"  note      {note}")
+    notable = [t for t in run.tasks if t.status not in ("ok", "skipped") or t.changed]
+    if notable:
+        lines.append("\nFAILED AND CHANGED TASKS")
+        for t in notable:
+            lines.append(f"  {t.status}: [{t.host}] {t.task} ({t.duration:.1f}s)")
+            lines += ["      " + ln for ln in t.msg.splitlines()]
+    lines.append("\nRECAP")
+    width = max((len(h) for h in run.recap), default=0)
+    for host, c in run.recap.items():
+        lines.append(f"  {host.ljust(width)} : " + " ".join(f"{k}={v}" for k, v in c.items()))
+    return "\n".join(lines) + "\n"
