@@ -55,8 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("name", nargs="?", default="playbook",
                         help="playbook, inventory, a module name, or 'list'")
     from opsrunner.history.views import register as register_history
+    from opsrunner.schedule.commands import register as register_schedule
 
     register_history(sub)
+    register_schedule(sub)
     return parser
 
 
@@ -224,9 +226,10 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         if args.command is None:
             raise UsageError("opsrunner: a command is required (play, check, schema); see --help")
         from opsrunner.history.views import cmd_history, cmd_show
+        from opsrunner.schedule.commands import cmd_schedule
 
         handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
-                   "show": cmd_show}[args.command]
+                   "show": cmd_show, "schedule": cmd_schedule}[args.command]
         return handler(args, out)
     except ValidationError as exc:
         for problem in exc.problems:

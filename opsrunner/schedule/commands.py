@@ -1,0 +1,153 @@
+"""`opsrunner schedule add|list|remove|run`: argument parsing and output."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from opsrunner.errors import Problem, SourcePos, UsageError, ValidationError
+from opsrunner.schedule import store, units
+from opsrunner.schedule.spec import SpecError, every_to_calendar, parse_calendar, to_cron
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    sched = sub.add_parser("schedule", help="scheduled runs: systemd timers (or cron) running a playbook")
+    ssub = sched.add_subparsers(dest="schedule_command", metavar="add|list|remove|run")
+    add = ssub.add_parser("add", help="validate a playbook, write the schedule file and install its timer")
+    add.add_argument("name", help="schedule name (letters, digits, - and _)")
+    add.add_argument("playbook", help="playbook file, relative to the current directory (the project)")
+    add.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY")
+    add.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
+    add.add_argument("-l", "--limit")
+    when = add.add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", metavar="SPEC", help="systemd OnCalendar expression: daily, 'Sun 03:00', "
+                      "'*-*-* 04:00:00', 'Mon..Fri 08:30'")
+    when.add_argument("--every", metavar="INTERVAL", help="15m, 6h, 1d (must divide an hour or a day)")
+    add.add_argument("--git-pull", action="store_true",
+                     help="fast-forward the project first; refuse to run on a dirty or diverged tree")
+    add.add_argument("--notify", action="append", default=[], metavar="URL", help="POST a JSON alert here")
+    add.add_argument("--notify-on", choices=store.NOTIFY_ON, default="failure")
+    add.add_argument("--randomized-delay", type=int, default=60, metavar="SECONDS",
+                     help="timer's RandomizedDelaySec (default 60)")
+    add.add_argument("--cron", action="store_true", help="a crontab entry instead of systemd units")
+    add.add_argument("--unit-dir", metavar="DIR", help="write units here and activate nothing "
+                     "(also $OPSRUNNER_UNIT_DIR)")
+    lst = ssub.add_parser("list", help="schedules with their next and last run")
+    lst.add_argument("--history", metavar="PATH", help="run history database to read last runs from")
+    rm = ssub.add_parser("remove", help="uninstall the timer (or cron entry) and delete the schedule file")
+    rm.add_argument("name")
+    rm.add_argument("--unit-dir", metavar="DIR")
+    run = ssub.add_parser("run", help="run a schedule now, exactly as its timer does")
+    run.add_argument("name")
+    for p in (add, lst, rm, run):
+        p.add_argument("--schedules", metavar="DIR", help="schedule files folder (default $OPSRUNNER_SCHEDULES "
+                       "or ~/.config/opsrunner/schedules)")
+
+
+def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.schedule_command is None:
+        raise UsageError("opsrunner schedule: a subcommand is required (add, list, remove, run)")
+    folder = store.schedules_dir(args.schedules)
+    if args.schedule_command == "add":
+        return _add(args, folder, out)
+    if args.schedule_command == "list":
+        return _list(args, folder, out)
+    if args.schedule_command == "remove":
+        return _remove(args, folder, out)
+    from opsrunner.schedule.runner import run_schedule
+
+    return run_schedule(store.load(folder, args.name), out, sys.stderr)
+
+
+def _spec(args: argparse.Namespace) -> str:
+    option = "--at" if args.at else "--every"
+    try:
+        calendar = args.at if args.at else every_to_calendar(args.every)
+        parsed = parse_calendar(calendar)
+        if args.cron:
+            to_cron(parsed)
+    except SpecError as exc:
+        raise ValidationError([Problem(SourcePos(f"<{option}>"), str(exc), option)]) from None
+    return calendar
+
+
+def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
+    name = store.check_name(args.name)
+    calendar = _spec(args)
+    target = store.path_of(folder, name)
+    if target.exists():
+        raise UsageError(f"schedule {name!r} already exists ({target}); remove it first")
+    project = Path.cwd()
+    check = subprocess.run([sys.executable, "-m", "opsrunner", "check", args.playbook,
+                            *[a for i in args.inventory for a in ("-i", i)],
+                            *[a for e in args.extra_vars for a in ("-e", e)]],
+                           cwd=project, capture_output=True, text=True)
+    if check.returncode != 0:
+        sys.stderr.write(check.stderr)
+        sys.stderr.write(f"schedule {name!r} not added: the playbook does not pass `opsrunner check`\n")
+        return check.returncode
+    schedule = store.Schedule(
+        name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
+        inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
+        notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
+        installer="cron" if args.cron else "systemd")
+    path = store.save(folder, schedule)
+    try:
+        written = _install(schedule, folder, args)
+    except Exception:
+        path.unlink()
+        raise
+    out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {_next(calendar)}\n")
+    out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
+    return 0
+
+
+def _install(schedule: store.Schedule, folder: Path, args: argparse.Namespace) -> list[str]:
+    if args.cron:
+        return [units.install_cron(schedule, folder)]
+    target = units.UnitTarget.choose(args.unit_dir)
+    files = [str(p) for p in units.install_systemd(schedule, folder, target)]
+    if not target.activate:
+        files[-1] += " (not activated: custom unit directory)"
+    return files
+
+
+def _next(calendar: str) -> str:
+    when = parse_calendar(calendar).next_run(dt.datetime.now().replace(microsecond=0))
+    return when.strftime("%Y-%m-%d %H:%M:%S") if when else "never"
+
+
+def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
+    from opsrunner.history.store import HistoryStore, default_path
+
+    history_path = Path(args.history) if args.history else default_path()
+    history = HistoryStore(history_path) if history_path.exists() else None
+    rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
+    for s in store.all_schedules(folder):
+        last = history.runs(schedule=s.name, limit=1) if history else []
+        when = dt.datetime.fromtimestamp(last[0].started).strftime("%Y-%m-%d %H:%M:%S") if last else "-"
+        result = f"{last[0].result} ({last[0].id})" if last else "-"
+        rows.append((s.name, f"--every {s.every}" if s.every else s.on_calendar, _next(s.on_calendar), when,
+                     result, s.playbook))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+    return 0
+
+
+def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
+    schedule = store.load(folder, args.name)
+    if schedule.installer == "cron":
+        if units.remove_cron(schedule.name):
+            out.write(f"  removed the crontab entry of {schedule.name}\n")
+    else:
+        for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir)):
+            out.write(f"  removed {f}\n")
+    path = store.path_of(folder, schedule.name)
+    path.unlink()
+    out.write(f"  removed {path}\nschedule {schedule.name} removed\n")
+    return 0

@@ -1,0 +1,111 @@
+"""`opsrunner schedule run NAME`: what the timer runs. Optional fast-forward of the project,
+then `opsrunner play ... --lock` (history recorded under the schedule's name), then the
+alert. Exits with the play's exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from opsrunner.history.recorder import new_run_id
+from opsrunner.history.store import HistoryStore, default_path
+from opsrunner.schedule.notify import alert_text, post_alert
+from opsrunner.schedule.store import Schedule
+
+EXIT_REFUSED = 2
+
+
+def git_pull(project: Path) -> str | None:
+    """Fast-forward the project's checkout; why not, when it is dirty or has diverged."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, timeout=300)
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    if status.returncode != 0:
+        return f"refusing to run: {project} is not a git checkout ({status.stderr.strip()})"
+    if status.stdout.strip():
+        files = ", ".join(line[3:] for line in status.stdout.splitlines()[:5])
+        return f"refusing to run: {project} has uncommitted changes ({files})"
+    pull = git("pull", "--ff-only", "--quiet")
+    if pull.returncode != 0:
+        detail = (pull.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"refusing to run: git pull --ff-only failed in {project} (diverged or unreachable): {detail}"
+    return None
+
+
+def _stream(out: IO[str]) -> int | None:
+    with contextlib.suppress(AttributeError, OSError, io.UnsupportedOperation):
+        out.flush()
+        return out.fileno()
+    return None
+
+
+def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
+    run_id = new_run_id()
+    started = time.time()
+    project = Path(schedule.project)
+    refused = git_pull(project) if schedule.git_pull else None
+    if refused:
+        err.write(f"ERROR: {refused}\n")
+        code = EXIT_REFUSED
+    else:
+        argv = [sys.executable, "-m", "opsrunner", "play", *schedule.play_args(), "--lock"]
+        env = dict(os.environ, OPSRUNNER_SCHEDULE=schedule.name, OPSRUNNER_RUN_ID=run_id)
+        fd = _stream(out)
+        proc = subprocess.run(argv, cwd=project, env=env, stdout=fd if fd is not None else subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        if fd is None:
+            out.write(proc.stdout)
+        err.write(proc.stderr)
+        code = proc.returncode
+        refused = proc.stderr.strip().splitlines()[-1] if code and proc.stderr.strip() else None
+    summary = run_summary(schedule, run_id, code, started, refused)
+    _notify(schedule, summary, err)
+    return code
+
+
+def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None) -> dict[str, Any]:
+    """The structured summary of the alert: from the run history (secrets already masked there)."""
+    summary: dict[str, Any] = {
+        "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
+        "exit_code": code, "result": {0: "ok", 2: "failed", 3: "unreachable", 99: "interrupted"}.get(code, "error"),
+        "controller": socket.gethostname(), "started": started, "ended": time.time(), "git_commit": None,
+        "recap": {}, "failed_tasks": [], "error": error,
+    }
+    run = None
+    with contextlib.suppress(Exception):  # no history (unwritable, --no-history): the summary says less
+        store = HistoryStore(default_path())
+        run = store.run(run_id)
+        store.close()
+    if run is not None and run.id == run_id:
+        summary.update(run_id=run.id, git_commit=run.git_commit, recap=run.recap, started=run.started,
+                       ended=run.ended or summary["ended"])
+        summary["failed_tasks"] = [{"host": t.host, "task": t.task, "status": t.status, "msg": t.msg}
+                                   for t in run.tasks if t.status in ("failed", "unreachable", "timed_out")]
+        if summary["failed_tasks"]:
+            summary["error"] = None  # the tasks say it better than stderr's last line
+    return summary
+
+
+def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str]) -> None:
+    if not schedule.notify or (summary["exit_code"] == 0 and schedule.notify_on != "always"):
+        return
+    payload = {"text": alert_text(summary), "run": summary}
+    for url in schedule.notify:
+        problem = post_alert(url, payload)
+        note = f"alert to {url}: " + ("sent" if problem is None else f"FAILED: {problem}")
+        if problem is not None:
+            err.write(f"WARNING: {note}\n")
+        if summary["run_id"]:
+            with contextlib.suppress(Exception):  # recorded where possible, never fatal
+                store = HistoryStore(default_path())
+                store.add_note(summary["run_id"], note)
+                store.close()

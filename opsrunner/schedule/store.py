@@ -1,0 +1,132 @@
+"""Schedules as small YAML files, one per name (reviewable; the folder can live in git).
+
+The folder is `--schedules DIR`, else $OPSRUNNER_SCHEDULES, else ~/.config/opsrunner/schedules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from opsrunner.errors import Problem, SourcePos, UsageError, ValidationError
+from opsrunner.schedule.spec import SpecError, parse_calendar
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+NOTIFY_ON = ("failure", "always")
+HEADER = ("# opsrunner schedule, written by `opsrunner schedule add`. Review it like the playbook;\n"
+          "# `opsrunner schedule run {name}` runs exactly what its timer runs.\n")
+
+
+def schedules_dir(option: str | None = None) -> Path:
+    if option:
+        return Path(option).expanduser().resolve()
+    env = os.environ.get("OPSRUNNER_SCHEDULES")
+    if env:
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "opsrunner" / "schedules"
+
+
+@dataclass
+class Schedule:
+    name: str
+    project: str
+    playbook: str
+    on_calendar: str
+    every: str | None = None
+    inventory: list[str] = field(default_factory=list)
+    extra_vars: list[str] = field(default_factory=list)
+    limit: str | None = None
+    git_pull: bool = False
+    notify: list[str] = field(default_factory=list)
+    notify_on: str = "failure"
+    randomized_delay: int = 60
+    installer: str = "systemd"
+
+    def play_args(self) -> list[str]:
+        """The `opsrunner play` arguments of one run (run in `project`)."""
+        args = [self.playbook]
+        for inv in self.inventory:
+            args += ["-i", inv]
+        for ev in self.extra_vars:
+            args += ["-e", ev]
+        if self.limit:
+            args += ["-l", self.limit]
+        return args
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.match(name):
+        raise UsageError(f"bad schedule name {name!r}: letters, digits, '-' and '_' (up to 64), "
+                         "starting with a letter or digit")
+    return name
+
+
+def path_of(folder: Path, name: str) -> Path:
+    return folder / f"{check_name(name)}.yml"
+
+
+def save(folder: Path, schedule: Schedule) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = path_of(folder, schedule.name)
+    data = {k: v for k, v in asdict(schedule).items() if v not in (None, [], "")}
+    tmp = path.with_suffix(".yml.tmp")
+    tmp.write_text(HEADER.format(name=schedule.name) + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "name": str, "project": str, "playbook": str, "on_calendar": str, "every": str, "inventory": list,
+    "extra_vars": list, "limit": str, "git_pull": bool, "notify": list, "notify_on": str,
+    "randomized_delay": int, "installer": str,
+}
+
+
+def load(folder: Path, name: str) -> Schedule:
+    path = path_of(folder, name)
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in folder.glob("*.yml"))) or "none"
+        raise UsageError(f"no schedule named {name!r} in {folder} (known: {known})")
+    return load_file(path)
+
+
+def load_file(path: Path) -> Schedule:
+    from opsrunner.yamlsource import PosDict, load_yaml_file
+
+    data = load_yaml_file(path)
+
+    def bad(message: str, key: str = "") -> ValidationError:
+        pos = data.at(key) if isinstance(data, PosDict) else SourcePos(str(path))
+        return ValidationError([Problem(pos, message, key)])
+
+    if not isinstance(data, dict):
+        raise bad("a schedule file must be a mapping")
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in _TYPES:
+            raise bad(f"unknown key {key!r} (expected one of: {', '.join(_TYPES)})", str(key))
+        if value is not None and not isinstance(value, _TYPES[key]):
+            raise bad(f"{key} must be {_TYPES[key].__name__}", str(key))  # type: ignore[union-attr]
+        values[str(key)] = value
+    for key in ("name", "project", "playbook", "on_calendar"):
+        if not values.get(key):
+            raise bad(f"missing required key {key!r}")
+    if values["name"] != path.stem:
+        raise bad(f"name {values['name']!r} does not match the file name {path.name}", "name")
+    if values.get("notify_on", "failure") not in NOTIFY_ON:
+        raise bad(f"notify_on must be one of {', '.join(NOTIFY_ON)}", "notify_on")
+    try:
+        parse_calendar(values["on_calendar"])
+    except SpecError as exc:
+        raise bad(str(exc), "on_calendar") from None
+    return Schedule(**values)
+
+
+def all_schedules(folder: Path) -> list[Schedule]:
+    return [load_file(p) for p in sorted(folder.glob("*.yml"))] if folder.is_dir() else []

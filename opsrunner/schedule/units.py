@@ -1,0 +1,177 @@
+"""What a schedule installs: a systemd .service + .timer pair, or a crontab entry.
+
+Where units go: `--unit-dir DIR` or $OPSRUNNER_UNIT_DIR (written only: nothing is
+activated, for review, packaging and tests), else /etc/systemd/system as root or
+~/.config/systemd/user otherwise (written, then `systemctl [--user] daemon-reload` and
+`enable --now` the timer). Cron: $OPSRUNNER_CRONTAB names a file to edit instead of
+the user's crontab (same purpose).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from opsrunner.errors import OpsrunnerError
+from opsrunner.schedule.spec import parse_calendar, to_cron
+from opsrunner.schedule.store import Schedule
+
+CRON_TAG = "# opsrunner-schedule:"
+
+
+class InstallError(OpsrunnerError):
+    """systemctl or crontab refused; nothing half-installed is left behind where avoidable."""
+
+    exit_code = 1
+
+
+def unit_name(name: str) -> str:
+    return f"opsrunner-{name}"
+
+
+@dataclass(frozen=True)
+class UnitTarget:
+    folder: Path
+    activate: bool  # only the real unit folders are activated through systemctl
+    user: bool
+
+    @classmethod
+    def choose(cls, option: str | None) -> UnitTarget:
+        custom = option or os.environ.get("OPSRUNNER_UNIT_DIR")
+        user = os.geteuid() != 0
+        if custom:
+            return cls(Path(custom).expanduser().resolve(), False, user)
+        if not user:
+            return cls(Path("/etc/systemd/system"), True, False)
+        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        return cls(Path(base) / "systemd" / "user", True, True)
+
+
+def _systemd_word(word: str) -> str:
+    """One ExecStart= argument: specifiers (%) and variables ($) escaped, quoted if needed."""
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    if re.fullmatch(r"[A-Za-z0-9_@%+=:,./$-]+", escaped):
+        return escaped
+    return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def run_argv(schedule: Schedule, schedules: Path) -> list[str]:
+    """What the timer (or cron) runs: exactly `opsrunner schedule run NAME`."""
+    return [sys.executable, "-m", "opsrunner", "schedule", "run", schedule.name, "--schedules", str(schedules)]
+
+
+def render_service(schedule: Schedule, schedules: Path, system: bool) -> str:
+    lines = [
+        f"# Written by `opsrunner schedule add {schedule.name}`; the schedule is {schedules / schedule.name}.yml",
+        "[Unit]",
+        f"Description=opsrunner schedule {schedule.name} ({schedule.playbook})",
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        f"WorkingDirectory={_systemd_word(schedule.project)}",
+        "ExecStart=" + " ".join(_systemd_word(w) for w in run_argv(schedule, schedules)),
+    ]
+    if system:
+        lines.append(f"User={getpass.getuser()}")
+    return "\n".join(lines) + "\n"
+
+
+def render_timer(schedule: Schedule) -> str:
+    return "\n".join([
+        f"# Written by `opsrunner schedule add {schedule.name}`",
+        "[Unit]",
+        f"Description=Timer of opsrunner schedule {schedule.name}",
+        "",
+        "[Timer]",
+        f"OnCalendar={schedule.on_calendar}",
+        "Persistent=true",
+        f"RandomizedDelaySec={schedule.randomized_delay}",
+        f"Unit={unit_name(schedule.name)}.service",
+        "",
+        "[Install]",
+        "WantedBy=timers.target",
+        "",
+    ])
+
+
+def cron_line(schedule: Schedule, schedules: Path) -> str:
+    fields = to_cron(parse_calendar(schedule.on_calendar))
+    command = f"cd {shlex.quote(schedule.project)} && {shlex.join(run_argv(schedule, schedules))}"
+    return f"{fields} {command.replace('%', chr(92) + '%')} {CRON_TAG}{schedule.name}"
+
+
+def _systemctl(target: UnitTarget, *args: str) -> None:
+    argv = ["systemctl", *(["--user"] if target.user else []), *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise InstallError(f"{shlex.join(argv)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def install_systemd(schedule: Schedule, schedules: Path, target: UnitTarget) -> list[Path]:
+    if target.activate and not (shutil.which("systemctl") and Path("/run/systemd/system").is_dir()):
+        raise InstallError("systemd is not running here: use --cron, or --unit-dir DIR to only write the units")
+    target.folder.mkdir(parents=True, exist_ok=True)
+    base = target.folder / unit_name(schedule.name)
+    service, timer = base.with_suffix(".service"), base.with_suffix(".timer")
+    service.write_text(render_service(schedule, schedules, system=not target.user), encoding="utf-8")
+    timer.write_text(render_timer(schedule), encoding="utf-8")
+    if target.activate:
+        _systemctl(target, "daemon-reload")
+        _systemctl(target, "enable", "--now", timer.name)
+    return [service, timer]
+
+
+def remove_systemd(name: str, target: UnitTarget) -> list[Path]:
+    base = target.folder / unit_name(name)
+    files = [p for p in (base.with_suffix(".timer"), base.with_suffix(".service")) if p.exists()]
+    if target.activate and files:
+        _systemctl(target, "disable", "--now", files[0].name)
+    for f in files:
+        f.unlink()
+    if target.activate and files:
+        _systemctl(target, "daemon-reload")
+    return files
+
+
+def _read_crontab() -> tuple[list[str], Path | None]:
+    custom = os.environ.get("OPSRUNNER_CRONTAB")
+    if custom:
+        path = Path(custom)
+        return (path.read_text().splitlines() if path.exists() else []), path
+    proc = subprocess.run(["crontab", "-l"], capture_output=True, text=True, timeout=30)
+    return (proc.stdout.splitlines() if proc.returncode == 0 else []), None
+
+
+def _write_crontab(lines: list[str], path: Path | None) -> None:
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if path is not None:
+        path.write_text(text, encoding="utf-8")
+        return
+    proc = subprocess.run(["crontab", "-"], input=text, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise InstallError(f"crontab - failed: {proc.stderr.strip()}")
+
+
+def install_cron(schedule: Schedule, schedules: Path) -> str:
+    line = cron_line(schedule, schedules)
+    lines, path = _read_crontab()
+    lines = [ln for ln in lines if not ln.endswith(CRON_TAG + schedule.name)] + [line]
+    _write_crontab(lines, path)
+    return str(path) if path else "the user's crontab"
+
+
+def remove_cron(name: str) -> bool:
+    lines, path = _read_crontab()
+    kept = [ln for ln in lines if not ln.endswith(CRON_TAG + name)]
+    if len(kept) != len(lines):
+        _write_crontab(kept, path)
+    return len(kept) != len(lines)
