@@ -77,7 +77,8 @@ def render_service(schedule: Schedule, schedules: Path, system: bool) -> str:
         "",
         "[Service]",
         "Type=oneshot",
-        f"WorkingDirectory={_systemd_word(schedule.project)}",
+        # A path setting: taken verbatim to the end of the line (quotes would be part of it).
+        f"WorkingDirectory={schedule.project.replace('%', '%%')}",
         "ExecStart=" + " ".join(_systemd_word(w) for w in run_argv(schedule, schedules)),
     ]
     if system:

@@ -1,0 +1,287 @@
+"""`opsrunner schedule` end to end. Units go to a tmp unit directory ($OPSRUNNER_UNIT_DIR),
+cron entries to a tmp file ($OPSRUNNER_CRONTAB): nothing reaches the machine's systemd or
+crontab. Alerts go to an HTTP server the test runs on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, write_yaml
+from tests.helpers import CliResult, cli_subprocess
+
+PLAYBOOK = [{"name": "Nightly", "hosts": "all", "tasks": [
+    {"name": "Version", "debug": {"msg": "procedure {{ version | default('v1') }}"}},
+    {"name": "Maybe fail", "fail": {"msg": "broken with {{ api_token | default('-') }}"},
+     "when": "fail_it | default(false) | bool"},
+]}]
+
+
+class Env:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project = root / "proj"
+        self.vars = {"OPSRUNNER_SCHEDULES": str(root / "schedules"), "OPSRUNNER_UNIT_DIR": str(root / "units"),
+                     "OPSRUNNER_HISTORY": str(root / "history.db"), "OPSRUNNER_CRONTAB": str(root / "crontab"),
+                     "XDG_STATE_HOME": str(root / "state"), "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+
+    def run(self, *args: str, cwd: Path | None = None) -> CliResult:
+        return cli_subprocess(*args, cwd=cwd or self.project, env=self.vars, timeout=180)
+
+    def history(self) -> list[dict[str, Any]]:
+        res = self.run("history", "--json")
+        assert res.rc == 0, res.err
+        return list(json.loads(res.out))
+
+
+def git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(project), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    e = Env(tmp_path)
+    write_yaml(e.project / "site.yml", PLAYBOOK)
+    write_yaml(e.project / "inv.yml", {"all": {"hosts": {"node1": {"connection": "local"}}}})
+    return e
+
+
+class Alerts:
+    """An HTTP server on 127.0.0.1 that records POSTed JSON and answers with scripted codes."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.codes: list[int] = []
+        alerts = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                alerts.received.append(json.loads(body))
+                self.send_response(alerts.codes.pop(0) if alerts.codes else 200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+
+@pytest.fixture
+def alerts() -> Iterator[Alerts]:
+    a = Alerts()
+    yield a
+    a.server.shutdown()
+    a.server.server_close()
+
+
+def test_add_writes_reviewable_file_and_units(env: Env) -> None:
+    res = env.run("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", "-e", "version=v1", "--at", "Sun 03:00",
+                  "--notify", "http://127.0.0.1:9/hook", "--randomized-delay", "120")
+    assert res.rc == 0, res.err
+    assert res.out.startswith("schedule nightly: site.yml at 'Sun 03:00', next run ")
+    units = env.root / "units"
+    assert f"wrote {units}/opsrunner-nightly.timer (not activated: custom unit directory)" in res.out
+    schedule_file = env.root / "schedules" / "nightly.yml"
+    assert (schedule_file.read_text().split("\n", 2)[2] ==
+            f"name: nightly\nproject: {env.project}\nplaybook: site.yml\non_calendar: Sun 03:00\n"
+            "inventory:\n- inv.yml\nextra_vars:\n- version=v1\ngit_pull: false\nnotify:\n- http://127.0.0.1:9/hook\n"
+            "notify_on: failure\nrandomized_delay: 120\ninstaller: systemd\n")
+    service = (units / "opsrunner-nightly.service").read_text()
+    user = "" if os.geteuid() else "User=root\n"
+    assert service.split("\n", 1)[1] == (
+        "[Unit]\nDescription=opsrunner schedule nightly (site.yml)\nWants=network-online.target\n"
+        "After=network-online.target\n\n[Service]\nType=oneshot\n"
+        f"WorkingDirectory={env.project}\n"
+        f"ExecStart={sys.executable} -m opsrunner schedule run nightly --schedules {env.root / 'schedules'}\n{user}")
+    timer = (units / "opsrunner-nightly.timer").read_text()
+    assert timer.split("\n", 1)[1] == (
+        "[Unit]\nDescription=Timer of opsrunner schedule nightly\n\n[Timer]\nOnCalendar=Sun 03:00\n"
+        "Persistent=true\nRandomizedDelaySec=120\nUnit=opsrunner-nightly.service\n\n[Install]\n"
+        "WantedBy=timers.target\n")
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is not installed (apt-get install systemd); the golden unit test runs")
+@pytest.mark.parametrize("when", [["--at", "Mon..Fri 08:30"], ["--every", "6h"], ["--at", "daily"]])
+def test_units_pass_systemd_analyze_verify(env: Env, when: list[str]) -> None:
+    (env.project / "with space").mkdir()
+    shutil.copy(env.project / "site.yml", env.project / "with space" / "site.yml")
+    shutil.copy(env.project / "inv.yml", env.project / "with space" / "inv.yml")
+    res = env.run("schedule", "add", "job-1", "site.yml", "-i", "inv.yml", *when, cwd=env.project / "with space")
+    assert res.rc == 0, res.err
+    units = sorted(str(p) for p in (env.root / "units").iterdir())
+    mode = ["--user"] if os.geteuid() else []
+    proc = subprocess.run(["systemd-analyze", "verify", *mode, *units], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "opsrunner-job-1" not in proc.stdout + proc.stderr  # no warning about our units at all
+
+
+def test_add_refuses_a_broken_playbook_and_installs_nothing(env: Env) -> None:
+    write_yaml(env.project / "bad.yml", [{"hosts": "all", "tasks": [{"debug": {"mgs": "typo"}}]}])
+    res = env.run("schedule", "add", "bad", "bad.yml", "-i", "inv.yml", "--at", "daily")
+    assert res.rc == 4
+    assert "ERROR: bad.yml:4:7: unknown key 'mgs' (did you mean 'msg'?) (at [0].tasks[0].debug.mgs)" in res.err
+    assert "schedule 'bad' not added" in res.err
+    assert not (env.root / "schedules").exists() and not (env.root / "units").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--at", "Sun 25:00"], "ERROR: <--at>: hour '25' out of range 0..23 in 'Sun 25:00' (at --at)"),
+    (["--every", "7h"], "ERROR: <--every>: --every 7h: the interval must divide an hour"),
+    (["--at", "Mon *-*-1 03:00", "--cron"], "restricts both the weekday and the day of month"),
+])
+def test_bad_spec_is_exit_4_before_anything(env: Env, args: list[str], message: str) -> None:
+    res = env.run("schedule", "add", "x", "site.yml", "-i", "inv.yml", *args)
+    assert res.rc == 4, res.err
+    assert message in res.err
+    assert not (env.root / "schedules").exists()
+
+
+def test_bad_name_and_duplicate(env: Env) -> None:
+    assert env.run("schedule", "add", "../evil", "site.yml", "--at", "daily").rc == 5
+    assert env.run("schedule", "add", "dup", "site.yml", "-i", "inv.yml", "--at", "daily").rc == 0
+    again = env.run("schedule", "add", "dup", "site.yml", "-i", "inv.yml", "--at", "daily")
+    assert again.rc == 5 and "schedule 'dup' already exists" in again.err
+
+
+def test_cron_entry_written_and_removed(env: Env) -> None:
+    crontab = env.root / "crontab"
+    crontab.write_text("# someone else's line\n5 4 * * * /bin/true\n")
+    res = env.run("schedule", "add", "hourly-check", "site.yml", "-i", "inv.yml", "--every", "15m", "--cron")
+    assert res.rc == 0, res.err
+    lines = crontab.read_text().splitlines()
+    assert lines[:2] == ["# someone else's line", "5 4 * * * /bin/true"]
+    assert lines[2] == (f"0,15,30,45 * * * * cd {env.project} && {sys.executable} -m opsrunner schedule run "
+                        f"hourly-check --schedules {env.root / 'schedules'} # opsrunner-schedule:hourly-check")
+    assert not (env.root / "units").exists()
+    rm = env.run("schedule", "remove", "hourly-check")
+    assert rm.rc == 0 and "removed the crontab entry of hourly-check" in rm.out
+    assert crontab.read_text().splitlines() == ["# someone else's line", "5 4 * * * /bin/true"]
+    assert not (env.root / "schedules" / "hourly-check.yml").exists()
+
+
+def test_remove_deletes_units_and_file(env: Env) -> None:
+    assert env.run("schedule", "add", "gone", "site.yml", "-i", "inv.yml", "--at", "daily").rc == 0
+    res = env.run("schedule", "remove", "gone")
+    assert res.rc == 0, res.err
+    assert list((env.root / "units").iterdir()) == []
+    assert res.out.splitlines()[-1] == "schedule gone removed"
+    missing = env.run("schedule", "remove", "gone")
+    assert missing.rc == 5 and "no schedule named 'gone'" in missing.err
+
+
+def test_run_records_history_lists_last_run_and_alerts_on_failure(env: Env, alerts: Alerts) -> None:
+    assert env.run("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", "-e", "fail_it=yes api_token=t0k3n",
+                   "--at", "Sun 03:00", "--notify", alerts.url).rc == 0
+    res = env.run("schedule", "run", "nightly", cwd=env.root)
+    assert res.rc == 2, res.out + res.err
+    assert "PLAY RECAP" in res.out and "broken with t0k3n" in res.out  # the console shows what the play printed
+    [run] = env.history()
+    assert run["schedule"] == "nightly" and run["exit_code"] == 2
+    assert run["notes"] == [f"alert to {alerts.url}: sent"]
+    [alert] = alerts.received
+    assert alert["text"].startswith("opsrunner: schedule nightly FAILED (exit 2) on ")
+    assert "- [node1] Maybe fail: broken with ********" in alert["text"]
+    assert alert["text"].endswith(f"details: opsrunner show {run['id']}")
+    assert "t0k3n" not in json.dumps(alert)
+    assert alert["run"]["run_id"] == run["id"] and alert["run"]["recap"]["node1"]["failed"] == 1
+    assert alert["run"]["failed_tasks"] == [{"host": "node1", "task": "Maybe fail", "status": "failed",
+                                             "msg": "broken with ********"}]
+    listing = env.run("schedule", "list").out.splitlines()
+    assert listing[0].split() == ["NAME", "SPEC", "NEXT", "RUN", "LAST", "RUN", "RESULT", "PLAYBOOK"]
+    assert listing[1].startswith("nightly  Sun 03:00  ") and f"failed ({run['id']})" in listing[1]
+
+
+def test_success_sends_nothing_unless_always(env: Env, alerts: Alerts) -> None:
+    assert env.run("schedule", "add", "quiet", "site.yml", "-i", "inv.yml", "--at", "daily",
+                   "--notify", alerts.url).rc == 0
+    assert env.run("schedule", "run", "quiet").rc == 0
+    assert alerts.received == []
+    assert env.run("schedule", "add", "loud", "site.yml", "-i", "inv.yml", "--at", "daily", "--notify", alerts.url,
+                   "--notify-on", "always").rc == 0
+    assert env.run("schedule", "run", "loud").rc == 0
+    [alert] = alerts.received
+    assert alert["text"].startswith("opsrunner: schedule loud OK (exit 0)")
+
+
+def test_alert_is_retried_and_a_failed_alert_is_recorded_not_fatal(env: Env, alerts: Alerts) -> None:
+    assert env.run("schedule", "add", "flaky", "site.yml", "-i", "inv.yml", "--at", "daily", "--notify", alerts.url,
+                   "--notify-on", "always").rc == 0
+    alerts.codes = [500, 503]
+    assert env.run("schedule", "run", "flaky").rc == 0
+    assert len(alerts.received) == 3  # two refusals, then delivered
+    assert env.history()[0]["notes"] == [f"alert to {alerts.url}: sent"]
+    alerts.codes = [500, 500, 500]
+    res = env.run("schedule", "run", "flaky")
+    assert res.rc == 0  # the play's code, not the alert's
+    note = f"alert to {alerts.url}: FAILED: HTTP 500 Internal Server Error (after 3 attempts)"
+    assert f"WARNING: {note}" in res.err
+    assert env.history()[0]["notes"] == [note]
+
+
+def test_git_pull_fast_forwards_and_refuses_dirty_or_diverged(env: Env, alerts: Alerts, tmp_path: Path) -> None:
+    upstream, work = tmp_path / "upstream.git", tmp_path / "work"
+    git(env.project, "init", "-q", "-b", "main")
+    git(env.project, "add", "-A")
+    git(env.project, "commit", "-qm", "v1")
+    subprocess.run(["git", "clone", "-q", "--bare", str(env.project), str(upstream)], check=True)
+    git(env.project, "remote", "add", "origin", str(upstream))
+    git(env.project, "fetch", "-q", "origin")
+    git(env.project, "branch", "-q", "--set-upstream-to=origin/main")
+    subprocess.run(["git", "clone", "-q", str(upstream), str(work)], check=True)
+    assert env.run("schedule", "add", "pull", "site.yml", "-i", "inv.yml", "--at", "daily", "--git-pull",
+                   "--notify", alerts.url).rc == 0
+    (work / "site.yml").write_text((work / "site.yml").read_text().replace("default('v1')", "default('v2')"))
+    git(work, "commit", "-qam", "v2")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    res = env.run("schedule", "run", "pull")
+    assert res.rc == 0, res.out + res.err
+    assert "procedure v2" in res.out
+    assert env.history()[0]["git_commit"] == git(work, "rev-parse", "HEAD")
+    (env.project / "site.yml").write_text((env.project / "site.yml").read_text() + "\n# local edit\n")
+    dirty = env.run("schedule", "run", "pull")
+    assert dirty.rc == 2 and f"refusing to run: {env.project} has uncommitted changes (site.yml)" in dirty.err
+    assert "has uncommitted changes" in alerts.received[-1]["text"]
+    git(env.project, "commit", "-qam", "local commit")
+    (work / "inv.yml").write_text((work / "inv.yml").read_text() + "\n# upstream edit\n")
+    git(work, "commit", "-qam", "v3")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    diverged = env.run("schedule", "run", "pull")
+    assert diverged.rc == 2 and "git pull --ff-only failed" in diverged.err
+    assert len(env.history()) == 1  # neither refused run touched a host
+
+
+def test_scheduled_run_takes_the_controller_lock(env: Env, alerts: Alerts) -> None:
+    write_yaml(env.project / "slow.yml", [{"hosts": "all", "tasks": [{"pause": {"seconds": 6}}]}])
+    assert env.run("schedule", "add", "slow", "slow.yml", "-i", "inv.yml", "--at", "daily",
+                   "--notify", alerts.url).rc == 0
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT), **env.vars)
+    manual = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", "slow.yml", "-i", "inv.yml", "--lock"],
+                              cwd=env.project, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        locks = env.root / "state" / "opsrunner" / "locks"
+        from tests.conftest import wait_for
+
+        assert wait_for(lambda: any(f.read_text() for f in locks.glob("*.lock")), 30)
+        res = env.run("schedule", "run", "slow")
+    finally:
+        manual.communicate(timeout=60)
+    assert res.rc == 2, res.err
+    assert f"(opsrunner pid {manual.pid}, playbook slow.yml" in res.err
+    assert "locked by " in alerts.received[-1]["text"]
+    assert manual.returncode == 0
