@@ -6,10 +6,12 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import UsageError
-from opsrunner.history.store import HistoryStore, RunRow, default_path
+
+if TYPE_CHECKING:  # sqlite3 is imported only when a history command runs
+    from opsrunner.history.store import HistoryStore, RunRow
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -36,6 +38,8 @@ def _db_option(p: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace) -> HistoryStore:
+    from opsrunner.history.store import HistoryStore, default_path
+
     path = Path(getattr(args, "history", None) or default_path())
     if not path.exists():
         raise UsageError(f"no run history at {path} yet (it is written by `opsrunner play`)")

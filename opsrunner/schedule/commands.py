@@ -7,11 +7,13 @@ import datetime as dt
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import Problem, SourcePos, UsageError, ValidationError
-from opsrunner.schedule import store, units
 from opsrunner.schedule.spec import SpecError, every_to_calendar, parse_calendar, to_cron
+
+if TYPE_CHECKING:
+    from opsrunner.schedule.store import Schedule
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -30,7 +32,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("--git-pull", action="store_true",
                      help="fast-forward the project first; refuse to run on a dirty or diverged tree")
     add.add_argument("--notify", action="append", default=[], metavar="URL", help="POST a JSON alert here")
-    add.add_argument("--notify-on", choices=store.NOTIFY_ON, default="failure")
+    add.add_argument("--notify-on", choices=("failure", "always"), default="failure")
     add.add_argument("--randomized-delay", type=int, default=60, metavar="SECONDS",
                      help="timer's RandomizedDelaySec (default 60)")
     add.add_argument("--cron", action="store_true", help="a crontab entry instead of systemd units")
@@ -51,6 +53,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
     if args.schedule_command is None:
         raise UsageError("opsrunner schedule: a subcommand is required (add, list, remove, run)")
+    from opsrunner.schedule import store
+
     folder = store.schedules_dir(args.schedules)
     if args.schedule_command == "add":
         return _add(args, folder, out)
@@ -76,6 +80,8 @@ def _spec(args: argparse.Namespace) -> str:
 
 
 def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
+    from opsrunner.schedule import store
+
     name = store.check_name(args.name)
     calendar = _spec(args)
     target = store.path_of(folder, name)
@@ -106,7 +112,9 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     return 0
 
 
-def _install(schedule: store.Schedule, folder: Path, args: argparse.Namespace) -> list[str]:
+def _install(schedule: Schedule, folder: Path, args: argparse.Namespace) -> list[str]:
+    from opsrunner.schedule import units
+
     if args.cron:
         return [units.install_cron(schedule, folder)]
     target = units.UnitTarget.choose(args.unit_dir)
@@ -123,6 +131,7 @@ def _next(calendar: str) -> str:
 
 def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.history.store import HistoryStore, default_path
+    from opsrunner.schedule import store
 
     history_path = Path(args.history) if args.history else default_path()
     history = HistoryStore(history_path) if history_path.exists() else None
@@ -140,6 +149,8 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
 
 
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
+    from opsrunner.schedule import store, units
+
     schedule = store.load(folder, args.name)
     if schedule.installer == "cron":
         if units.remove_cron(schedule.name):
