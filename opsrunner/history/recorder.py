@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from opsrunner.events import Event, Recap, TaskEnd
+from opsrunner.events import Event, Recap, TaskEnd, TaskStart
 from opsrunner.history.masking import mask_text, mask_vars, secret_values
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow
 
@@ -61,6 +61,7 @@ class HistoryRecorder:
         self.warn = warn
         self.store: HistoryStore | None = None
         self._seq = 0
+        self._title = ""  # the templated task title of the task running now (hosts run in lockstep)
         self._guard(self._open)
 
     def _open(self) -> None:
@@ -79,10 +80,13 @@ class HistoryRecorder:
             self.store = None
 
     def handle(self, event: Event) -> None:
-        if isinstance(event, TaskEnd):
+        if isinstance(event, TaskStart):
+            self._title = event.task
+        elif isinstance(event, TaskEnd):
             self._seq += 1
             r = event.result
-            row = TaskRow(event.play, event.task, event.module, event.host, str(r.status), r.changed,
+            title = mask_text(self._title or event.task, self.secrets)
+            row = TaskRow(event.play, title, event.module, event.host, str(r.status), r.changed,
                           event.handler, mask_text(r.msg, self.secrets),
                           mask_text(str(r.data.get("diagnosis") or ""), self.secrets), round(r.duration_s, 3))
             seq = self._seq
