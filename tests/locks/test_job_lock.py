@@ -92,8 +92,9 @@ def test_two_concurrent_restarts_one_job_one_locked_by(tmp_path: Path, sshd: Pri
     assert _lock_is_free(demo / "train.lock")
 
 
-def test_sigkilled_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, sshd: PrivateSSHD,
-                                                                demo: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_killed_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, sshd: PrivateSSHD, demo: Path,
+                                                            sig: signal.Signals) -> None:
     inv = _inventory(tmp_path, demo, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]), verify_stable_for=120,
                      verify_within=150)
     lock = demo / "train.lock"
@@ -102,7 +103,7 @@ def test_sigkilled_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, s
         # Killed mid-verify: after the launch, while it holds the lock.
         assert wait_for(lambda: _keeper_alive(lock) and len(pids_with(f"{demo}/code/train.py")) == 1, 60)
         keeper = _record(lock)["keeper_pid"]  # type: ignore[index]
-        first.send_signal(signal.SIGKILL)
+        first.send_signal(sig)
     finally:
         first.communicate(timeout=30)
     assert wait_for(lambda: not Path(f"/proc/{keeper}").exists(), 15), "the keeper outlived its controller"
