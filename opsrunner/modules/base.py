@@ -126,7 +126,7 @@ def agent_module() -> str:
 
 #: The agent's parts, concatenated in this order into one script (procs first: it carries
 #: the `opsrunner-agent` marker that kill_old and verify use to never select the agent).
-AGENT_PARTS = ("procs", "launch", "verify", "files", "locks", "agent")
+AGENT_PARTS = ("procs", "launch", "verify", "files", "agent")
 
 
 @lru_cache(maxsize=1)

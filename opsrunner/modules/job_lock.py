@@ -1,7 +1,8 @@
 """job_lock: hold a lock tied to one job on its target, across the tasks of a restart.
 
-The agent on the target takes flock() on `<pidfile base>.lock` and stays running as a
-keeper on a channel this controller holds open. The lock ends with that channel: at
+A keeper (remote/keeper.py, standalone like the watchdog) takes flock() on
+`<pidfile base>.lock` on the target and stays running on a channel this controller holds
+open. The lock ends with that channel: at
 `state: unlocked`, at the end of the run, on Ctrl-C, when the controller dies or when the
 connection drops (a heartbeat lease covers connections that die without a FIN).
 """
@@ -9,20 +10,35 @@ connection drops (a heartbeat lease covers connections that die without a FIN).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from opsrunner.connections.held import HeldCommand
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks import describe_holder, holder_record
-from opsrunner.modules.base import Module, TaskContext, agent_argv
+from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 #: Seconds the keeper lives without a heartbeat; the controller beats every LEASE_S / 4.
 LEASE_S = 60.0
 
 
+@lru_cache(maxsize=1)
+def keeper_source() -> str:
+    return resources.files("opsrunner").joinpath("remote/keeper.py").read_text("utf-8")
+
+
+def lock_path(args: dict[str, Any]) -> str:
+    """The lock file: `path`, else beside the pidfile (train.pid -> train.lock; ~ expands on the target)."""
+    if args.get("path"):
+        return str(args["path"])
+    pidfile = str(args["pidfile"])
+    return (pidfile[:-4] if pidfile.endswith(".pid") else pidfile) + ".lock"
+
+
 def _reply(held: HeldCommand, timeout: float) -> dict[str, Any] | None:
-    """The first JSON line from the keeper (the agent writes an empty line before it)."""
+    """The next JSON line from the keeper (anything a wrapper printed before it is skipped)."""
     while True:
         line = held.readline(timeout)
         if line is None:
@@ -39,17 +55,18 @@ class JobLockModule(Module):
     name = "job_lock"
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
-        target: dict[str, Any] = {k: args[k] for k in ("path", "pidfile") if k in args}
-        key = "job_lock:" + str(args.get("path") or args.get("pidfile"))
+        path = lock_path(args)
+        key = "job_lock:" + path
         if args.get("state", "locked") == "unlocked":
             return self._release(ctx, key)
         if key in ctx.connection.held:
             return TaskResult(Status.OK, msg="already held by this run")
         wait = float(args.get("wait") or 0)
         playbook = str(ctx.variables.get("opsrunner_playbook", ""))
-        request = dict(target, wait=wait, lease=LEASE_S, holder=holder_record(playbook), probe=ctx.check_mode)
-        held = ctx.connection.hold(agent_argv(ctx.connection, ctx.timeout))
-        held.send(json.dumps({"op": "lock_hold", "args": request}).encode() + b"\n")
+        request = {"path": path, "wait": wait, "lease": LEASE_S, "holder": holder_record(playbook),
+                   "probe": ctx.check_mode}
+        held = ctx.connection.hold([ctx.connection.spec.python, "-S", "-c", keeper_source()])
+        held.send(json.dumps(request).encode() + b"\n")
         reply = _reply(held, wait + 60)
         if reply is None or reply.get("locked") is not True:
             held.close()

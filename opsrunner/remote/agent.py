@@ -1,4 +1,4 @@
-# opsrunner-agent part 6: the dispatcher. The parts (procs, launch, verify, files, locks, agent) are
+# opsrunner-agent part 5: the dispatcher. The parts (procs, launch, verify, files, agent) are
 # sent concatenated as one `python3 -S -c` script (Python >= 3.8, stdlib only).
 # Protocol: stdin starts with one JSON line {"op": ..., "args": {...}}; what follows is the
 # op's payload (a tar stream for "write"). The last stdout line is the JSON reply.
@@ -8,10 +8,10 @@ import sys
 
 OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
-       "delete": op_delete, "read": op_read, "lock_hold": op_lock_hold}
+       "delete": op_delete, "read": op_read}
 
 
-PATH_ARGS = ("pidfile", "log", "chdir", "dest", "path")
+PATH_ARGS = ("pidfile", "log", "chdir", "dest")
 
 
 def _own_source():
@@ -39,11 +39,8 @@ def main():
         reply = OPS[request["op"]](args)
     except Exception as exc:  # reported to the controller as the task's failure message
         reply = {"error": "%s: %s" % (type(exc).__name__, exc)}
-    try:
-        sys.stdout.write("\n" + json.dumps(reply) + "\n")
-        sys.stdout.flush()
-    except OSError:  # the controller is gone (a lock keeper's channel closed): nobody to tell
-        pass
+    sys.stdout.write("\n" + json.dumps(reply) + "\n")
+    sys.stdout.flush()
 
 
 SOURCE = ""

@@ -6,7 +6,7 @@ import re
 import signal
 import time
 
-AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog")
+AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 
 class Proc(object):
@@ -92,7 +92,7 @@ def uid_of(user):
 
 def pidfile_paths(pidfile):
     base = pidfile[:-4] if pidfile.endswith(".pid") else pidfile
-    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json", "lock": base + ".lock"}
+    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json"}
 
 
 def read_pidfile(pidfile):

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from opsrunner.modules.base import agent_source
+from opsrunner.modules.job_lock import keeper_source
 from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
 from tests.helpers import cli_subprocess
 from tests.sshd import PrivateSSHD
@@ -161,14 +161,12 @@ def test_second_run_waits_up_to_lock_timeout(tmp_path: Path, demo: Path) -> None
 def test_keeper_gives_up_without_heartbeat(tmp_path: Path) -> None:
     """A half-open connection never delivers EOF: the lease ends the keeper anyway."""
     lock = tmp_path / "job.lock"
-    keeper = subprocess.Popen([sys.executable, "-S", "-c", agent_source()], stdin=subprocess.PIPE,
+    keeper = subprocess.Popen([sys.executable, "-S", "-c", keeper_source()], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert keeper.stdin is not None and keeper.stdout is not None
-        keeper.stdin.write(json.dumps({"op": "lock_hold", "args": {"path": str(lock), "lease": 1}}).encode()
-                           + b"\n")
+        keeper.stdin.write(json.dumps({"path": str(lock), "lease": 1}).encode() + b"\n")
         keeper.stdin.flush()
-        keeper.stdout.readline()
         assert json.loads(keeper.stdout.readline())["locked"] is True
         assert not _lock_is_free(lock)
         start = time.monotonic()

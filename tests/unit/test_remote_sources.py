@@ -10,8 +10,9 @@ import pytest
 
 from opsrunner.connections.wrappers import watchdog_source
 from opsrunner.modules.base import agent_source
+from opsrunner.modules.job_lock import keeper_source
 
-SOURCES = {"agent": agent_source(), "watchdog": watchdog_source()}
+SOURCES = {"agent": agent_source(), "watchdog": watchdog_source(), "keeper": keeper_source()}
 
 
 @pytest.mark.parametrize("name", sorted(SOURCES))
@@ -34,4 +35,5 @@ def test_agent_starts_with_its_marker() -> None:
     # of their command line (python3 -S -c # opsrunner-agent ...).
     assert SOURCES["agent"].startswith("# opsrunner-agent")
     assert SOURCES["watchdog"].startswith("# opsrunner-watchdog")
+    assert SOURCES["keeper"].startswith("# opsrunner-lock-keeper")
     assert Path(__file__).exists()

@@ -1,0 +1,140 @@
+# opsrunner-lock-keeper: holds a job's lock on the target (Python >= 3.8, stdlib only).
+# usage: python3 -S -c SOURCE, with one JSON request line on stdin:
+#   {"path": LOCKFILE, "wait": SECONDS, "lease": SECONDS, "holder": {...}, "probe": BOOL}
+# It takes flock() on LOCKFILE (waiting up to `wait`), writes the holder record into it,
+# prints {"locked": true, ...} and then holds the lock while the controller keeps this
+# command's channel open: EOF on stdin (the controller closed the channel, died, or the
+# connection dropped), a "release" line, or `lease` seconds without a heartbeat line end
+# it, and the kernel drops the flock with the process. So no lock outlives its run, and a
+# dead holder can never block a restart. A busy lock prints {"busy": true, "holder": ...}.
+# Standalone on purpose (like the watchdog): it does not depend on how the agent is run.
+import errno
+import fcntl
+import json
+import os
+import select
+import socket
+import sys
+import time
+
+POLL_S = 0.1
+
+
+def start_time(pid):
+    """The process's start time in clock ticks (pid reuse gives a different one), or None."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            stat = fh.read()
+    except (OSError, ValueError):
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()
+    if fields[0] == b"Z":
+        return None
+    return int(fields[19])
+
+
+def read_record(fd):
+    try:
+        raw = os.pread(fd, 65536, 0)
+        return json.loads(raw.decode("utf-8")) if raw.strip() else None
+    except (OSError, ValueError):
+        return None
+
+
+def try_lock(fd):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+
+
+def live_holder(fd):
+    """The holder record, once it names a keeper that is alive (pid and start time match)."""
+    deadline = time.time() + 2.0
+    while True:
+        record = read_record(fd)
+        if record and record.get("keeper_start") is not None \
+                and start_time(int(record.get("keeper_pid") or 0)) == record.get("keeper_start"):
+            return record
+        if time.time() >= deadline:  # a fresh holder has not written its record yet
+            return record or {}
+        time.sleep(0.05)
+
+
+def say(reply):
+    os.write(1, (json.dumps(reply) + "\n").encode("utf-8"))
+
+
+def probe(path):
+    """Check mode: is it free? Creates nothing."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return {"free": True, "path": path}
+    try:
+        if not try_lock(fd):
+            return {"busy": True, "path": path, "holder": live_holder(fd)}
+        return {"free": True, "path": path}
+    finally:
+        os.close(fd)
+
+
+def hold(lease):
+    """Block until the controller lets go; return why."""
+    poller = select.poll()
+    poller.register(0, select.POLLIN | select.POLLHUP | select.POLLERR)
+    poller.register(1, select.POLLERR | select.POLLHUP)
+    last = time.time()
+    while True:
+        for fd, _ in poller.poll(1000):
+            if fd == 1:
+                return "channel closed"
+            try:
+                data = os.read(0, 4096)
+            except OSError:
+                return "channel closed"
+            if not data:
+                return "channel closed"
+            if b"release" in data:
+                return "released"
+            last = time.time()
+        if time.time() - last > lease:
+            return "no heartbeat for %gs" % lease
+
+
+def main():
+    request = json.loads(sys.stdin.buffer.readline().decode("utf-8"))
+    path = os.path.expanduser(request["path"])
+    if request.get("probe"):
+        say(probe(path))
+        return
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.time() + float(request.get("wait") or 0)
+    while not try_lock(fd):
+        if time.time() >= deadline:
+            say({"busy": True, "path": path, "holder": live_holder(fd)})
+            return
+        time.sleep(POLL_S)
+    stale = read_record(fd)  # left by a keeper that died without releasing (kill -9, reboot)
+    record = dict(request.get("holder") or {})
+    record.update(keeper_pid=os.getpid(), keeper_start=start_time(os.getpid()), target=socket.gethostname(),
+                  since=time.time())
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
+    say({"locked": True, "path": path, "stale": stale})
+    why = hold(float(request.get("lease") or 60))
+    os.ftruncate(fd, 0)  # released in order: no record left behind
+    os.close(fd)
+    try:
+        say({"released": True, "path": path, "why": why})
+    except OSError:  # the channel is gone: nobody to tell
+        pass
+
+
+main()
