@@ -100,6 +100,8 @@ class HistoryStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():  # command lines and messages: readable by its owner only (-wal/-shm follow)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
         self.db.execute("PRAGMA busy_timeout = 30000")
         self.db.execute("PRAGMA journal_mode = WAL")

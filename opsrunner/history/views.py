@@ -38,12 +38,10 @@ def _db_option(p: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace) -> HistoryStore:
+    """The history database; a missing one is created empty (no run recorded yet is not an error)."""
     from opsrunner.history.store import HistoryStore, default_path
 
-    path = Path(getattr(args, "history", None) or default_path())
-    if not path.exists():
-        raise UsageError(f"no run history at {path} yet (it is written by `opsrunner play`)")
-    return HistoryStore(path)
+    return HistoryStore(Path(getattr(args, "history", None) or default_path()))
 
 
 def when(ts: float | None) -> str:
@@ -65,6 +63,8 @@ def _commit(run: RunRow) -> str:
 
 def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
     if args.history_command == "prune":
+        if args.keep_days < 0:
+            raise UsageError("--keep-days must be 0 or more")
         store = _open(args)
         removed = store.prune(args.keep_days)
         out.write(f"removed {removed} run(s) older than {args.keep_days:g} days from {store.path}\n")

@@ -68,6 +68,9 @@ def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _spec(args: argparse.Namespace) -> str:
+    if args.randomized_delay < 0:
+        raise ValidationError([Problem(SourcePos("<--randomized-delay>"), "must be 0 or more seconds",
+                                       "--randomized-delay")])
     option = "--at" if args.at else "--every"
     try:
         calendar = args.at if args.at else every_to_calendar(args.every)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from opsrunner.history.masking import mask_text, secret_values
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, default_path
 from opsrunner.schedule.notify import alert_text, post_alert
@@ -41,6 +42,21 @@ def git_pull(project: Path) -> str | None:
     return None
 
 
+def _extra_vars(schedule: Schedule) -> dict[str, Any]:
+    """The schedule's -e values as a mapping, as far as they can be read (only to mask secrets)."""
+    import yaml
+
+    found: dict[str, Any] = {}
+    for value in schedule.extra_vars:
+        if value.lstrip().startswith("{"):
+            with contextlib.suppress(yaml.YAMLError):
+                data = yaml.safe_load(value)
+                found.update(data if isinstance(data, dict) else {})
+        else:
+            found.update(pair.partition("=")[::2] for pair in value.split() if "=" in pair)
+    return found
+
+
 def _stream(out: IO[str]) -> int | None:
     with contextlib.suppress(AttributeError, OSError, io.UnsupportedOperation):
         out.flush()
@@ -66,7 +82,8 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
             out.write(proc.stdout)
         err.write(proc.stderr)
         code = proc.returncode
-        refused = proc.stderr.strip().splitlines()[-1] if code and proc.stderr.strip() else None
+        last = proc.stderr.strip().splitlines()[-1] if code and proc.stderr.strip() else None
+        refused = mask_text(last, secret_values(_extra_vars(schedule))) if last else None
     summary = run_summary(schedule, run_id, code, started, refused)
     _notify(schedule, summary, err)
     return code

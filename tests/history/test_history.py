@@ -69,6 +69,7 @@ def test_play_is_recorded_with_git_commit_and_masked_secrets(project: Path, tmp_
     assert '"api_token": "********"' in shown.out and '"should_fail": "yes"' in shown.out
     for f in tmp_path.glob("h.db*"):  # the database, its WAL and shared memory
         assert b"s3cr3t-value" not in f.read_bytes()
+    assert db.stat().st_mode & 0o777 == 0o600  # command lines and messages: for its owner only
     data = json.loads(run(project, db, "show", run_id, "--json").out)
     assert data["git_commit"] == head(project) and data["git_dirty"] is False
     assert data["exit_code"] == 2 and data["recap"]["web2"]["failed"] == 1

@@ -285,3 +285,22 @@ def test_scheduled_run_takes_the_controller_lock(env: Env, alerts: Alerts) -> No
     assert f"(opsrunner pid {manual.pid}, playbook slow.yml" in res.err
     assert "locked by " in alerts.received[-1]["text"]
     assert manual.returncode == 0
+
+
+def test_malformed_schedule_file_is_exit_4_with_file_line_and_key(env: Env) -> None:
+    assert env.run("schedule", "add", "edited", "site.yml", "-i", "inv.yml", "--at", "daily").rc == 0
+    path = env.root / "schedules" / "edited.yml"
+    path.write_text(path.read_text().replace("on_calendar: daily", "on_calendar: Sun 25:00"))
+    res = env.run("schedule", "run", "edited")
+    assert res.rc == 4
+    assert f"ERROR: {path}:6:1: hour '25' out of range 0..23 in 'Sun 25:00' (at on_calendar)" in res.err
+    path.write_text(path.read_text().replace("git_pull: false", "git_pul: false"))
+    res = env.run("schedule", "list")
+    assert res.rc == 4 and "unknown key 'git_pul'" in res.err and "(at git_pul)" in res.err
+    assert env.history() == []  # nothing ran
+
+
+def test_negative_randomized_delay_is_exit_4(env: Env) -> None:
+    res = env.run("schedule", "add", "x", "site.yml", "--at", "daily", "--randomized-delay", "-5")
+    assert res.rc == 4
+    assert "ERROR: <--randomized-delay>: must be 0 or more seconds (at --randomized-delay)" in res.err
