@@ -161,10 +161,13 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         text += list_tasks(playbook, options) if args.list_tasks else ""
         out.write(text)
         return EXIT_OK
+    from opsrunner.history.recorder import recorder_for_play
+    from opsrunner.locks import lock_run
+
     reporters: list[Any] = []
-    lock = _controller_lock(args, playbook.path)  # held until this process ends
+    lock = lock_run(playbook.path, args.inventory) if args.lock else None
     if not args.no_history:
-        reporters.append(_history_recorder(args, playbook.path, extra))
+        reporters.append(recorder_for_play(playbook.path, args.inventory, extra, args.argv, args.history))
     events_stream = None
     if args.json_events:
         events_stream = out if args.json_events == "-" else open(args.json_events, "w", encoding="utf-8")  # noqa: SIM115
@@ -181,26 +184,6 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         if lock is not None:
             lock.release()
     return summary.exit_code()
-
-
-def _controller_lock(args: argparse.Namespace, playbook: Path) -> Any:
-    if not args.lock:
-        return None
-    from opsrunner.locks import ControllerLock
-
-    lock = ControllerLock.for_run(playbook, [Path(i) for i in args.inventory] or [Path("inventory/hosts.yml")])
-    lock.acquire(str(playbook))
-    return lock
-
-
-def _history_recorder(args: argparse.Namespace, playbook: Path, extra: dict[str, Any]) -> Any:
-    from opsrunner.history.recorder import recorder_for_play
-    from opsrunner.history.store import default_path
-
-    err = sys.stderr
-    return recorder_for_play(playbook, args.inventory, extra, args.argv,
-                             Path(args.history) if args.history else default_path(),
-                             lambda msg: err.write(msg + "\n"))
 
 
 def _split_tags(values: list[str]) -> frozenset[str]:
@@ -224,7 +207,8 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.command is None:
-            raise UsageError("opsrunner: a command is required (play, check, schema); see --help")
+            raise UsageError("opsrunner: a command is required (play, check, schema, history, show, schedule); "
+                             "see --help")
         from opsrunner.history.views import cmd_history, cmd_show
         from opsrunner.schedule.commands import cmd_schedule
 

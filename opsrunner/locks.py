@@ -106,3 +106,10 @@ class ControllerLock:
             self.handle.truncate(0)
             self.handle.close()
             self.handle = None
+
+
+def lock_run(playbook: Path, inventories: Sequence[str]) -> ControllerLock:
+    """`play --lock`: take the controller lock of this playbook and inventories, or raise LockedError."""
+    lock = ControllerLock.for_run(playbook, [Path(i) for i in inventories] or [Path("inventory/hosts.yml")])
+    lock.acquire(str(playbook))
+    return lock

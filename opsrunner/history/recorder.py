@@ -11,6 +11,7 @@ import os
 import shlex
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 from opsrunner.events import Event, Recap, TaskEnd, TaskStart
 from opsrunner.history.masking import mask_text, mask_vars, secret_values
-from opsrunner.history.store import HistoryStore, RunRow, TaskRow
+from opsrunner.history.store import HistoryStore, RunRow, TaskRow, default_path
 
 Warn = Callable[[str], object]
 
@@ -102,8 +103,13 @@ class HistoryRecorder:
             self.store = None
 
 
+def _warn(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
 def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: dict[str, Any], argv: Sequence[str],
-                      path: Path, warn: Warn) -> HistoryRecorder:
+                      path: str | None = None, warn: Warn = _warn) -> HistoryRecorder:
+    """The subscriber that records one `opsrunner play` (in `path`, else the default database)."""
     commit, dirty = git_state(playbook.resolve())
     run = RunRow(
         id=new_run_id(), started=time.time(), user=_user(), controller=socket.gethostname(),
@@ -111,4 +117,4 @@ def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: di
         playbook=str(playbook.resolve()), git_commit=commit, git_dirty=dirty, inventory=list(inventories),
         extra_vars=mask_vars(extra_vars), schedule=os.environ.get("OPSRUNNER_SCHEDULE") or None,
     )
-    return HistoryRecorder(path, run, secret_values(extra_vars), warn)
+    return HistoryRecorder(Path(path) if path else default_path(), run, secret_values(extra_vars), warn)
