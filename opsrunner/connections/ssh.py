@@ -24,7 +24,7 @@ from fabric import Connection as FabricConnection
 
 from opsrunner.connections.base import Connection
 from opsrunner.connections.local import BACKUP_GRACE_S
-from opsrunner.connections.streams import feed_stdin, strip_timeout_marker
+from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, strip_timeout_marker
 from opsrunner.errors import ConnectionFailed
 from opsrunner.results import CommandResult
 
@@ -129,6 +129,7 @@ class SSHConnection(Connection):
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
     def close(self) -> None:
+        self._close_agent()
         with self._lock:
             for chan in list(self._channels):
                 with contextlib.suppress(Exception):
@@ -142,8 +143,6 @@ class SSHConnection(Connection):
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:
         command = shlex.join(argv)
-        if self.log:
-            self.log(self.spec.name, command)
         self.open()
         assert self._fabric is not None
         start = time.monotonic()
@@ -161,6 +160,17 @@ class SSHConnection(Connection):
             with self._lock:
                 self._channels.discard(chan)
             chan.close()
+
+    def _spawn(self, argv: Sequence[str]) -> Stream:
+        self.open()
+        assert self._fabric is not None
+        try:
+            chan = self._fabric.client.get_transport().open_session(timeout=self.spec.connect_timeout)
+            chan.exec_command(shlex.join(argv))
+        except Exception as exc:
+            self.close()
+            raise ConnectionFailed(f"ssh channel failed: {exc}") from None
+        return _ChannelStream(chan)
 
     def _collect(self, chan: paramiko.Channel, command: str, stdin: bytes | IO[bytes] | None,
                  timeout: float | None, start: float) -> CommandResult:
@@ -205,3 +215,41 @@ class SSHConnection(Connection):
             raise ConnectionFailed("ssh connection lost while the command ran")
         timed_out = forced or (marked and rc == 124)
         return CommandResult(command, rc, b"".join(out), stderr, time.monotonic() - start, timed_out)
+
+
+class _ChannelStream(Stream):
+    """A command on its own channel of the host's transport, as a Stream."""
+
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self.chan = chan
+        self.tail = StderrTail()
+
+    def send(self, data: bytes) -> None:
+        self.chan.settimeout(None)
+        if self.chan.closed:
+            raise EOFError("the agent's channel is closed")
+        self.chan.sendall(data)
+
+    def recv(self, size: int, timeout: float | None) -> bytes:
+        self.chan.settimeout(timeout)
+        try:
+            data: bytes = self.chan.recv(size)
+        except TimeoutError:
+            raise TimeoutError from None
+        return data
+
+    def close(self) -> None:
+        # Closing the channel closes the agent's stdin on the host: it stops its work, exits.
+        with contextlib.suppress(Exception):
+            self.chan.close()
+
+    def exit_text(self) -> str:
+        with contextlib.suppress(Exception):
+            while self.chan.recv_stderr_ready():
+                self.tail.add(self.chan.recv_stderr(1 << 16))
+        if self.chan.exit_status_ready():
+            how = f"exit status {self.chan.recv_exit_status()}"
+        else:
+            how = "connection lost" if self.chan.closed else "no exit status"
+        tail = self.tail.text()
+        return f"{how}: {tail}" if tail else how
