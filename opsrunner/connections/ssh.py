@@ -228,14 +228,19 @@ class _ChannelStream(Stream):
         self.chan.settimeout(None)
         if self.chan.closed:
             raise EOFError("the agent's channel is closed")
-        self.chan.sendall(data)
+        try:
+            self.chan.sendall(data)
+        except paramiko.SSHException as exc:
+            raise OSError(f"ssh: {exc}") from None
 
     def recv(self, size: int, timeout: float | None) -> bytes:
         self.chan.settimeout(timeout)
         try:
             data: bytes = self.chan.recv(size)
         except TimeoutError:
-            raise TimeoutError from None
+            raise
+        except paramiko.SSHException as exc:
+            raise OSError(f"ssh: {exc}") from None
         return data
 
     def close(self) -> None:

@@ -276,25 +276,37 @@ def _handle(worker, body, request):
     return reply, gone, reaped
 
 
-def _preload():
-    """Modules ops import lazily: imported once here, every forked worker has them."""
+def _libc():
     global _LIBC
     try:
         import ctypes
         _LIBC = ctypes.CDLL(None)
     except Exception:
         _LIBC = None
-    for name in ("glob", "fnmatch", "pwd", "shutil", "subprocess", "tarfile"):
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+
+
+def _preload():
+    """Modules ops import lazily, imported once here so that every later worker has them.
+
+    Runs in a thread while the first request is served; joined before the next fork."""
+    import threading
+
+    def load():
+        for name in ("glob", "fnmatch", "pwd", "shutil", "subprocess", "tarfile"):
+            try:
+                __import__(name)
+            except ImportError:
+                pass
+    thread = threading.Thread(target=load)
+    thread.daemon = True
+    thread.start()
+    return thread
 
 
 def serve():
     global SOURCE
     SOURCE = _own_source()
-    _preload()
+    _libc()
     hello = {"agent": "opsrunner", "protocol": PROTOCOL, "version": _version(), "pid": os.getpid(),
              "python": "%d.%d" % sys.version_info[:2]}
     try:
@@ -306,6 +318,7 @@ def serve():
 
 def _loop():
     worker = _Worker()
+    preload = _preload()
     try:
         while True:
             got = _read_frame(0)
@@ -324,6 +337,9 @@ def _loop():
             worker.close()
             if not reaped:
                 os.waitpid(worker.pid, 0)
+            if preload is not None:
+                preload.join()  # no fork while another thread imports
+                preload = None
             worker = _Worker()
     finally:
         worker.close()  # a waiting worker sees EOF on its request pipe and exits
