@@ -119,8 +119,8 @@ class AgentSession:
                 self._drop("did not answer within the task timeout; it was stopped")
                 return {"timed_out": True, "error": f"the agent did not answer within {timeout:g}s"}
             except (OSError, EOFError, ValueError) as exc:
-                reason = self._drop(stream.exit_text() or str(exc))
-                raise AgentLost(f"remote agent (pid {self.pid}) ended during '{op}': {reason}; "
+                reason = self._drop(f"ended ({stream.exit_text() or exc})")
+                raise AgentLost(f"remote agent (pid {self.pid}) {reason} during '{op}'; "
                                 "a new agent will be started for the next task") from None
 
     def close(self) -> None:
@@ -137,7 +137,9 @@ class AgentSession:
     # -- start and greeting -----------------------------------------------------------------
     def _ensure_started(self, notes: list[str] | None) -> Stream:
         if self._stream is not None:
-            return self._stream
+            if self._stream.alive():
+                return self._stream
+            self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
         lost, self._lost = self._lost, None
         self._stream = self._start(notes)
         self.starts += 1

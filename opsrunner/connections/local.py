@@ -136,6 +136,9 @@ class _ProcessStream(Stream):
                 with contextlib.suppress(OSError):
                     pipe.close()
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def exit_text(self) -> str:
         rc = self.proc.poll()
         if rc is None:

@@ -248,6 +248,9 @@ class _ChannelStream(Stream):
         with contextlib.suppress(Exception):
             self.chan.close()
 
+    def alive(self) -> bool:
+        return not (self.chan.closed or self.chan.eof_received or self.chan.exit_status_ready())
+
     def exit_text(self) -> str:
         with contextlib.suppress(Exception):
             while self.chan.recv_stderr_ready():

@@ -50,6 +50,10 @@ class Stream(abc.ABC):
         """Close stdin (the process ends on EOF), then make sure it is gone."""
 
     @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once the process is known to have ended (its output closed, or it exited)."""
+
+    @abc.abstractmethod
     def exit_text(self) -> str:
         """How the process ended, with the end of its stderr, for error messages."""
 

@@ -124,7 +124,7 @@ class _Worker(object):
     It waits on its request pipe; its stdin is the payload pipe (closed at once when the
     request has none), stdout and stderr are /dev/null. It runs one op, writes one J frame
     with the reply on its reply pipe and exits. A child subreaper, so nothing it starts
-    leaves its tree; it dies with the agent (PR_SET_PDEATHSIG)."""
+    leaves its tree; if the agent dies, it kills that tree and exits (PR_SET_PDEATHSIG)."""
 
     def __init__(self):
         req_r, self.req_w = os.pipe()
@@ -146,12 +146,30 @@ class _Worker(object):
                 pass
 
 
+def _orphaned(_sig, _frame_):
+    """The agent died (crashed, killed) while this worker ran: kill what it started, exit."""
+    for _ in range(5):
+        pids = _tree_of(os.getpid())
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    os._exit(1)
+
+
 def _worker_main(req_r, reply_w, payload_r):
     data = b""
     try:
+        signal.signal(signal.SIGTERM, _orphaned)
         if _LIBC is not None:
             _LIBC.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-            _LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+            _LIBC.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: see _orphaned
+        if os.getppid() == 1:
+            os._exit(0)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(payload_r, 0)
         os.dup2(null, 1)
