@@ -101,20 +101,31 @@ class AgentSession:
     # -- requests ---------------------------------------------------------------------------
     def call(self, op: str, args: dict[str, Any], *, timeout: float | None = None,
              payload: IO[bytes] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
-        """Send one request and return the agent's reply ({"timed_out": True, ...} at the deadline)."""
+        """Send one request and return the agent's reply ({"timed_out": True, ...} at the deadline).
+
+        The agent acknowledges a request as soon as it has read it. An agent that is found
+        gone before that (it died between tasks) never started the request: a new agent is
+        started and the request sent once more, with a note. Lost after that, the request
+        fails (it may have run in part) and the next one starts a new agent."""
         with self._lock:
-            stream = self._ensure_started(notes)
             if self.connection.log:
                 self.connection.log(self.connection.spec.name, f"agent {op} {json.dumps(args)}")
-            request = {"op": op, "args": args, "timeout": timeout, "payload": payload is not None}
+            request = json.dumps({"op": op, "args": args, "timeout": timeout,
+                                  "payload": payload is not None}).encode()
+            rewind = payload.tell() if payload is not None and payload.seekable() else None
+            backup = None if timeout is None else time.monotonic() + timeout + BACKUP_GRACE_S
+            stream = self._ensure_started(notes)
             try:
-                stream.send(_frame(b"J", json.dumps(request).encode()))
-                if payload is not None:
-                    while chunk := payload.read(CHUNK):
-                        stream.send(_frame(b"D", chunk))
-                    stream.send(_frame(b"E", b""))
-                backup = None if timeout is None else time.monotonic() + timeout + BACKUP_GRACE_S
-                return self._read_json(stream, backup)
+                if not self._deliver(stream, request, payload, backup):
+                    self._drop(f"ended before it read the request ({stream.exit_text()})")
+                    if payload is not None and rewind is None:
+                        raise EOFError("the agent ended before it read the request")
+                    if payload is not None and rewind is not None:
+                        payload.seek(rewind)
+                    stream = self._ensure_started(notes)
+                    if not self._deliver(stream, request, payload, backup):
+                        raise EOFError("the new agent ended before it read the request")
+                return self._read_frame(stream, backup, b"J")
             except TimeoutError:
                 self._drop("did not answer within the task timeout; it was stopped")
                 return {"timed_out": True, "error": f"the agent did not answer within {timeout:g}s"}
@@ -122,6 +133,23 @@ class AgentSession:
                 reason = self._drop(f"ended ({stream.exit_text() or exc})")
                 raise AgentLost(f"remote agent (pid {self.pid}) {reason} during '{op}'; "
                                 "a new agent will be started for the next task") from None
+
+    def _deliver(self, stream: Stream, request: bytes, payload: IO[bytes] | None,
+                 deadline: float | None) -> bool:
+        """Send a request (and its payload); True once the agent acknowledged it."""
+        try:
+            stream.send(_frame(b"J", request))
+            if payload is not None:
+                while chunk := payload.read(CHUNK):
+                    stream.send(_frame(b"D", chunk))
+                stream.send(_frame(b"E", b""))
+        except (OSError, EOFError):
+            pass  # gone already: the acknowledgement below cannot come either
+        try:
+            self._read_frame(stream, deadline, b"A")
+        except (OSError, EOFError):
+            return False
+        return True
 
     def close(self) -> None:
         """Close the agent's stdin: it kills any in-flight work and exits (Ctrl-C, end of run)."""
@@ -187,7 +215,7 @@ class AgentSession:
                     return None, ""
                 self._buf += chunk
             self._buf = self._buf[self._buf.index(MAGIC) + len(MAGIC):]
-            hello = self._read_json(stream, deadline)
+            hello = self._read_frame(stream, deadline, b"J")
         except (OSError, EOFError, ValueError, TimeoutError):
             return None, ""
         if hello.get("agent") != "opsrunner" or hello.get("protocol") != PROTOCOL \
@@ -210,11 +238,15 @@ class AgentSession:
         data, self._buf = self._buf[:size], self._buf[size:]
         return data
 
-    def _read_json(self, stream: Stream, deadline: float | None) -> dict[str, Any]:
+    def _read_frame(self, stream: Stream, deadline: float | None, want: bytes) -> dict[str, Any]:
+        """The next frame, which must be of kind `want`: a J frame's object, {} for an A frame."""
         kind, size = struct.unpack(">cI", self._read_exact(stream, 5, deadline))
-        if kind != b"J" or size > MAX_JSON:
+        if kind != want or size > MAX_JSON:
             raise ValueError(f"protocol error: a {kind!r} frame of {size} bytes")
-        reply = json.loads(self._read_exact(stream, size, deadline))
+        body = self._read_exact(stream, size, deadline)
+        if kind == b"A":
+            return {}
+        reply = json.loads(body)
         if not isinstance(reply, dict):
             raise ValueError("protocol error: the reply is not an object")
         return reply

@@ -2,6 +2,7 @@
 # Protocol on stdin/stdout, after a MAGIC preamble (anything a wrapper printed before it is
 # skipped by the controller): frames of 1 kind byte + 4-byte big-endian length + body.
 #   J  a JSON object: the hello (agent -> controller), a request, or a reply
+#   A  (empty) the agent has read a request: from here on it may run
 #   D  a chunk of a request's payload (controller -> agent), E  end of that payload
 # No pickle: requests and replies are JSON. Each request runs in a forked worker (a child
 # subreaper, so nothing it starts escapes its tree): a deadline or the controller going
@@ -347,6 +348,7 @@ def _loop():
             request = json.loads(got[1].decode("utf-8"))
             if not isinstance(request, dict):
                 raise ValueError("a request must be a JSON object")
+            _write_all(1, _frame(b"A", b""))  # read: from here on it may run
             reply, gone, reaped = _handle(worker, got[1], request)
             if gone:
                 return

@@ -25,7 +25,8 @@ from opsrunner.connections.agent import MAGIC, AgentLost, agent_module, agent_so
 from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.connections.wrappers import parse_chain
-from tests.conftest import FD_HOLDER, REAPER, pids_with, sleep_marker, wait_for
+from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, sleep_marker, wait_for, write_inventory, write_yaml
+from tests.helpers import cli, read_events, task_ends
 from tests.sshd import PrivateSSHD
 
 CHAINS = {"local": [], "ssh+reaper+fd_holder": [REAPER, FD_HOLDER]}
@@ -244,9 +245,96 @@ def test_agent_killed_between_tasks_is_restarted_for_the_next_one(rig: Rig) -> N
 
 def test_closing_the_connection_stops_in_flight_work_and_leaves_nothing(rig: Rig) -> None:
     _read(rig)
-    thread, box = _in_flight(rig)
+    thread, _box = _in_flight(rig)
     assert rig.agent_pids()
     rig.conn.close()  # what Ctrl-C and the end of a run do
     thread.join(30)
     assert not thread.is_alive()
     assert wait_for(lambda: not rig.all_pids(), 15), [_cmdline(p) for p in rig.all_pids()]
+
+
+# -- through the CLI --------------------------------------------------------------------------
+def _play(rig: Rig, transport: str, sshd: PrivateSSHD | None, body: str, *args: str) -> tuple[int, str, list[Any]]:
+    """Run a play on one host with the rig's wrapper chain (and so its private HOME and PATH)."""
+    layers = [*CHAINS[transport], f"env HOME={rig.home} PATH={rig.bin}:/usr/bin:/bin"]
+    host = {"connection": "local", "wrapper": layers} if transport == "local" else \
+        dict(sshd.host_vars(wrapper=layers)) if sshd else {}
+    work = rig.home.parent
+    inv = write_inventory(work / "inv.yml", {"h": host})
+    pb = write_yaml(work / "pb.yml", body)
+    events = work / "ev.jsonl"
+    res = cli("play", str(pb), "-i", str(inv), "--json-events", str(events), *args, cwd=work)
+    return res.rc, res.out + res.err, read_events(events)
+
+
+@pytest.mark.parametrize("transport", sorted(CHAINS))
+def test_play_reports_a_killed_agent_and_the_next_task_restarts_it(transport: str, request: pytest.FixtureRequest,
+                                                                     tmp_path: Path) -> None:
+    server = request.getfixturevalue("sshd") if transport != "local" else None
+    rig = Rig(transport, server, tmp_path)
+    try:
+        # The middle task kills this play's agent (found by its private HOME in its command
+        # line; anchored, so the killing shell does not match itself).
+        rc, out, ev = _play(rig, transport, server, f"""
+- hosts: all
+  tasks:
+    - {{name: first, kill_old: {{pattern: "^nothing-{rig.marker}$"}}}}
+    - name: crash the agent
+      shell: pkill -KILL -f '^[^ ]*python[^ ]* -S -c . opsrunner-agent.*{rig.home}'
+    - {{name: after, kill_old: {{pattern: "^nothing-{rig.marker}$"}}}}
+""")
+        assert rc == 0, out
+        (after,) = task_ends(ev, "after")
+        assert after["status"] == "ok"
+        notes = after["data"]["notes"]
+        assert len(notes) == 1 and "remote agent restarted" in notes[0], notes
+        assert "[note: remote agent restarted" in out
+        (first,) = task_ends(ev, "first")
+        assert "notes" not in first["data"]
+    finally:
+        rig.close()
+
+
+def test_interrupt_stops_in_flight_agent_work_over_the_hostile_chain(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    rig = Rig("ssh+reaper+fd_holder", sshd, tmp_path)
+    try:
+        layers = [REAPER, FD_HOLDER, f"env HOME={rig.home} PATH={rig.bin}:/usr/bin:/bin"]
+        inv = write_inventory(tmp_path / "inv.yml", {"h": sshd.host_vars(wrapper=layers)})
+        pb = write_yaml(tmp_path / "pb.yml", f"""
+- hosts: all
+  tasks:
+    - kill_old: {{pattern: "^nothing-{rig.marker}$", wait_gpu_free: 600, gpu_free_below_mb: 1}}
+""")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert wait_for(lambda: bool(pids_with(rig.marker)), 30)  # the op's GPU query is running
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 99, out
+        assert wait_for(lambda: not rig.all_pids(), 15), [_cmdline(p) for p in rig.all_pids()]
+    finally:
+        rig.close()
+
+
+def test_vvv_prints_each_command_once_and_no_agent_or_watchdog_source(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    rig = Rig("ssh+reaper+fd_holder", sshd, tmp_path)
+    try:
+        rc, out, _ev = _play(rig, "ssh+reaper+fd_holder", sshd, f"""
+- hosts: all
+  tasks:
+    - {{name: k, kill_old: {{pattern: "^nothing-{rig.marker}$"}}}}
+    - {{name: v, verify: {{pattern: "^nothing-{rig.marker}$", processes: 0}}}}
+    - {{name: s, shell: "echo {rig.marker}", timeout: 30}}
+""", "-vvv")
+        assert rc == 0, out
+        sent = [line for line in out.splitlines() if "SENT:" in line]
+        assert sum("agent kill " in line for line in sent) == 1
+        assert sum("agent verify " in line for line in sent) == 1
+        assert sum(f"echo {rig.marker}" in line for line in sent) == 1
+        assert sum("<agent source on stdin>" in line for line in sent) == 1  # started once
+        assert "<opsrunner-watchdog>" in out
+        for source_line in ("def op_kill", "PR_SET_CHILD_SUBREAPER", "def _worker_main"):
+            assert source_line not in out
+    finally:
+        rig.close()
