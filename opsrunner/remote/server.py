@@ -304,24 +304,6 @@ def _libc():
         _LIBC = None
 
 
-def _preload():
-    """Modules ops import lazily, imported once here so that every later worker has them.
-
-    Runs in a thread while the first request is served; joined before the next fork."""
-    import threading
-
-    def load():
-        for name in ("glob", "fnmatch", "pwd", "shutil", "subprocess", "tarfile"):
-            try:
-                __import__(name)
-            except ImportError:
-                pass
-    thread = threading.Thread(target=load)
-    thread.daemon = True
-    thread.start()
-    return thread
-
-
 def serve():
     global SOURCE
     SOURCE = _own_source()
@@ -337,7 +319,6 @@ def serve():
 
 def _loop():
     worker = _Worker()
-    preload = _preload()
     try:
         while True:
             got = _read_frame(0)
@@ -357,9 +338,6 @@ def _loop():
             worker.close()
             if not reaped:
                 os.waitpid(worker.pid, 0)
-            if preload is not None:
-                preload.join()  # no fork while another thread imports
-                preload = None
             worker = _Worker()
     finally:
         worker.close()  # a waiting worker sees EOF on its request pipe and exits
