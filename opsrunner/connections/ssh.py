@@ -35,11 +35,20 @@ _fabric_config: Config | None = None
 HELD_OUTPUT_GRACE_S = 2.0
 
 
+_config_lock = threading.Lock()
+
+
 def _config() -> Config:
+    """A private copy of the Fabric/ssh_config settings for one connection.
+
+    Loaded once; each connection gets its own clone, because invoke's Config merges lazily
+    on attribute access and is not safe to share between threads (with 200 hosts opening at
+    once, a shared one was seen empty mid-merge: "No attribute or config key ... 'gateway'")."""
     global _fabric_config
-    if _fabric_config is None:
-        _fabric_config = Config()
-    return _fabric_config
+    with _config_lock:
+        if _fabric_config is None:
+            _fabric_config = Config()
+        return _fabric_config.clone()
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
