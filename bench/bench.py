@@ -47,11 +47,16 @@ class Bench:
         # Sessions get a clean HOME: this machine's root ~/.bashrc runs `pyenv init` (~170 ms),
         # which bash sources for every ssh command and which would swamp every tool's own cost.
         (work / "home").mkdir()
-        self.sshd = start_sshd(work / "sshd", (f"SetEnv HOME={work / 'home'}",) if clean_home else ())
+        # 200 hosts open 200 connections at once (and each its agent session): raise sshd's limits.
+        limits = ("MaxStartups 1000:30:1000", "MaxSessions 1000")
+        self.sshd = start_sshd(work / "sshd", (*limits, f"SetEnv HOME={work / 'home'}") if clean_home else limits)
         self.root = work / "targets"
         self.root.mkdir()
         (self.root / "payload.bin").write_bytes(os.urandom(20 * 1024))
         self.markers: list[str] = []
+        self.rss: list[float] = []
+        self.failures: list[str] = []
+        self.ansible_max_hosts = 10**6
 
     def hosts(self, n: int) -> list[dict[str, object]]:
         out = []
@@ -101,17 +106,29 @@ class Bench:
         return [sys.executable, str(d / "fab.py")]
 
     def time_run(self, cmd: list[str], cwd: Path) -> float:
+        """Wall seconds of one run; the tool's peak RSS (its main process) goes to self.rss."""
         env = dict(os.environ, ANSIBLE_CONFIG=str(cwd / "ansible.cfg"), PYTHONPATH=str(ROOT))
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
-        elapsed = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        with tempfile.TemporaryFile() as out:
+            start = time.perf_counter()
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            _, status, usage = os.wait4(proc.pid, 0)
+            elapsed = time.perf_counter() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode != 0:
+                out.seek(0)
+                tail = out.read()[-4000:].decode(errors="replace")
+                raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}):\n{tail}")
+        self.rss.append(usage.ru_maxrss / 1024)
         return elapsed
 
-    def run_case(self, workload: str, n: int, tools: tuple[str, ...]) -> dict[str, list[float]]:
+    def run_case(self, workload: str, n: int, tools: tuple[str, ...]) -> tuple[dict[str, list[float]],
+                                                                              dict[str, float]]:
+        """Times per tool, and each tool's peak controller RSS in MiB (median over the runs)."""
         hosts = self.hosts(n)
+        if n > self.ansible_max_hosts:
+            tools = tuple(t for t in tools if t != "ansible-core")
         cmds = {}
+        rss: dict[str, list[float]] = {t: [] for t in tools}
         for tool in tools:
             d = self.work / f"{workload}-{n}-{tool}"
             cmds[tool] = (self.prepare(tool, workload, hosts, d), d)
@@ -120,8 +137,44 @@ class Bench:
         for rep in range(self.reps):
             order = tools[rep % len(tools):] + tools[:rep % len(tools)]
             for tool in order:
-                times[tool].append(self.time_run(*cmds[tool]))
-        return times
+                try:
+                    times[tool].append(self.time_run(*cmds[tool]))
+                except RuntimeError as exc:  # reported with the table, not hidden, not retried
+                    self.failures.append(f"{workload} {n} hosts, {tool}: {exc}")
+                    print("FAILED:", self.failures[-1], flush=True)
+                    continue
+                rss[tool].append(self.rss[-1])
+        return times, {t: statistics.median(v) if v else 0.0 for t, v in rss.items()}
+
+    def call_latency(self) -> dict[str, float]:
+        """On one open ssh connection: median ms of an agent call, a bare exec, a Python start."""
+        from opsrunner.connections.base import ConnectionSpec
+        from opsrunner.connections.ssh import SSHConnection
+
+        spec = ConnectionSpec(name="latency", host="127.0.0.1", port=self.sshd.port, user=self.sshd.user,
+                              key_file=str(self.sshd.key_file), known_hosts_file=str(self.sshd.known_hosts))
+        conn = SSHConnection(spec)
+        agent = conn.agent()
+
+        def median_ms(fn: object, reps: int = 40) -> float:
+            values = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                fn()  # type: ignore[operator]
+                values.append(time.perf_counter() - start)
+            return statistics.median(values) * 1000
+
+        try:
+            agent.call("read", {"paths": []})  # start it
+            return {"agent call (read, no paths)": median_ms(lambda: agent.call("read", {"paths": []})),
+                    "agent call (stat, 1 file)": median_ms(lambda: agent.call(
+                        "stat", {"dest": str(self.root), "files": ["payload.bin"]})),
+                    "bare exec `true` (channel + sh)": median_ms(lambda: conn.run(["true"])),
+                    "exec `python3 -S -c pass`": median_ms(lambda: conn.run(["python3", "-S", "-c", "pass"]), 20),
+                    "local fork+exec of `true` (what an agent-side exec adds)": median_ms(
+                        lambda: subprocess.run(["true"], check=True))}
+        finally:
+            conn.close()
 
     def per_task_overhead(self) -> float:
         hosts = self.hosts(1)
@@ -141,15 +194,24 @@ class Bench:
         self.sshd.stop()
 
 
-def report(all_times: dict[tuple[str, int], dict[str, list[float]]], overhead: float, reps: int) -> str:
-    lines = ["| workload | hosts | tool | median s | min-max s | ratio to opsrunner |",
-             "|---|---|---|---|---|---|"]
-    for (workload, n), times in all_times.items():
-        base = statistics.median(times["opsrunner"])
+Cells = dict[tuple[str, int], tuple[dict[str, list[float]], dict[str, float]]]
+
+
+def report(all_times: Cells, overhead: float, reps: int, latency: dict[str, float]) -> str:
+    lines = ["| workload | hosts | tool | median s | min-max s | ms per host | ratio to opsrunner | "
+             "controller RSS MiB |", "|---|---|---|---|---|---|---|---|"]
+    for (workload, n), (times, rss) in all_times.items():
+        base = statistics.median(times["opsrunner"]) if times["opsrunner"] else float("nan")
         for tool, values in times.items():
+            if not values:
+                lines.append(f"| {workload} | {n} | {tool} | failed | | | | |")
+                continue
             med = statistics.median(values)
             lines.append(f"| {workload} | {n} | {tool} | {med:.2f} | {min(values):.2f}-{max(values):.2f} | "
-                         f"{med / base:.1f}x |")
+                         f"{med / n * 1000:.0f} | {med / base:.2f}x | {rss[tool]:.0f} |")
+    lines.append("")
+    for name, ms in latency.items():
+        lines.append(f"- {name}: {ms:.2f} ms (median)")
     lines.append("")
     lines.append(f"opsrunner per-task overhead over an open connection: {overhead * 1000:.1f} ms "
                  f"(median of 5, (T[101 tasks] - T[1 task]) / 100, one host)")
@@ -168,19 +230,23 @@ def main() -> int:
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--workloads", default="trivial,restart")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.md")
+    parser.add_argument("--ansible-max-hosts", type=int, default=10**6,
+                        help="leave ansible-core out of cells with more hosts (its 50-host runs take minutes)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="opsrunner-bench-"))
     bench = Bench(work, args.others_venv, [int(x) for x in args.hosts.split(",")], args.reps,
                   not args.real_home)
+    bench.ansible_max_hosts = args.ansible_max_hosts
     tools = tuple(args.tools.split(","))
-    all_times: dict[tuple[str, int], dict[str, list[float]]] = {}
+    all_times: Cells = {}
     try:
         for workload in args.workloads.split(","):
             for n in bench.hosts_counts:
                 all_times[(workload, n)] = bench.run_case(workload, n, tools)
-                print(workload, n, {t: [round(x, 2) for x in v] for t, v in all_times[(workload, n)].items()},
+                print(workload, n, {t: [round(x, 2) for x in v] for t, v in all_times[(workload, n)][0].items()},
                       flush=True)
         overhead = bench.per_task_overhead()
+        latency = bench.call_latency()
     finally:
         bench.cleanup()
         shutil.rmtree(work, ignore_errors=True)
@@ -188,7 +254,8 @@ def main() -> int:
                               capture_output=True, text=True).stdout
     picked = [v for v in versions.splitlines() if v.split("==")[0].lower() in ("ansible-core", "pyinfra",
                                                                               "paramiko", "fabric")]
-    text = report(all_times, overhead, args.reps) + "\n\nOthers: " + ", ".join(picked) + "\n"
+    failed = "".join(f"\nFAILED run: {f}\n" for f in bench.failures)
+    text = report(all_times, overhead, args.reps, latency) + failed + "\n\nOthers: " + ", ".join(picked) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

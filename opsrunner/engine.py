@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from opsrunner.connections.base import ConnectionFactory
+from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.errors import TemplateError
 from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, Reporter, TaskEnd, TaskStart
 from opsrunner.executor import TaskExecutor

@@ -75,6 +75,17 @@ def _describe(schema: dict[str, Any]) -> str:
     return text
 
 
+_VALIDATORS: dict[int, Any] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """One validator per schema object: module arguments are checked per host per task."""
+    found = _VALIDATORS.get(id(schema))
+    if found is None or found.schema is not schema:  # `is`: an id can be reused once freed
+        found = _VALIDATORS[id(schema)] = jsonschema.Draft202012Validator(schema)
+    return found
+
+
 def schema_problems(
     data: Any,
     schema: dict[str, Any],
@@ -83,7 +94,7 @@ def schema_problems(
     root: Any = None,
 ) -> list[Problem]:
     """Validate `data` against `schema`; each error becomes a positioned Problem."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator(schema)
     problems = []
     root = data if root is None else root
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):

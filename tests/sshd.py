@@ -75,9 +75,11 @@ def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
         f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {root / 'host_ed25519'}",
         f"PidFile {root / 'sshd.pid'}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
         "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        # extra_config first: sshd keeps the first value it reads for a keyword.
+        *extra_config,
         "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel INFO",
         "MaxSessions 200", "MaxStartups 200:30:300", "PrintMotd no", "UseDNS no",
-        "Subsystem sftp internal-sftp", *extra_config, "",
+        "Subsystem sftp internal-sftp", "",
     ]))
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir

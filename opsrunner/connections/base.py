@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import abc
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from opsrunner.connections.agent import AgentSession
 from opsrunner.connections.held import HeldCommand
+from opsrunner.connections.streams import Stream
 from opsrunner.connections.wrappers import Layer, build_argv
 from opsrunner.results import CommandResult
 
@@ -44,10 +47,9 @@ class Connection(abc.ABC):
     def __init__(self, spec: ConnectionSpec, log: CommandLogger | None = None) -> None:
         self.spec = spec
         self.log = log
-        #: Where the remote agent is cached on the target ("" = not cacheable, None = not yet known).
-        self.agent_dir: str | None = None
         #: Commands held open for the rest of the run (job lock keepers), by key; closed with the connection.
         self.held: dict[str, HeldCommand] = {}
+        self._agent: AgentSession | None = None
 
     @abc.abstractmethod
     def open(self) -> None:
@@ -55,7 +57,31 @@ class Connection(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None:
-        """Disconnect; stop anything still running for this connection."""
+        """Disconnect; stop anything still running for this connection (the agent first)."""
+
+    def agent(self) -> AgentSession:
+        """This connection's long-lived remote agent (started on its first request)."""
+        if self._agent is None:
+            self._agent = AgentSession(self)
+        return self._agent
+
+    def _close_agent(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
+
+    def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream:
+        """Start a long-lived argv through the wrapper chain; its stdin/stdout as a Stream.
+
+        `shown` replaces the innermost argv in the -vvv log (the agent's source is not printed)."""
+        full = build_argv(argv, self.spec.wrapper, python=self.spec.python)
+        if self.log:
+            self.log(self.spec.name, shlex.join(build_argv(["{inner}"], self.spec.wrapper)).replace(
+                "{inner}", shown) if shown else shlex.join(full))
+        return self._spawn(full)
+
+    @abc.abstractmethod
+    def _spawn(self, argv: Sequence[str]) -> Stream:
+        """Start a fully wrapped argv on the host, stdin and stdout connected (transport-specific)."""
 
     @abc.abstractmethod
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
@@ -73,6 +99,10 @@ class Connection(abc.ABC):
     ) -> CommandResult:
         full = build_argv(argv, self.spec.wrapper, env=env, cwd=cwd, timeout=timeout,
                           python=self.spec.python)
+        if self.log:  # once per command, with the watchdog's source left out
+            self.log(self.spec.name, shlex.join(build_argv(
+                argv, self.spec.wrapper, env=env, cwd=cwd, timeout=timeout, python=self.spec.python,
+                watchdog="<opsrunner-watchdog>")))
         return self._execute(full, stdin, timeout)
 
     def hold(self, argv: Sequence[str]) -> HeldCommand:
@@ -110,34 +140,3 @@ class Connection(abc.ABC):
     def get(self, path: str, timeout: float | None = None) -> CommandResult:
         """Read a file's content from the target (inside the wrapper chain)."""
         return self.run(["cat", "--", path], timeout=timeout)
-
-
-class ConnectionFactory:
-    """Creates (and caches) one connection per inventory host for the whole run."""
-
-    def __init__(self, log: CommandLogger | None = None) -> None:
-        self.log = log
-        self._open: dict[str, Connection] = {}
-
-    def get(self, spec: ConnectionSpec) -> Connection:
-        conn = self._open.get(spec.name)
-        if conn is None or conn.spec != spec:
-            if conn is not None:
-                conn.close()
-            conn = self._create(spec)
-            self._open[spec.name] = conn
-        return conn
-
-    def _create(self, spec: ConnectionSpec) -> Connection:
-        if spec.kind == "local":
-            from opsrunner.connections.local import LocalConnection
-
-            return LocalConnection(spec, self.log)
-        from opsrunner.connections.ssh import SSHConnection
-
-        return SSHConnection(spec, self.log)
-
-    def close_all(self) -> None:
-        for conn in list(self._open.values()):
-            conn.close()
-        self._open.clear()

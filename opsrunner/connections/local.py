@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -14,7 +15,8 @@ from typing import IO
 
 from opsrunner.connections.base import Connection
 from opsrunner.connections.held import HeldCommand, LocalHeld
-from opsrunner.connections.streams import feed_stdin, strip_timeout_marker
+from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, strip_timeout_marker
+from opsrunner.errors import ModuleFailure
 from opsrunner.results import CommandResult
 
 #: Extra seconds the controller waits past a task timeout before it kills on its own
@@ -33,6 +35,7 @@ class LocalConnection(Connection):
 
     def close(self) -> None:
         self.close_held()
+        self._close_agent()
         with self._lock:
             running = list(self._running)
         for proc in running:
@@ -51,8 +54,6 @@ class LocalConnection(Connection):
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:
         command = shlex.join(argv)
-        if self.log:
-            self.log(self.spec.name, command)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -72,6 +73,14 @@ class LocalConnection(Connection):
         finally:
             with self._lock:
                 self._running.discard(proc)
+
+    def _spawn(self, argv: Sequence[str]) -> Stream:
+        try:
+            proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
+        except OSError as exc:
+            raise ModuleFailure(f"cannot start {argv[0]}: {exc.strerror}") from None
+        return _ProcessStream(proc)
 
     def _collect(self, proc: subprocess.Popen[bytes], command: str, stdin: bytes | IO[bytes] | None,
                  timeout: float | None, start: float) -> CommandResult:
@@ -95,3 +104,57 @@ class LocalConnection(Connection):
         err, marked = strip_timeout_marker(err)
         timed_out = forced or (marked and proc.returncode == 124)
         return CommandResult(command, proc.returncode, out, err, time.monotonic() - start, timed_out)
+
+
+class _ProcessStream(Stream):
+    """A local child process as a Stream; its stderr is drained (and its end kept) by a thread."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.tail = StderrTail()
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._in, self._out, err = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr
+        threading.Thread(target=self._drain, args=(err,), daemon=True).start()
+
+    def _drain(self, err: IO[bytes]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := err.read(4096):
+                self.tail.add(chunk)
+
+    def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._in, view):]
+
+    def recv(self, size: int, timeout: float | None) -> bytes:
+        ready, _, _ = select.select([self._out], [], [], timeout)
+        if not ready:
+            raise TimeoutError
+        return os.read(self._out, size)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()  # EOF: the agent stops its work and exits
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_text(self) -> str:
+        rc = self.proc.poll()
+        if rc is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                rc = self.proc.wait(timeout=1)
+        how = "still running" if rc is None else (f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}")
+        tail = self.tail.text()
+        return f"{how}: {tail}" if tail else how

@@ -25,7 +25,7 @@ from fabric import Connection as FabricConnection
 from opsrunner.connections.base import Connection
 from opsrunner.connections.held import ChannelHeld, HeldCommand
 from opsrunner.connections.local import BACKUP_GRACE_S
-from opsrunner.connections.streams import feed_stdin, strip_timeout_marker
+from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, strip_timeout_marker
 from opsrunner.errors import ConnectionFailed
 from opsrunner.results import CommandResult
 
@@ -36,11 +36,20 @@ _fabric_config: Config | None = None
 HELD_OUTPUT_GRACE_S = 2.0
 
 
+_config_lock = threading.Lock()
+
+
 def _config() -> Config:
+    """A private copy of the Fabric/ssh_config settings for one connection.
+
+    Loaded once; each connection gets its own clone, because invoke's Config merges lazily
+    on attribute access and is not safe to share between threads (with 200 hosts opening at
+    once, a shared one was seen empty mid-merge: "No attribute or config key ... 'gateway'")."""
     global _fabric_config
-    if _fabric_config is None:
-        _fabric_config = Config()
-    return _fabric_config
+    with _config_lock:
+        if _fabric_config is None:
+            _fabric_config = Config()
+        return _fabric_config.clone()
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
@@ -131,6 +140,7 @@ class SSHConnection(Connection):
 
     def close(self) -> None:
         self.close_held()
+        self._close_agent()
         with self._lock:
             for chan in list(self._channels):
                 with contextlib.suppress(Exception):
@@ -144,8 +154,6 @@ class SSHConnection(Connection):
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:
         command = shlex.join(argv)
-        if self.log:
-            self.log(self.spec.name, command)
         self.open()
         assert self._fabric is not None
         start = time.monotonic()
@@ -168,6 +176,12 @@ class SSHConnection(Connection):
         command = shlex.join(argv)
         if self.log:
             self.log(self.spec.name, command)
+        return ChannelHeld(command, self._open_channel(command))
+
+    def _spawn(self, argv: Sequence[str]) -> Stream:
+        return _ChannelStream(self._open_channel(shlex.join(argv)))
+
+    def _open_channel(self, command: str) -> paramiko.Channel:
         self.open()
         assert self._fabric is not None
         try:
@@ -176,7 +190,7 @@ class SSHConnection(Connection):
         except Exception as exc:
             self.close()
             raise ConnectionFailed(f"ssh channel failed: {exc}") from None
-        return ChannelHeld(command, chan)
+        return chan
 
     def _collect(self, chan: paramiko.Channel, command: str, stdin: bytes | IO[bytes] | None,
                  timeout: float | None, start: float) -> CommandResult:
@@ -221,3 +235,49 @@ class SSHConnection(Connection):
             raise ConnectionFailed("ssh connection lost while the command ran")
         timed_out = forced or (marked and rc == 124)
         return CommandResult(command, rc, b"".join(out), stderr, time.monotonic() - start, timed_out)
+
+
+class _ChannelStream(Stream):
+    """A command on its own channel of the host's transport, as a Stream."""
+
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self.chan = chan
+        self.tail = StderrTail()
+
+    def send(self, data: bytes) -> None:
+        self.chan.settimeout(None)
+        if self.chan.closed:
+            raise EOFError("the agent's channel is closed")
+        try:
+            self.chan.sendall(data)
+        except paramiko.SSHException as exc:
+            raise OSError(f"ssh: {exc}") from None
+
+    def recv(self, size: int, timeout: float | None) -> bytes:
+        self.chan.settimeout(timeout)
+        try:
+            data: bytes = self.chan.recv(size)
+        except TimeoutError:
+            raise
+        except paramiko.SSHException as exc:
+            raise OSError(f"ssh: {exc}") from None
+        return data
+
+    def close(self) -> None:
+        # Closing the channel closes the agent's stdin on the host: it stops its work, exits.
+        with contextlib.suppress(Exception):
+            self.chan.close()
+
+    def alive(self) -> bool:
+        return not (self.chan.closed or self.chan.eof_received or self.chan.exit_status_ready())
+
+    def exit_text(self) -> str:
+        with contextlib.suppress(Exception):
+            while self.chan.recv_stderr_ready():
+                self.tail.add(self.chan.recv_stderr(1 << 16))
+        if self.chan.exit_status_ready():
+            how = f"exit status {self.chan.recv_exit_status()}"
+        else:
+            how = "connection lost" if self.chan.closed else "no exit status"
+        tail = self.tail.text()
+        return f"{how}: {tail}" if tail else how

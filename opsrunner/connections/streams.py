@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import contextlib
 from collections.abc import Callable
 from typing import IO
@@ -31,3 +32,42 @@ def strip_timeout_marker(stderr: bytes) -> tuple[bytes, bool]:
     if idx >= 0:
         return stderr[:idx] + stderr[idx + len(TIMEOUT_MARKER):], True
     return stderr, False
+
+
+class Stream(abc.ABC):
+    """A long-lived process on the host (the agent): its stdin and stdout as a byte pipe."""
+
+    @abc.abstractmethod
+    def send(self, data: bytes) -> None:
+        """Write all of data to the process's stdin; raises OSError/EOFError if it is gone."""
+
+    @abc.abstractmethod
+    def recv(self, size: int, timeout: float | None) -> bytes:
+        """Up to size bytes of stdout; b"" at EOF; raises TimeoutError after timeout seconds."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close stdin (the process ends on EOF), then make sure it is gone."""
+
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once the process is known to have ended (its output closed, or it exited)."""
+
+    @abc.abstractmethod
+    def exit_text(self) -> str:
+        """How the process ended, with the end of its stderr, for error messages."""
+
+
+class StderrTail:
+    """The last few KB of a process's stderr (bounded: a chatty agent cannot grow memory)."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def add(self, chunk: bytes) -> None:
+        self.data = (self.data + chunk)[-self.LIMIT:]
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace").strip()

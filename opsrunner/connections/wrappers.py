@@ -69,15 +69,18 @@ def build_argv(
     cwd: str | None = None,
     timeout: float | None = None,
     python: str = "python3",
+    watchdog: str | None = None,
 ) -> list[str]:
-    """Compose the full argv, innermost first: cwd, env, watchdog, then wrappers outermost-last."""
+    """Compose the full argv, innermost first: cwd, env, watchdog, then wrappers outermost-last.
+
+    `watchdog` stands in for the watchdog's source (the -vvv log shows a placeholder)."""
     full = list(argv)
     if cwd:
         full = ["/bin/sh", "-c", _CD_SCRIPT, cwd, *full]
     if env:
         full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
     if timeout:
-        full = [python, "-S", "-c", watchdog_source(), f"{timeout:g}", *full]
+        full = [python, "-S", "-c", watchdog or watchdog_source(), f"{timeout:g}", *full]
     for layer in reversed(chain):
         full = layer.wrap(full)
     return full

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from opsrunner.connections.base import Connection, ConnectionFactory
+from opsrunner.connections.base import Connection
+from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.hostvars import connection_spec
 from opsrunner.templating import LazyVars
 from tests.conftest import pids_with, wait_for

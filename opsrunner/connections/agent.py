@@ -1,0 +1,252 @@
+"""The controller side of the long-lived agent: one per host connection, started on the
+first module call that needs it and kept for the whole run.
+
+The agent (opsrunner/remote/, server.py's loop) runs behind the whole wrapper chain and
+speaks length-prefixed JSON frames over its stdin/stdout (see server.py for the format).
+It greets with its protocol and version (the hash of its source), so a stale cached
+agent is never used. Each request runs on the target in a forked worker that the agent
+kills, with its whole tree, at the request's deadline or when the connection closes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import struct
+import threading
+import time
+from functools import lru_cache
+from importlib import resources
+from typing import IO, TYPE_CHECKING, Any
+
+from opsrunner.connections.streams import Stream
+from opsrunner.errors import ModuleFailure
+
+if TYPE_CHECKING:
+    from opsrunner.connections.base import Connection
+
+PROTOCOL = 1
+MAGIC = b"\0opsrunner-agent\0"
+MAX_JSON = 64 << 20
+CHUNK = 1 << 20
+#: How long a starting agent may take to greet (python start, imports), and how much
+#: output a wrapper may print before the greeting.
+START_TIMEOUT_S = 60.0
+MAX_PREAMBLE = 64 << 10
+#: Extra seconds past a request's deadline before the controller gives up on the agent
+#: itself (the agent normally answers "timed out" first).
+BACKUP_GRACE_S = 5.0
+
+#: The agent's parts, concatenated in this order into one script (procs first: it carries
+#: the `opsrunner-agent` marker that kill_old and verify use to never select the agent;
+#: server last: it holds the entry point).
+AGENT_PARTS = ("procs", "launch", "verify", "files", "agent", "server")
+
+
+@lru_cache(maxsize=1)
+def agent_source() -> str:
+    folder = resources.files("opsrunner").joinpath("remote")
+    return "\n".join(folder.joinpath(f"{part}.py").read_text("utf-8") for part in AGENT_PARTS)
+
+
+@lru_cache(maxsize=1)
+def agent_version() -> str:
+    """What the agent reports in its greeting: the hash of its source (server.version())."""
+    return hashlib.sha256(agent_source().rstrip("\n").encode()).hexdigest()[:16]
+
+
+def agent_module() -> str:
+    return "opsrunner_agent_" + agent_version()
+
+
+AGENT_CACHE = "$HOME/.cache/opsrunner"
+# Store the agent in the cache on first use (one file per version), then start it from
+# there, so Python compiles it once and keeps the bytecode. The source always follows on
+# stdin (exactly $2 bytes, read by `head -c`, which reads no further); where it is
+# cached already it is read and dropped. Exit 3: not cacheable (the controller then
+# starts the agent inline with -c).
+_START = (
+    'd="' + AGENT_CACHE + '"; f="$d/$1.py"; '
+    'if [ -f "$f" ]; then head -c "$2" > /dev/null || exit 3; '
+    'else mkdir -p "$d" 2>/dev/null && t="$f.$$" && head -c "$2" > "$t" && mv -f "$t" "$f" '
+    '|| { rm -f "$t"; exit 3; }; fi; '
+    'exec "$3" -S -c "# opsrunner-agent (cached)' + "\n"
+    'import sys;sys.path.insert(0,sys.argv[1]);import $1 as agent;agent.main()" "$d"'
+)
+_UNCACHE = 'rm -f -- "' + AGENT_CACHE + '/$1.py" "' + AGENT_CACHE + '/__pycache__/$1".*'
+
+
+class AgentLost(ModuleFailure):
+    """The agent process ended (crashed, killed, connection lost) while in use."""
+
+
+def _frame(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">cI", kind, len(body)) + body
+
+
+class AgentSession:
+    """The agent of one connection: started lazily, restarted once after it is lost."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.pid: int | None = None
+        self.starts = 0
+        self._stream: Stream | None = None
+        self._buf = b""
+        self._lost: str | None = None
+        self._cacheable = True
+        self._lock = threading.Lock()
+
+    # -- requests ---------------------------------------------------------------------------
+    def call(self, op: str, args: dict[str, Any], *, timeout: float | None = None,
+             payload: IO[bytes] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+        """Send one request and return the agent's reply ({"timed_out": True, ...} at the deadline).
+
+        The agent acknowledges a request as soon as it has read it. An agent that is found
+        gone before that (it died between tasks) never started the request: a new agent is
+        started and the request sent once more, with a note. Lost after that, the request
+        fails (it may have run in part) and the next one starts a new agent."""
+        with self._lock:
+            if self.connection.log:
+                self.connection.log(self.connection.spec.name, f"agent {op} {json.dumps(args)}")
+            request = json.dumps({"op": op, "args": args, "timeout": timeout,
+                                  "payload": payload is not None}).encode()
+            rewind = payload.tell() if payload is not None and payload.seekable() else None
+            backup = None if timeout is None else time.monotonic() + timeout + BACKUP_GRACE_S
+            stream = self._ensure_started(notes)
+            try:
+                if not self._deliver(stream, request, payload, backup):
+                    self._drop(f"ended before it read the request ({stream.exit_text()})")
+                    if payload is not None and rewind is None:
+                        raise EOFError("the agent ended before it read the request")
+                    if payload is not None and rewind is not None:
+                        payload.seek(rewind)
+                    stream = self._ensure_started(notes)
+                    if not self._deliver(stream, request, payload, backup):
+                        raise EOFError("the new agent ended before it read the request")
+                return self._read_frame(stream, backup, b"J")
+            except TimeoutError:
+                self._drop("did not answer within the task timeout; it was stopped")
+                return {"timed_out": True, "error": f"the agent did not answer within {timeout:g}s"}
+            except (OSError, EOFError, ValueError) as exc:
+                reason = self._drop(f"ended ({stream.exit_text() or exc})")
+                raise AgentLost(f"remote agent (pid {self.pid}) {reason} during '{op}'; "
+                                "a new agent will be started for the next task") from None
+
+    def _deliver(self, stream: Stream, request: bytes, payload: IO[bytes] | None,
+                 deadline: float | None) -> bool:
+        """Send a request (and its payload); True once the agent acknowledged it."""
+        try:
+            stream.send(_frame(b"J", request))
+            if payload is not None:
+                while chunk := payload.read(CHUNK):
+                    stream.send(_frame(b"D", chunk))
+                stream.send(_frame(b"E", b""))
+        except (OSError, EOFError):
+            pass  # gone already: the acknowledgement below cannot come either
+        try:
+            self._read_frame(stream, deadline, b"A")
+        except (OSError, EOFError):
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the agent's stdin: it kills any in-flight work and exits (Ctrl-C, end of run)."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+
+    def _drop(self, reason: str) -> str:
+        self.close()
+        self._lost = reason
+        return reason
+
+    # -- start and greeting -----------------------------------------------------------------
+    def _ensure_started(self, notes: list[str] | None) -> Stream:
+        if self._stream is not None:
+            if self._stream.alive():
+                return self._stream
+            self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
+        lost, self._lost = self._lost, None
+        self._stream = self._start(notes)
+        self.starts += 1
+        if lost and notes is not None:
+            notes.append(f"remote agent restarted (now pid {self.pid}): the previous one {lost}")
+        return self._stream
+
+    def _start(self, notes: list[str] | None) -> Stream:
+        python = self.connection.spec.python
+        source = agent_source().encode()
+        if self._cacheable:
+            stream = self.connection.spawn(["/bin/sh", "-c", _START, "opsrunner-agent", agent_module(),
+                                            str(len(source)), python], shown="<agent source on stdin>")
+            stream.send(source)
+            hello, problem = self._greeting(stream)
+            if hello is not None:
+                return stream
+            why = problem or stream.exit_text()
+            stream.close()
+            # Not cacheable here, or a cached file that is not this version (or broken): remove
+            # it, so the next run stores a good one, and start this agent inline.
+            self.connection.run(["/bin/sh", "-c", _UNCACHE, "opsrunner-uncache", agent_module()])
+            if why and notes is not None:
+                notes.append(f"cached remote agent not used ({why}); started it inline")
+            self._cacheable = False
+        stream = self.connection.spawn([python, "-S", "-c", agent_source()],
+                                       shown=shlex.join([python, "-S", "-c", "<opsrunner-agent>"]))
+        hello, problem = self._greeting(stream)
+        if hello is None:
+            detail = problem or stream.exit_text() or "no greeting"
+            stream.close()
+            raise ModuleFailure(f"remote agent did not start: {detail}")
+        return stream
+
+    def _greeting(self, stream: Stream) -> tuple[dict[str, Any] | None, str]:
+        """(hello, "") when the agent is ours and current; (None, why) otherwise."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        self._buf = b""
+        try:
+            while MAGIC not in self._buf:
+                if len(self._buf) > MAX_PREAMBLE:
+                    return None, ""
+                chunk = stream.recv(1 << 16, max(0.0, deadline - time.monotonic()))
+                if not chunk:
+                    return None, ""
+                self._buf += chunk
+            self._buf = self._buf[self._buf.index(MAGIC) + len(MAGIC):]
+            hello = self._read_frame(stream, deadline, b"J")
+        except (OSError, EOFError, ValueError, TimeoutError):
+            return None, ""
+        if hello.get("agent") != "opsrunner" or hello.get("protocol") != PROTOCOL \
+                or hello.get("version") != agent_version():
+            return None, (f"it reports protocol {hello.get('protocol')} version {hello.get('version')}, "
+                          f"this controller needs protocol {PROTOCOL} version {agent_version()}")
+        self.pid = int(hello["pid"])
+        return hello, ""
+
+    # -- frames -----------------------------------------------------------------------------
+    def _read_exact(self, stream: Stream, size: int, deadline: float | None) -> bytes:
+        while len(self._buf) < size:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise TimeoutError
+            chunk = stream.recv(max(1 << 16, size - len(self._buf)), wait)
+            if not chunk:
+                raise EOFError("the agent's output ended")
+            self._buf += chunk
+        data, self._buf = self._buf[:size], self._buf[size:]
+        return data
+
+    def _read_frame(self, stream: Stream, deadline: float | None, want: bytes) -> dict[str, Any]:
+        """The next frame, which must be of kind `want`: a J frame's object, {} for an A frame."""
+        kind, size = struct.unpack(">cI", self._read_exact(stream, 5, deadline))
+        if kind != want or size > MAX_JSON:
+            raise ValueError(f"protocol error: a {kind!r} frame of {size} bytes")
+        body = self._read_exact(stream, size, deadline)
+        if kind == b"A":
+            return {}
+        reply = json.loads(body)
+        if not isinstance(reply, dict):
+            raise ValueError("protocol error: the reply is not an object")
+        return reply

@@ -1,0 +1,354 @@
+# opsrunner-agent part 6: the long-lived agent loop (one per host connection).
+# Protocol on stdin/stdout, after a MAGIC preamble (anything a wrapper printed before it is
+# skipped by the controller): frames of 1 kind byte + 4-byte big-endian length + body.
+#   J  a JSON object: the hello (agent -> controller), a request, or a reply
+#   A  (empty) the agent has read a request: from here on it may run
+#   D  a chunk of a request's payload (controller -> agent), E  end of that payload
+# No pickle: requests and replies are JSON. Each request runs in a forked worker (a child
+# subreaper, so nothing it starts escapes its tree): a deadline or the controller going
+# away (EOF on stdin) kills that whole tree. The worker's fds 0/1/2 are the payload (or
+# /dev/null) and /dev/null, so nothing it starts holds the connection open. EOF on stdin
+# between requests ends the agent: it leaves nothing behind.
+import hashlib
+import json
+import os
+import select as _select_mod  # procs.py defines select(): the parts share one namespace
+import signal
+import struct
+import sys
+import time
+
+PROTOCOL = 1
+MAGIC = b"\0opsrunner-agent\0"
+MAX_JSON = 64 << 20  # bounded reads: a larger frame is a protocol error, never buffered
+MAX_DATA = 1 << 20
+SOURCE = ""
+_LIBC = None
+
+
+def _read_exact(fd, size):
+    """Exactly `size` bytes from fd, or None at EOF. Reads no further (a worker may read on)."""
+    parts = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def _read_frame(fd):
+    """(kind, body) or None at EOF; raises ValueError on a malformed or oversized frame."""
+    head = _read_exact(fd, 5)
+    if head is None:
+        return None
+    kind, size = struct.unpack(">cI", head)
+    if kind not in (b"J", b"D", b"E") or size > (MAX_JSON if kind == b"J" else MAX_DATA):
+        raise ValueError("bad frame %r of %d bytes" % (kind, size))
+    body = _read_exact(fd, size) if size else b""
+    if body is None:
+        return None
+    return kind, body
+
+
+def _frame(kind, body):
+    return struct.pack(">cI", kind, len(body)) + body
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _version():
+    return hashlib.sha256(SOURCE.rstrip("\n").encode("utf-8")).hexdigest()[:16]
+
+
+def _own_source():
+    if "__file__" in globals():  # imported from the target's cache directory
+        with open(__file__) as fh:
+            return fh.read()
+    with open("/proc/self/cmdline", "rb") as fh:
+        argv = fh.read().split(b"\0")
+    return argv[argv.index(b"-c") + 1].decode("utf-8")  # works with or without -S before -c
+
+
+def _tree_of(root):
+    """Live (non-zombie) descendants of root, from /proc."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(worker):
+    """Kill a worker and everything it started (the worker, stopped, keeps the orphans)."""
+    try:
+        os.kill(worker, signal.SIGSTOP)
+    except OSError:
+        pass
+    for _ in range(10):
+        pids = _tree_of(worker)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    try:
+        os.kill(worker, signal.SIGKILL)
+    except OSError:
+        pass
+    os.waitpid(worker, 0)
+
+
+class _Worker(object):
+    """A worker forked ahead of its request (the fork is off the request's critical path).
+
+    It waits on its request pipe; its stdin is the payload pipe (closed at once when the
+    request has none), stdout and stderr are /dev/null. It runs one op, writes one J frame
+    with the reply on its reply pipe and exits. A child subreaper, so nothing it starts
+    leaves its tree; if the agent dies, it kills that tree and exits (PR_SET_PDEATHSIG)."""
+
+    def __init__(self):
+        req_r, self.req_w = os.pipe()
+        self.reply_r, reply_w = os.pipe()
+        payload_r, self.payload_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            for fd in (self.req_w, self.reply_r, self.payload_w):
+                os.close(fd)
+            _worker_main(req_r, reply_w, payload_r)
+        for fd in (req_r, reply_w, payload_r):
+            os.close(fd)
+
+    def close(self):
+        for fd in (self.req_w, self.reply_r, self.payload_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _orphaned(_sig, _frame_):
+    """The agent died (crashed, killed) while this worker ran: kill what it started, exit."""
+    for _ in range(5):
+        pids = _tree_of(os.getpid())
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    os._exit(1)
+
+
+def _worker_main(req_r, reply_w, payload_r):
+    data = b""
+    try:
+        signal.signal(signal.SIGTERM, _orphaned)
+        if _LIBC is not None:
+            _LIBC.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+            _LIBC.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: see _orphaned
+        if os.getppid() == 1:
+            os._exit(0)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(payload_r, 0)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        for fd in (payload_r, null):
+            os.close(fd)
+        got = _read_frame(req_r)
+        if got is None:  # the agent ended before handing this worker a request
+            os._exit(0)
+        data = json.dumps(dispatch(json.loads(got[1].decode("utf-8")))).encode("utf-8")
+    except BaseException as exc:  # a reply in every case: the controller waits for one
+        try:
+            data = json.dumps({"error": "agent worker: %s: %s" % (type(exc).__name__, exc)}).encode()
+        except BaseException:
+            data = b'{"error": "agent worker failed"}'
+    try:
+        _write_all(reply_w, _frame(b"J", data))
+    finally:
+        os._exit(0)
+
+
+class _Feeder(object):
+    """Copies a request's D frames from stdin to the worker's stdin pipe, up to the E frame.
+
+    If the worker stops reading (it failed or was killed), the rest is read and dropped so
+    the stream stays in step; EOF on stdin marks the controller gone."""
+
+    def __init__(self, pipe_w):
+        import threading
+        self.pipe_w = pipe_w
+        self.gone = False
+        self.thread = threading.Thread(target=self._run)
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _run(self):
+        sink = self.pipe_w
+        try:
+            while True:
+                got = _read_frame(0)
+                if got is None or got[0] == b"J":
+                    self.gone = True
+                    return
+                if got[0] == b"E":
+                    return
+                if sink is not None:
+                    try:
+                        _write_all(sink, got[1])
+                    except OSError:
+                        os.close(sink)
+                        sink = None
+        except (OSError, ValueError):
+            self.gone = True
+        finally:
+            if sink is not None:
+                os.close(sink)
+
+
+def _status_text(status):
+    if os.WIFSIGNALED(status):
+        return "killed by signal %d" % os.WTERMSIG(status)
+    return "exited with status %d" % os.WEXITSTATUS(status)
+
+
+def _await(worker, deadline, feeder):
+    """(reply, gone, reaped): the worker's reply, a timeout or its death; gone = the controller left."""
+    poller = _select_mod.poll()
+    poller.register(worker.reply_r, _select_mod.POLLIN)
+    if feeder is None:
+        poller.register(0, _select_mod.POLLIN)  # no request is sent mid-op: readable = EOF
+    buf, status = b"", None
+    while True:
+        wait_ms = 200 if deadline is None else max(0, min(200, int((deadline - time.time()) * 1000)))
+        for fd, _ev in poller.poll(wait_ms):
+            if fd == 0:
+                if status is None:
+                    _kill_tree(worker.pid)
+                return None, True, True
+            chunk = os.read(worker.reply_r, 1 << 16)
+            buf += chunk
+            if not chunk:
+                poller.unregister(worker.reply_r)
+        if feeder is not None and feeder.gone:
+            if status is None:
+                _kill_tree(worker.pid)
+            return None, True, True
+        if len(buf) >= 5 and len(buf) - 5 >= struct.unpack(">I", buf[1:5])[0]:
+            return json.loads(buf[5:].decode("utf-8")), False, status is not None
+        if status is None:
+            pid, raw = os.waitpid(worker.pid, os.WNOHANG)
+            if pid:
+                status = raw
+                deadline = min(deadline or time.time() + 1, time.time() + 1)  # last reply bytes
+                continue
+        elif time.time() >= deadline:
+            return {"error": "agent worker %s before replying" % _status_text(status)}, False, True
+        if deadline is not None and time.time() >= deadline:
+            _kill_tree(worker.pid)
+            return {"timed_out": True, "error": "timed out; the operation and every process it "
+                                                "started were killed"}, False, True
+
+
+def _handle(worker, body, request):
+    """Hand one request to the waiting worker; (reply, gone, reaped)."""
+    timeout = request.get("timeout")
+    deadline = time.time() + float(timeout) if timeout else None
+    feeder = None
+    try:
+        _write_all(worker.req_w, _frame(b"J", body))
+    except OSError:
+        pass  # the worker died early: _await reports how
+    if request.get("payload"):
+        feeder = _Feeder(worker.payload_w)
+        worker.payload_w = -1  # the feeder closes it
+    else:
+        os.close(worker.payload_w)
+        worker.payload_w = -1
+    reply, gone, reaped = _await(worker, deadline, feeder)
+    if feeder is not None and not gone:
+        feeder.thread.join()
+        gone = feeder.gone
+    return reply, gone, reaped
+
+
+def _libc():
+    global _LIBC
+    try:
+        import ctypes
+        _LIBC = ctypes.CDLL(None)
+    except Exception:
+        _LIBC = None
+
+
+def serve():
+    global SOURCE
+    SOURCE = _own_source()
+    _libc()
+    hello = {"agent": "opsrunner", "protocol": PROTOCOL, "version": _version(), "pid": os.getpid(),
+             "python": "%d.%d" % sys.version_info[:2]}
+    try:
+        _write_all(1, MAGIC + _frame(b"J", json.dumps(hello).encode()))
+        _loop()
+    except (OSError, ValueError) as exc:  # the connection broke or spoke nonsense: stop
+        sys.stderr.write("opsrunner-agent: %s\n" % exc)
+
+
+def _loop():
+    worker = _Worker()
+    try:
+        while True:
+            got = _read_frame(0)
+            if got is None:
+                return
+            if got[0] != b"J":
+                raise ValueError("expected a request, got a %r frame" % got[0])
+            request = json.loads(got[1].decode("utf-8"))
+            if not isinstance(request, dict):
+                raise ValueError("a request must be a JSON object")
+            _write_all(1, _frame(b"A", b""))  # read: from here on it may run
+            reply, gone, reaped = _handle(worker, got[1], request)
+            if gone:
+                return
+            _write_all(1, _frame(b"J", json.dumps(reply).encode("utf-8")))
+            # After the reply: reap this worker (it is exiting) and fork the next one.
+            worker.close()
+            if not reaped:
+                os.waitpid(worker.pid, 0)
+            worker = _Worker()
+    finally:
+        worker.close()  # a waiting worker sees EOF on its request pipe and exits
+
+
+def main():
+    if "OPSRUNNER_SPEC" in os.environ:
+        supervise()
+        return
+    serve()
+
+
+if __name__ == "__main__":  # sent inline with -c (imported from the cache, the caller runs main)
+    main()

@@ -1,0 +1,340 @@
+"""The long-lived agent's protocol, over local and ssh through both hostile wrappers.
+
+Each test gives the agent its own HOME (an `env HOME=...` layer innermost in the wrapper
+chain), so its cache directory - and so every agent process's command line - carries a
+path unique to the test: that is how the test finds (and only ever touches) its own
+agent processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opsrunner.connections.agent import MAGIC, AgentLost, agent_module, agent_source
+from opsrunner.connections.base import Connection, ConnectionSpec
+from opsrunner.connections.factory import ConnectionFactory
+from opsrunner.connections.wrappers import parse_chain
+from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, sleep_marker, wait_for, write_inventory, write_yaml
+from tests.helpers import cli, read_events, task_ends
+from tests.sshd import PrivateSSHD
+
+CHAINS = {"local": [], "ssh+reaper+fd_holder": [REAPER, FD_HOLDER]}
+
+
+class Rig:
+    """A connection whose agent runs with a private HOME and a PATH holding a fake nvidia-smi."""
+
+    def __init__(self, transport: str, sshd: PrivateSSHD | None, tmp: Path) -> None:
+        self.home = tmp / "home"
+        self.home.mkdir()
+        self.bin = tmp / "bin"
+        self.bin.mkdir()
+        self.marker = sleep_marker()
+        smi = self.bin / "nvidia-smi"  # a GPU query that hangs with a child: an op with a tree
+        smi.write_text(f"#!/bin/sh\nsleep {self.marker}\n")
+        smi.chmod(0o755)
+        env_layer = f"env HOME={self.home} PATH={self.bin}:/usr/bin:/bin"
+        chain = parse_chain([*CHAINS[transport], env_layer])
+        if transport == "local":
+            self.spec = ConnectionSpec(name="t", kind="local", wrapper=chain)
+        else:
+            assert sshd is not None
+            self.spec = ConnectionSpec(name="t", host="127.0.0.1", port=sshd.port, user=sshd.user,
+                                       key_file=str(sshd.key_file), known_hosts_file=str(sshd.known_hosts),
+                                       wrapper=chain)
+        self.factory = ConnectionFactory()
+        self.conn: Connection = self.factory.get(self.spec)
+
+    def agent_pids(self) -> list[int]:
+        """The agent and its workers: forks of it, with its command line."""
+        return [p for p in pids_with(str(self.home)) if "opsrunner-agent" in _cmdline(p)]
+
+    def all_pids(self) -> list[int]:
+        """Everything of this rig still on the host: wrappers, agent, workers, the fake GPU query."""
+        return pids_with(str(self.home)) + pids_with(self.marker)
+
+    def close(self) -> None:
+        self.factory.close_all()
+        for pid in self.all_pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.fixture(params=sorted(CHAINS))
+def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    transport = str(request.param)
+    server = request.getfixturevalue("sshd") if transport != "local" else None
+    r = Rig(transport, server, tmp_path)
+    yield r
+    r.close()
+
+
+def _read(rig: Rig) -> dict[str, Any]:
+    return rig.conn.agent().call("read", {"paths": []})
+
+
+def test_one_agent_serves_every_request_and_greets_with_its_version(rig: Rig) -> None:
+    notes: list[str] = []
+    assert _read(rig) == {"contents": {}}
+    agent = rig.conn.agent()
+    first = agent.pid
+    for _ in range(5):
+        assert "contents" in agent.call("read", {"paths": []}, notes=notes)
+    assert agent.pid == first and agent.starts == 1 and notes == []
+    assert first in rig.agent_pids()
+    # the agent was stored in the cache under its version and started from there
+    cached = rig.home / ".cache" / "opsrunner" / f"{agent_module()}.py"
+    assert cached.read_text() == agent_source()
+
+
+def test_unknown_op_is_an_error_reply_and_the_agent_keeps_serving(rig: Rig) -> None:
+    reply = rig.conn.agent().call("no_such_op", {})
+    assert "unknown agent operation 'no_such_op'" in reply["error"]
+    pid = rig.conn.agent().pid
+    assert _read(rig) == {"contents": {}}
+    assert rig.conn.agent().pid == pid
+
+
+def test_output_before_the_greeting_is_skipped(tmp_path: Path) -> None:
+    # A wrapper that prints to stdout before it execs (a motd, a chatty profile).
+    noisy = "/bin/sh -c 'echo wrapper says hello; printf \"\\000\\001garbage\"; exec \"$@\"' sh"
+    spec = ConnectionSpec(name="n", kind="local", wrapper=parse_chain([noisy, f"env HOME={tmp_path}"]))
+    conn = ConnectionFactory().get(spec)
+    try:
+        assert conn.agent().call("read", {"paths": []}) == {"contents": {}}
+    finally:
+        conn.close()
+
+
+def _raw_agent(tmp_path: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-S", "-c", agent_source()], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdout is not None
+    greeting = proc.stdout.read(len(MAGIC) + 5)
+    assert greeting.startswith(MAGIC)
+    proc.stdout.read(struct.unpack(">I", greeting[-4:])[0])
+    return proc
+
+
+@pytest.mark.parametrize("frame", [b"X\0\0\0\x01a", b"J" + struct.pack(">I", (64 << 20) + 1),
+                                   b"J\0\0\0\x02[]", b"J\0\0\0\x03{x}"])
+def test_malformed_or_oversized_frame_ends_the_agent_at_once(tmp_path: Path, frame: bytes) -> None:
+    proc = _raw_agent(tmp_path)
+    assert proc.stdin is not None
+    proc.stdin.write(frame)
+    proc.stdin.flush()  # stdin stays open: the agent must not wait for a 64 MiB body
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0
+    assert b"opsrunner-agent:" in err
+
+
+def test_stale_cached_agent_is_never_used(rig: Rig) -> None:
+    # A cached file under this version's name whose content is another version (an old or
+    # partly written copy): the greeting gives it away; it is removed and replaced.
+    cache = rig.home / ".cache" / "opsrunner"
+    cache.mkdir(parents=True)
+    stale = agent_source().replace("PROTOCOL = 1", "PROTOCOL = 1  # an older build", 1)
+    assert stale != agent_source()
+    (cache / f"{agent_module()}.py").write_text(stale)
+    notes: list[str] = []
+    assert rig.conn.agent().call("read", {"paths": []}, notes=notes) == {"contents": {}}
+    assert any("cached remote agent not used" in n and "version" in n for n in notes), notes
+    assert not (cache / f"{agent_module()}.py").exists()
+    # the next connection stores the right one again and uses it
+    rig.close()
+    fresh = ConnectionFactory().get(rig.spec)
+    try:
+        later: list[str] = []
+        assert fresh.agent().call("read", {"paths": []}, notes=later) == {"contents": {}}
+        assert later == []
+        assert (cache / f"{agent_module()}.py").read_text() == agent_source()
+    finally:
+        fresh.close()
+
+
+def test_timeout_inside_the_agent_kills_the_ops_tree_and_the_agent_lives_on(rig: Rig) -> None:
+    agent = rig.conn.agent()
+    _read(rig)
+    pid = agent.pid
+    start = time.monotonic()
+    reply = agent.call("gpu_wait", {"wait": 600, "below_mb": 1}, timeout=2)
+    elapsed = time.monotonic() - start
+    assert reply.get("timed_out") is True, reply
+    assert 1.5 < elapsed < 15
+    # the fake GPU query's `sleep` was a grandchild of the op: gone with the op's tree
+    assert wait_for(lambda: not pids_with(rig.marker), 10)
+    assert _read(rig) == {"contents": {}}
+    assert agent.pid == pid and agent.starts == 1
+
+
+def _in_flight(rig: Rig) -> tuple[threading.Thread, dict[str, Any]]:
+    """A long op (a GPU wait whose query hangs) running in a thread; its outcome lands in box."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["reply"] = rig.conn.agent().call("gpu_wait", {"wait": 600, "below_mb": 1}, timeout=300)
+        except Exception as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert wait_for(lambda: bool(pids_with(rig.marker)), 20), "the op did not start"
+    return thread, box
+
+
+def test_agent_crash_mid_request_fails_that_task_then_restarts_once_and_reports(rig: Rig) -> None:
+    _read(rig)
+    agent = rig.conn.agent()
+    old = agent.pid
+    assert old is not None
+    thread, box = _in_flight(rig)
+    os.kill(old, signal.SIGKILL)
+    thread.join(30)
+    assert isinstance(box.get("error"), AgentLost), box
+    assert "during 'gpu_wait'" in str(box["error"])
+    # the in-flight op's processes went with the agent
+    assert wait_for(lambda: not pids_with(rig.marker), 10)
+    notes: list[str] = []
+    assert agent.call("read", {"paths": []}, notes=notes) == {"contents": {}}
+    assert agent.pid != old and agent.starts == 2
+    assert len(notes) == 1 and "remote agent restarted" in notes[0], notes
+
+
+def test_agent_killed_between_tasks_is_restarted_for_the_next_one(rig: Rig) -> None:
+    # What a container exec session does when it is torn down (the session reaper's
+    # behaviour): every process of the agent's session is SIGKILLed while the agent is idle.
+    _read(rig)
+    agent = rig.conn.agent()
+    old = agent.pid
+    assert old is not None
+    sid = os.getsid(old)
+    for pid in rig.agent_pids() + rig.all_pids():
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == sid:
+                os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: old not in rig.agent_pids(), 10)
+    time.sleep(0.5)
+    notes: list[str] = []
+    assert agent.call("read", {"paths": []}, notes=notes) == {"contents": {}}
+    assert agent.pid != old
+    assert len(notes) == 1 and "remote agent restarted" in notes[0], notes
+
+
+def test_closing_the_connection_stops_in_flight_work_and_leaves_nothing(rig: Rig) -> None:
+    _read(rig)
+    thread, _box = _in_flight(rig)
+    assert rig.agent_pids()
+    rig.conn.close()  # what Ctrl-C and the end of a run do
+    thread.join(30)
+    assert not thread.is_alive()
+    assert wait_for(lambda: not rig.all_pids(), 15), [_cmdline(p) for p in rig.all_pids()]
+
+
+# -- through the CLI --------------------------------------------------------------------------
+def _play(rig: Rig, transport: str, sshd: PrivateSSHD | None, body: str, *args: str) -> tuple[int, str, list[Any]]:
+    """Run a play on one host with the rig's wrapper chain (and so its private HOME and PATH)."""
+    layers = [*CHAINS[transport], f"env HOME={rig.home} PATH={rig.bin}:/usr/bin:/bin"]
+    host = {"connection": "local", "wrapper": layers} if transport == "local" else \
+        dict(sshd.host_vars(wrapper=layers)) if sshd else {}
+    work = rig.home.parent
+    inv = write_inventory(work / "inv.yml", {"h": host})
+    pb = write_yaml(work / "pb.yml", body)
+    events = work / "ev.jsonl"
+    res = cli("play", str(pb), "-i", str(inv), "--json-events", str(events), *args, cwd=work)
+    return res.rc, res.out + res.err, read_events(events)
+
+
+@pytest.mark.parametrize("transport", sorted(CHAINS))
+def test_play_reports_a_killed_agent_and_the_next_task_restarts_it(transport: str, request: pytest.FixtureRequest,
+                                                                     tmp_path: Path) -> None:
+    server = request.getfixturevalue("sshd") if transport != "local" else None
+    rig = Rig(transport, server, tmp_path)
+    try:
+        # The middle task kills this play's agent (found by its private HOME in its command
+        # line; anchored, so the killing shell does not match itself).
+        rc, out, ev = _play(rig, transport, server, f"""
+- hosts: all
+  tasks:
+    - {{name: first, kill_old: {{pattern: "^nothing-{rig.marker}$"}}}}
+    - name: crash the agent
+      shell: pkill -KILL -f '^[^ ]*python[^ ]* -S -c . opsrunner-agent.*{rig.home}'
+    - {{name: after, kill_old: {{pattern: "^nothing-{rig.marker}$"}}}}
+""")
+        assert rc == 0, out
+        (after,) = task_ends(ev, "after")
+        assert after["status"] == "ok"
+        notes = after["data"]["notes"]
+        assert len(notes) == 1 and "remote agent restarted" in notes[0], notes
+        assert "[note: remote agent restarted" in out
+        (first,) = task_ends(ev, "first")
+        assert "notes" not in first["data"]
+    finally:
+        rig.close()
+
+
+def test_interrupt_stops_in_flight_agent_work_over_the_hostile_chain(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    rig = Rig("ssh+reaper+fd_holder", sshd, tmp_path)
+    try:
+        layers = [REAPER, FD_HOLDER, f"env HOME={rig.home} PATH={rig.bin}:/usr/bin:/bin"]
+        inv = write_inventory(tmp_path / "inv.yml", {"h": sshd.host_vars(wrapper=layers)})
+        pb = write_yaml(tmp_path / "pb.yml", f"""
+- hosts: all
+  tasks:
+    - kill_old: {{pattern: "^nothing-{rig.marker}$", wait_gpu_free: 600, gpu_free_below_mb: 1}}
+""")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert wait_for(lambda: bool(pids_with(rig.marker)), 30)  # the op's GPU query is running
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 99, out
+        assert wait_for(lambda: not rig.all_pids(), 15), [_cmdline(p) for p in rig.all_pids()]
+    finally:
+        rig.close()
+
+
+def test_vvv_prints_each_command_once_and_no_agent_or_watchdog_source(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    rig = Rig("ssh+reaper+fd_holder", sshd, tmp_path)
+    try:
+        rc, out, _ev = _play(rig, "ssh+reaper+fd_holder", sshd, f"""
+- hosts: all
+  tasks:
+    - {{name: k, kill_old: {{pattern: "^nothing-{rig.marker}$"}}}}
+    - {{name: v, verify: {{pattern: "^nothing-{rig.marker}$", processes: 0}}}}
+    - {{name: s, shell: "echo {rig.marker}", timeout: 30}}
+""", "-vvv")
+        assert rc == 0, out
+        sent = [line for line in out.splitlines() if "SENT:" in line]
+        assert sum("agent kill " in line for line in sent) == 1
+        assert sum("agent verify " in line for line in sent) == 1
+        assert sum(f"echo {rig.marker}" in line for line in sent) == 1
+        assert sum("<agent source on stdin>" in line for line in sent) == 1  # started once
+        assert "<opsrunner-watchdog>" in out
+        for source_line in ("def op_kill", "PR_SET_CHILD_SUBREAPER", "def _worker_main"):
+            assert source_line not in out
+    finally:
+        rig.close()
