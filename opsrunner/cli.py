@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import IO, Any, NoReturn
@@ -73,7 +74,7 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
 
     result: dict[str, Any] = {}
     problems: list[Problem] = []
-    for value in values:
+    for number, value in enumerate(values, 1):
         if value.startswith("@"):
             try:
                 data = load_yaml_file(Path(value[1:]))
@@ -81,12 +82,26 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
                 problems += exc.problems
                 continue
             origin = value[1:]
-        elif value.lstrip().startswith("{"):
-            data = load_yaml_text(value, "<-e>")
+        elif value.lstrip()[:1] in ("{", "["):
+            try:
+                data = load_yaml_text(value, "<-e>")
+            except ValidationError as exc:
+                problems += exc.problems
+                continue
             origin = "<-e>"
+        elif value[:1] in ("/", "."):
+            problems.append(Problem(SourcePos("<-e>"), f"to read variables from {value}, write -e @{value}"))
+            continue
         else:
             data = {}
-            for pair in value.split():
+            try:
+                words = shlex.split(value)  # as ansible-playbook -e: k="a b" n=1 is two variables
+            except ValueError as exc:
+                # The value itself is not shown: it may hold a secret.
+                problems.append(Problem(SourcePos("<-e>"), f"-e value {number} cannot be split "
+                                        f"like a shell: {exc}"))
+                continue
+            for pair in words:
                 key, sep, val = pair.partition("=")
                 if not sep or not key.isidentifier():
                     problems.append(Problem(SourcePos("<-e>"), f"expected key=value, got {pair!r}", pair))
@@ -191,12 +206,16 @@ def _split_tags(values: list[str]) -> frozenset[str]:
 
 
 def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
-    playbook, inventory, _ = _load(args)
+    playbook, inventory, extra = _load(args)
     from opsrunner.playbook import iter_tasks
+    from opsrunner.preflight import check_playbook
 
+    report = check_playbook(playbook, inventory, extra)
+    if report.problems:
+        raise ValidationError(report.listing())
     tasks = sum(len(iter_tasks(p.tasks)) + len(p.handlers) for p in playbook.plays)
     out.write(f"{playbook.path}: OK ({len(playbook.plays)} plays, {tasks} tasks, "
-              f"{len(inventory.hosts)} inventory hosts)\n")
+              f"{len(inventory.hosts)} inventory hosts; preflight passed on {len(report.hosts)})\n")
     return EXIT_OK
 
 

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opsrunner.connections.factory import ConnectionFactory
-from opsrunner.errors import TemplateError
+from opsrunner.errors import Problem, TemplateError, ValidationError
 from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, Reporter, TaskEnd, TaskStart
 from opsrunner.executor import TaskExecutor
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
 from opsrunner.playbook import Play, Playbook, Task, iter_tasks
+from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.templating import LazyVars, render
 
@@ -91,6 +92,7 @@ class Engine:
         self.connections = ConnectionFactory(self._log_command if options.verbosity >= 3 else None)
         self._emit_lock = threading.Lock()
         self._dead: set[str] = set()  # failed or unreachable: no more tasks this run
+        self._preflight: dict[str, list[Problem]] = {}  # hosts failed before being touched
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -103,6 +105,13 @@ class Engine:
 
     # -- run --------------------------------------------------------------------------------
     def run(self) -> RunSummary:
+        """Run the playbook. Raises ValidationError (nothing run) when preflight fails the same
+        way on every host: then the mistake is in the files or the command line."""
+        report = run_preflight(self.playbook, [select_play_hosts(p, self.inventory, self.options)
+                                               for p in self.playbook.plays], self.vars, self._selected)
+        if report.static_problems():
+            raise ValidationError(report.static_problems())
+        self._preflight = report.problems
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.forks), thread_name_prefix="host")
         try:
             for play in self.playbook.plays:
@@ -126,6 +135,8 @@ class Engine:
             return True
         for host in hosts:
             self.summary.host(host)
+        if not self._fail_preflight(play, hosts):
+            return False
         try:
             serial = render(str(play.serial), LazyVars([play.vars, self.options.extra_vars])) \
                 if isinstance(play.serial, str) else play.serial
@@ -143,6 +154,25 @@ class Engine:
             if all(h in self._dead for h in batch):
                 self.emit(Notice(f"every host of the batch failed: stopping play '{play.name}'"))
                 return False
+        return True
+
+    def _fail_preflight(self, play: Play, hosts: list[str]) -> bool:
+        """Fail, untouched, the hosts whose preflight found problems; False stops the run."""
+        bad = [h for h in hosts if h in self._preflight]
+        if not bad:
+            return True
+        self.emit(TaskStart(play.name, "preflight", "preflight", bad, False, str(play.pos)))
+        for host in bad:
+            problems = self._preflight.pop(host)
+            result = TaskResult(Status.FAILED, msg=f"preflight: {len(problems)} problem(s), nothing was run "
+                                "on this host:\n" + "\n".join(f"  {p}" for p in problems))
+            self._record(play, Task("preflight", "preflight", {}, play.pos, {}), host, result, False)
+        if play.any_errors_fatal:
+            self.emit(Notice(f"any_errors_fatal: {', '.join(bad)} failed preflight; stopping the run"))
+            return False
+        if all(h in self._dead for h in hosts):
+            self.emit(Notice(f"every host failed preflight: stopping play '{play.name}'"))
+            return False
         return True
 
     def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str], pool: ThreadPoolExecutor) -> None:

@@ -10,9 +10,9 @@ from opsrunner.errors import ConnectionFailed, ModuleFailure, TemplateError
 from opsrunner.modules.base import TaskContext, TimedOut
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Task
+from opsrunner.preflight import check_args, keyword_number
 from opsrunner.results import Status, TaskResult
 from opsrunner.templating import LazyVars, template_value, truthy
-from opsrunner.validation import schema_problems
 
 
 class TaskExecutor:
@@ -61,8 +61,9 @@ class TaskExecutor:
 
     def _run_with_retries(self, variables: LazyVars) -> TaskResult:
         until = self.task.kw("until")
-        retries = int(template_value(self.task.kw("retries", 3), variables)) if until else 0
-        delay = float(template_value(self.task.kw("delay", 5), variables))
+        retries = int(keyword_number(self.task, "retries", variables)) if until and self.task.kw("retries") \
+            is not None else (3 if until else 0)
+        delay = keyword_number(self.task, "delay", variables) if self.task.kw("delay") is not None else 5.0
         attempt = 0
         while True:
             attempt += 1
@@ -84,16 +85,16 @@ class TaskExecutor:
         if self.check_mode and not info.check_mode:
             return TaskResult(Status.SKIPPED, msg=f"{self.task.module} does not support check mode",
                               check_mode_unsupported=True)
-        args = template_value(self.task.args, variables)
-        problems = schema_problems(args, info.schema, str(self.task.pos.file))
-        if problems:
+        checked = check_args(self.task, template_value(self.task.args, variables))
+        if checked.problems:
             raise TemplateError("invalid arguments after templating: " + "; ".join(
-                f"{p.message} (at {self.task.module}.{p.key_path})" for p in problems), self.task.pos)
+                f"{p.message} (at {p.key_path})" for p in checked.problems), checked.problems[0].pos)
+        args = checked.args
         timeout = self.task.kw("timeout")
         ctx = TaskContext(
             host=self.host, task=self.task, connection=self.connection, variables=variables,
             check_mode=self.check_mode, diff_mode=self.diff_mode,
-            timeout=float(template_value(timeout, variables)) if timeout is not None else None,
+            timeout=keyword_number(self.task, "timeout", variables) if timeout is not None else None,
         )
         try:
             result = get_module(self.task.module).run(ctx, args)

@@ -6,77 +6,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opsrunner.coercion import coerce_args
 from opsrunner.errors import Problem, SourcePos, ValidationError
 from opsrunner.modules.registry import module_info, module_names
+from opsrunner.tasks import Block, Node, Role, Task, iter_tasks
 from opsrunner.templating import check_syntax
 from opsrunner.validation import load_schema, schema_problems, suggest
 from opsrunner.yamlsource import PosDict, PosList, load_yaml_file
 
+# Task, Role and Block live in tasks.py, which modules/ imports too; re-exported for callers.
+__all__ = ["Block", "Node", "Play", "Playbook", "Role", "Task", "iter_tasks", "load_playbook",
+           "resolve_playbook_path"]
+
 BLOCK_KEYS = frozenset({"block", "rescue", "always"})
 TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"]) - BLOCK_KEYS
 BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", "ignore_errors"}) | BLOCK_KEYS
-
-
-@dataclass(frozen=True)
-class Role:
-    name: str
-    path: Path
-    defaults: dict[str, Any] = field(default_factory=dict)
-    vars: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    module: str
-    args: dict[str, Any]
-    pos: SourcePos
-    keywords: dict[str, Any]
-    tags: frozenset[str] = frozenset()
-    role: Role | None = None
-    role_params: dict[str, Any] = field(default_factory=dict)
-    base_dir: Path = Path(".")
-
-    def kw(self, key: str, default: Any = None) -> Any:
-        return self.keywords.get(key, default)
-
-    @property
-    def notify(self) -> list[str]:
-        value = self.keywords.get("notify") or []
-        return [value] if isinstance(value, str) else list(value)
-
-    def search_dirs(self, kind: str) -> list[Path]:
-        """Where a relative path in this task's args resolves: role's files/ then the playbook dir."""
-        dirs = [self.role.path / kind] if self.role else []
-        if self.role:
-            dirs.append(self.role.path)
-        dirs.append(self.base_dir)
-        return dirs
-
-
-@dataclass(frozen=True)
-class Block:
-    """block/rescue/always. Keywords of the block were already merged into its tasks."""
-
-    name: str
-    pos: SourcePos
-    block: tuple[Node, ...]
-    rescue: tuple[Node, ...] = ()
-    always: tuple[Node, ...] = ()
-
-
-Node = Task | Block
-
-
-def iter_tasks(nodes: tuple[Node, ...] | list[Node]) -> list[Task]:
-    """Every task in document order, blocks flattened (block, then rescue, then always)."""
-    out: list[Task] = []
-    for node in nodes:
-        if isinstance(node, Block):
-            out += iter_tasks(node.block) + iter_tasks(node.rescue) + iter_tasks(node.always)
-        else:
-            out.append(node)
-    return out
 
 
 @dataclass(frozen=True)
@@ -326,6 +270,15 @@ class _Loader:
             args.pos, args.key_pos = pos, {info.free_form: pos}
         else:
             args = raw
+        if isinstance(args, dict):
+            coerced, refusals = coerce_args(args, info.schema, skip=_has_template)
+            args.update(coerced)  # in place: a PosDict keeps its positions
+            for refusal in refusals:
+                top = refusal.arg.split(".")[0].split("[")[0]
+                self.fail(args.at(top) if isinstance(args, PosDict) else pos, refusal.message(module),
+                          f"{path}.{refusal.arg}")
+            if refusals:
+                return {}
         for problem in schema_problems(args, info.schema, str(self.path), root=args):
             if "{{" in problem.message:
                 continue  # a templated value: checked again after rendering, at run time
@@ -386,25 +339,17 @@ def _key_values(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     pairs = [w.partition("=") for w in words]
     if not pairs or not all(sep and key in known for key, sep, _ in pairs):
         return None
-    out: dict[str, Any] = {}
-    for key, _, value in pairs:
-        kind = known[key].get("type")
-        out[key] = _coerce(value, kind)
-    return out
+    return {key: value for key, _, value in pairs}  # converted to the declared types by coerce_args
 
 
-def _coerce(value: str, kind: Any) -> Any:
-    kinds = kind if isinstance(kind, list) else [kind]
-    if "boolean" in kinds and value.lower() in ("true", "false", "yes", "no"):
-        return value.lower() in ("true", "yes")
-    if "integer" in kinds and value.lstrip("-").isdigit():
-        return int(value)
-    if "number" in kinds:
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
+def _has_template(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(_has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_template(v) for v in value)
+    return False
 
 
 def _inherit(outer: dict[str, Any], raw: PosDict) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from opsrunner.connections.agent import agent_module as agent_module
 from opsrunner.connections.agent import agent_source as agent_source
 from opsrunner.connections.base import Connection
 from opsrunner.errors import ModuleFailure
-from opsrunner.playbook import Task
 from opsrunner.results import CommandResult, Status, TaskResult
+from opsrunner.tasks import Task
 
 
 @dataclass
@@ -74,6 +74,10 @@ class Module(abc.ABC):
     @abc.abstractmethod
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         """Do (or, in check mode, predict) the work; raise ModuleFailure on failure."""
+
+    def sanity(self, args: dict[str, Any]) -> list[str]:
+        """Problems visible in the rendered arguments before anything runs (preflight)."""
+        return []
 
 
 def command_result(res: CommandResult, *, changed: bool = True, msg: str = "") -> TaskResult:

@@ -52,6 +52,14 @@ class CommandModule(Module):
     def argv(self, args: dict[str, Any]) -> list[str]:
         return [str(a) for a in args["argv"]] if "argv" in args else shlex.split(args["cmd"])
 
+    def sanity(self, args: dict[str, Any]) -> list[str]:
+        if "cmd" in args and "argv" not in args:
+            try:
+                shlex.split(str(args["cmd"]))
+            except ValueError as exc:
+                return [f"command cmd cannot be split into words: {exc} (quote with the quote filter)"]
+        return []
+
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         skipped = precondition_skip(ctx, args)
         if skipped:

@@ -18,6 +18,11 @@ def describe(procs: list[dict[str, Any]], limit: int = 10) -> str:
 class KillOldModule(Module):
     name = "kill_old"
 
+    def sanity(self, args: dict[str, Any]) -> list[str]:
+        if not args.get("pidfile") and not args.get("pattern"):
+            return ["kill_old needs a pidfile or a pattern (both are empty)"]
+        return []
+
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         request: dict[str, Any] = {k: args[k] for k in ("pidfile", "pattern", "user", "signal", "grace") if k in args}
         request["check_mode"] = ctx.check_mode

@@ -14,10 +14,12 @@ CHECK_KEYS = ("processes", "min_processes", "log", "port", "gpu_min_memory_mb")
 class VerifyModule(Module):
     name = "verify"
 
-    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+    def sanity(self, args: dict[str, Any]) -> list[str]:
         if not any(k in args for k in CHECK_KEYS):
-            raise ModuleFailure("verify needs at least one check: processes, min_processes, log, "
-                                "port or gpu_min_memory_mb")
+            return ["verify needs at least one check: processes, min_processes, log, port or gpu_min_memory_mb"]
+        return []
+
+    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         window = max(float(args.get("within") or 0), float(args.get("log_grows") or 0)) \
             + float(args.get("stable_for") or 0)
         timeout = None if ctx.timeout is None else max(ctx.timeout, window + 30)

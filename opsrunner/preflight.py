@@ -1,0 +1,324 @@
+"""Preflight: render and validate every task for each host before the first change.
+
+A restart must not stop halfway on a mistake that was visible before it began (an
+undefined variable, `kill_grace: thirty`, `verify: {}`). Before any task runs, each task
+of each play is rendered for each of its hosts from what is known then (inventory,
+play/role/task vars, -e, magic vars); its arguments are converted to their declared
+types (coercion.py), checked against the module's schema and the module's own sanity
+rules. What depends on registered results or loop items is left to run time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import jinja2.meta
+
+from opsrunner.coercion import coerce_args, show_value
+from opsrunner.errors import Problem, SourcePos, TemplateError
+from opsrunner.hostvars import VariableManager, connection_spec
+from opsrunner.inventory import Inventory
+from opsrunner.modules.registry import get_module, module_info
+from opsrunner.playbook import Play, Playbook
+from opsrunner.tasks import Task, iter_tasks
+from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
+from opsrunner.validation import schema_problems
+
+_UNDEFINED_RE = re.compile(r"'(\w+)' is undefined")
+#: Task keywords that must be numbers once rendered.
+_NUMERIC_KEYWORDS = ("timeout", "retries", "delay")
+
+
+class Deferred(Exception):
+    """A value that depends on what only exists at run time (registered results, loop items)."""
+
+
+@dataclass
+class TaskArgs:
+    """A task's arguments rendered and converted for one host, and the problems found."""
+
+    args: dict[str, Any]
+    problems: list[Problem] = field(default_factory=list)
+    deferred: bool = False  # some arguments could not be rendered yet
+
+
+def _names(source: str) -> frozenset[str]:
+    try:
+        return _undeclared(source)
+    except jinja2.TemplateSyntaxError:
+        return frozenset()
+
+
+@lru_cache(maxsize=4096)
+def _undeclared(source: str) -> frozenset[str]:
+    return frozenset(jinja2.meta.find_undeclared_variables(ENV.parse(source)))
+
+
+def referenced(value: Any) -> frozenset[str]:
+    """Variable names a (nested) value's templates read directly."""
+    if isinstance(value, str):
+        return _names(value) if is_template(value) else frozenset()
+    if isinstance(value, Mapping):
+        return frozenset().union(*(referenced(v) for v in value.values())) if value else frozenset()
+    if isinstance(value, list):
+        return frozenset().union(*(referenced(v) for v in value)) if value else frozenset()
+    return frozenset()
+
+
+def render(value: Any, variables: LazyVars, deferred: frozenset[str]) -> Any:
+    """Template a value; raise Deferred when it needs something that only exists at run time."""
+    if referenced(value) & deferred:
+        raise Deferred
+    try:
+        return template_value(value, variables)
+    except TemplateError as exc:
+        match = _UNDEFINED_RE.search(exc.bare_message)
+        if match and match.group(1) in deferred:
+            raise Deferred from None  # reached through another variable
+        raise
+
+
+def _arg_pos(task: Task, arg: str) -> SourcePos:
+    top = re.split(r"[.\[]", arg, maxsplit=1)[0]
+    at = getattr(task.args, "at", None)
+    return at(top) if callable(at) else task.pos
+
+
+def _origin(task: Task, arg: str) -> str:
+    """Where a bad value came from, when it came through a template: the template's text."""
+    raw = task.args.get(re.split(r"[.\[]", arg, maxsplit=1)[0])
+    return f" (from {raw})" if isinstance(raw, str) and is_template(raw) else ""
+
+
+def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -> TaskArgs:
+    """Convert rendered arguments to their types, then validate them (schema, module sanity).
+
+    `partial`: some arguments are missing because they are deferred, so the rules about
+    which arguments must be present are left to run time."""
+    info = module_info(task.module)
+    args, refusals = coerce_args(rendered, info.schema)
+    problems = [Problem(_arg_pos(task, r.arg), r.message(task.module) + _origin(task, r.arg),
+                        f"{task.module}.{r.arg}") for r in refusals]
+    if problems:
+        return TaskArgs(args, problems)
+    schema = info.schema
+    if partial:
+        schema = {k: v for k, v in schema.items() if k not in ("required", "anyOf", "oneOf", "allOf")}
+    for p in schema_problems(args, schema, str(task.pos.file)):
+        path = f"{task.module}.{p.key_path}" if p.key_path else task.module
+        problems.append(Problem(_arg_pos(task, p.key_path) if p.key_path else task.pos, p.message, path))
+    if not problems and not partial:
+        problems += [Problem(task.pos, msg, task.module) for msg in get_module(task.module).sanity(args)]
+    return TaskArgs(args, problems)
+
+
+def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = frozenset()) -> TaskArgs:
+    """Render each argument (deferred ones are left out), then convert and validate them."""
+    rendered: dict[str, Any] = {}
+    problems: list[Problem] = []
+    partial = False
+    for key, raw in task.args.items():
+        try:
+            value = render(raw, variables, deferred)
+        except Deferred:
+            partial = True
+            continue
+        except TemplateError as exc:
+            problems.append(Problem(_arg_pos(task, key), f"{exc.bare_message}{_origin(task, key)}",
+                                    f"{task.module}.{key}"))
+            continue
+        if value != OMIT:
+            rendered[key] = value
+    if problems:
+        return TaskArgs(rendered, problems, partial)
+    result = check_args(task, rendered, partial)
+    result.deferred = partial
+    return result
+
+
+def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    problems = []
+    for key in _NUMERIC_KEYWORDS:
+        raw = task.kw(key)
+        if raw is None:
+            continue
+        try:
+            value = render(raw, variables, deferred)
+        except Deferred:
+            continue
+        except TemplateError as exc:
+            problems.append(Problem(task.pos, exc.bare_message, key))
+            continue
+        if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
+            problems.append(Problem(task.pos, f"{key} must be a number, not {show_value(value)}", key))
+    return problems
+
+
+def keyword_number(task: Task, key: str, variables: Mapping[str, Any]) -> float:
+    """A numeric task keyword (timeout, retries, delay) rendered and converted at run time."""
+    value = template_value(task.kw(key), variables)
+    converted, refusals = coerce_args({key: value}, {"properties": {key: {"type": "number"}}})
+    if refusals:
+        raise TemplateError(f"{key} must be a number, not {show_value(value)}", task.pos, key)
+    return float(converted[key])
+
+
+def _will_run(task: Task, variables: LazyVars, deferred: frozenset[str]) -> bool:
+    """False when the task's `when` is known to be false on this host; True when true or unknown."""
+    when = task.kw("when")
+    for expr in when if isinstance(when, list) else [when]:
+        if expr is None or isinstance(expr, bool):
+            if expr is False:
+                return False
+            continue
+        text = str(expr).strip().removeprefix("{{").removesuffix("}}")
+        if _names("{{ (" + text + ") }}") & deferred:
+            continue
+        try:
+            if not truthy(expr, variables):
+                return False
+        except TemplateError as exc:
+            match = _UNDEFINED_RE.search(exc.bare_message)
+            if not (match and match.group(1) in deferred):
+                raise
+    return True
+
+
+def check_task(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    """Every problem of one task for one host that can be seen before the run."""
+    try:
+        if not _will_run(task, variables, deferred):
+            return []
+    except TemplateError as exc:
+        return [Problem(task.pos, exc.bare_message, "when")]
+    problems = _keyword_problems(task, variables, deferred)
+    loop = task.kw("loop")
+    if loop is None:
+        return problems + render_args(task, variables, deferred).problems
+    try:
+        items = render(loop, variables, deferred)
+    except Deferred:
+        return problems + render_args(task, variables, deferred | {"item"}).problems
+    except TemplateError as exc:
+        return [*problems, Problem(task.pos, exc.bare_message, "loop")]
+    if not isinstance(items, list):
+        return [*problems, Problem(task.pos, f"loop must be a list, got {type(items).__name__}", "loop")]
+    for item in items:
+        found = render_args(task, variables.child({"item": item}), deferred).problems
+        if found:
+            return problems + found  # one item's problems are enough; the others repeat them
+    return problems
+
+
+def runtime_names(tasks: Sequence[Task]) -> frozenset[str]:
+    """Names that only get a value while the run goes on: registered results."""
+    names: set[str] = set()
+    for task in tasks:
+        if task.kw("register"):
+            names.add(str(task.kw("register")))
+    return frozenset(names)
+
+
+def _host_problems(inventory: Inventory, host: str, variables: LazyVars) -> list[Problem]:
+    """Inventory variables that cannot work on this host: broken templates, bad connection settings."""
+    record = inventory.hosts[host]
+    pos = record.pos or SourcePos(inventory.sources[0] if inventory.sources else "<inventory>")
+    problems = []
+    for layer in inventory.var_layers(host):
+        for name, value in layer.items():
+            for text in _strings(value):
+                error = check_syntax(text)
+                if error:
+                    problems.append(Problem(pos, f"{error} in variable '{name}' of host {host}", name))
+                    break
+    if not problems:
+        try:
+            connection_spec(host, variables)
+        except TemplateError as exc:
+            problems.append(Problem(pos, exc.bare_message, host))
+    return problems
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@dataclass
+class PreflightReport:
+    """Per host, every problem found before the run (hosts without problems are not listed)."""
+
+    hosts: list[str] = field(default_factory=list)
+    problems: dict[str, list[Problem]] = field(default_factory=dict)
+
+    def add(self, host: str, problems: Sequence[Problem]) -> None:
+        if host not in self.hosts:
+            self.hosts.append(host)
+        mine = self.problems.setdefault(host, []) if problems else self.problems.get(host, [])
+        mine += [p for p in problems if p not in mine]
+
+    def static_problems(self) -> list[Problem]:
+        """The problems when every host failed for the same reasons (a mistake in the files or
+        the command line, not in one host): then nothing runs and the exit code is 4."""
+        if not self.hosts or set(self.problems) != set(self.hosts):
+            return []
+        first = self.problems[self.hosts[0]]
+        return first if all(self.problems[h] == first for h in self.hosts) else []
+
+    def listing(self) -> list[Problem]:
+        """Each distinct problem once, naming its hosts unless it holds for every host checked."""
+        hosts_of: dict[Problem, list[str]] = {}
+        for host in self.hosts:
+            for problem in self.problems.get(host, []):
+                hosts_of.setdefault(problem, []).append(host)
+        return [p if hosts == self.hosts else
+                Problem(p.pos, f"on host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)}: {p.message}", p.key_path)
+                for p, hosts in hosts_of.items()]
+
+
+def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], variables: VariableManager,
+                  selected: Callable[[Task], bool] = lambda task: True) -> PreflightReport:
+    """Check every selected task of every play for each of the play's hosts."""
+    report = PreflightReport()
+    deferred = runtime_names([t for play in playbook.plays for t in play_tasks(play)])
+    for play, hosts in zip(playbook.plays, plays_hosts, strict=True):
+        tasks = [t for t in play_tasks(play) if selected(t)]
+        for host in hosts:
+            found = _host_problems(variables.inventory, host, variables.for_task(play, None, host, list(hosts)))
+            if not found:
+                for task in tasks:
+                    task_vars = variables.for_task(play, task, host, list(hosts))
+                    found += [p for p in check_task(task, task_vars, deferred) if p not in found]
+            report.add(host, found)
+    return report
+
+
+def check_playbook(playbook: Playbook, inventory: Inventory, extra_vars: Mapping[str, Any]) -> PreflightReport:
+    """`opsrunner check`: preflight of every play for every inventory host it targets."""
+    variables = VariableManager(inventory, extra_vars, check_mode=False)
+    plays_hosts: list[list[str]] = []
+    pattern_problems: list[Problem] = []
+    for play in playbook.plays:
+        try:
+            plays_hosts.append(inventory.select(str(template_value(play.hosts, LazyVars([extra_vars])))))
+        except (TemplateError, ValueError) as exc:
+            pattern_problems.append(Problem(play.pos, f"hosts pattern {play.hosts!r}: {exc}", "hosts"))
+            plays_hosts.append([])
+    report = run_preflight(playbook, plays_hosts, variables)
+    if pattern_problems:
+        for host in report.hosts or ["*"]:
+            report.add(host, pattern_problems)
+    return report
+
+
+def play_tasks(play: Play) -> list[Task]:
+    return [*iter_tasks(play.tasks), *play.handlers]

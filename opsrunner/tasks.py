@@ -1,0 +1,71 @@
+"""Tasks and blocks as loaded from a playbook: the types both the playbook loader and modules use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opsrunner.errors import SourcePos
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    path: Path
+    defaults: dict[str, Any] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    module: str
+    args: dict[str, Any]
+    pos: SourcePos
+    keywords: dict[str, Any]
+    tags: frozenset[str] = frozenset()
+    role: Role | None = None
+    role_params: dict[str, Any] = field(default_factory=dict)
+    base_dir: Path = Path(".")
+
+    def kw(self, key: str, default: Any = None) -> Any:
+        return self.keywords.get(key, default)
+
+    @property
+    def notify(self) -> list[str]:
+        value = self.keywords.get("notify") or []
+        return [value] if isinstance(value, str) else list(value)
+
+    def search_dirs(self, kind: str) -> list[Path]:
+        """Where a relative path in this task's args resolves: role's files/ then the playbook dir."""
+        dirs = [self.role.path / kind] if self.role else []
+        if self.role:
+            dirs.append(self.role.path)
+        dirs.append(self.base_dir)
+        return dirs
+
+
+@dataclass(frozen=True)
+class Block:
+    """block/rescue/always. Keywords of the block were already merged into its tasks."""
+
+    name: str
+    pos: SourcePos
+    block: tuple[Node, ...]
+    rescue: tuple[Node, ...] = ()
+    always: tuple[Node, ...] = ()
+
+
+Node = Task | Block
+
+
+def iter_tasks(nodes: tuple[Node, ...] | list[Node]) -> list[Task]:
+    """Every task in document order, blocks flattened (block, then rescue, then always)."""
+    out: list[Task] = []
+    for node in nodes:
+        if isinstance(node, Block):
+            out += iter_tasks(node.block) + iter_tasks(node.rescue) + iter_tasks(node.always)
+        else:
+            out.append(node)
+    return out
