@@ -185,7 +185,10 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         reporters.append(recorder_for_play(playbook.path, args.inventory, extra, args.argv, args.history))
     events_stream = None
     if args.json_events:
-        events_stream = out if args.json_events == "-" else open(args.json_events, "w", encoding="utf-8")  # noqa: SIM115
+        try:
+            events_stream = out if args.json_events == "-" else open(args.json_events, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise UsageError(f"--json-events {args.json_events}: {exc.strerror}") from None
         reporters.append(JsonEventsReporter(events_stream))
     if args.json_events != "-":
         reporters.append(ConsoleReporter(out, args.verbose, colour=False if args.no_color else None,

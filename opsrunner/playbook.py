@@ -74,11 +74,16 @@ class _Loader:
         if data is None:
             data = PosList()
         found = schema_problems(data, load_schema("playbook"), str(self.path))
-        self.problems += [p for p in found if "unknown key" not in p.message or ".tasks" not in p.key_path]
+        found = [p for p in found if "unknown key" not in p.message or ".tasks" not in p.key_path]
+        self.problems += found
         if found and not isinstance(data, list):
             raise ValidationError(self.problems)
+        # A play with a shape problem (`vars: [1]`, `tags: 5`) is reported, not built.
+        broken = {p.key_path.split("]")[0] + "]" for p in found if p.key_path.startswith("[")}
         plays = []
         for index, raw in enumerate(data):
+            if f"[{index}]" in broken:
+                continue
             if isinstance(raw, PosDict) and isinstance(raw.get("hosts"), str | list):
                 plays.append(self.play(raw, f"[{index}]"))
         if self.problems:
@@ -241,7 +246,7 @@ class _Loader:
         for key in ("when", "until", "changed_when", "failed_when"):
             for expr in _as_list(raw.get(key)):
                 if isinstance(expr, str):
-                    err = check_syntax("{{ (" + expr.strip().removeprefix("{{").removesuffix("}}") + ") }}")
+                    err = check_syntax("{{ (" + _bare(expr) + ") }}")
                     if err:
                         self.fail(raw.at(key), err, f"{path}.{key}")
         return Task(
@@ -340,6 +345,12 @@ def _key_values(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     if not pairs or not all(sep and key in known for key, sep, _ in pairs):
         return None
     return {key: value for key, _, value in pairs}  # converted to the declared types by coerce_args
+
+
+def _bare(expr: str) -> str:
+    """A condition without its optional `{{ }}`, exactly as templating.evaluate reads it."""
+    text = expr.strip()
+    return text[2:-2] if text.startswith("{{") and text.endswith("}}") else text
 
 
 def _has_template(value: Any) -> bool:

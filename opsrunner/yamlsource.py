@@ -75,11 +75,57 @@ def _make_loader(filename: str, problems: list[Problem]) -> type[yaml.SafeLoader
     return Loader
 
 
+#: Deeper nesting is refused: no playbook needs it, and recursive code (the loader, schema
+#: checks, templating) would hit Python's recursion limit on it.
+MAX_DEPTH = 64
+#: A document whose aliases expand to more nodes than this is refused ("billion laughs").
+MAX_NODES = 200_000
+
+
+def _event_pos(filename: str, event: yaml.Event) -> SourcePos:
+    mark = event.start_mark
+    return _mark_pos(filename, mark) if isinstance(mark, yaml.Mark) else SourcePos(filename)
+
+
+def _check_shape(text: str, filename: str) -> None:
+    """Refuse too-deep nesting and alias bombs from the event stream (which is not recursive)
+    before anything builds or walks the document."""
+    sizes: dict[str, int] = {}  # anchor -> nodes it expands to
+    stack: list[tuple[str | None, int]] = []  # open collections: (anchor, nodes so far)
+    total = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            size = sizes.get(event.anchor or "", 1)
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            stack.append((event.anchor, 1))
+            if len(stack) > MAX_DEPTH:
+                raise ValidationError([Problem(_event_pos(filename, event),
+                                               f"nesting deeper than {MAX_DEPTH} levels")])
+            continue
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, size = stack.pop()
+            if anchor:
+                sizes[anchor] = size
+        elif isinstance(event, yaml.ScalarEvent):
+            size = 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        else:
+            continue
+        total += size
+        if stack:
+            stack[-1] = (stack[-1][0], stack[-1][1] + size)
+        if total > MAX_NODES:
+            raise ValidationError([Problem(_event_pos(filename, event),
+                                           f"YAML aliases expand to more than {MAX_NODES} values")])
+
+
 def load_yaml_text(text: str, filename: str) -> Any:
     """Parse YAML text; raise ValidationError (with positions) on syntax or duplicate keys."""
     problems: list[Problem] = []
     loader_cls = _make_loader(filename, problems)
     try:
+        _check_shape(text, filename)
         data = yaml.load(text, Loader=loader_cls)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

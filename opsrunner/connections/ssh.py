@@ -9,6 +9,7 @@ only imports it when a play actually reaches an ssh host.
 from __future__ import annotations
 
 import contextlib
+import logging
 import select
 import shlex
 import socket
@@ -28,6 +29,10 @@ from opsrunner.connections.local import BACKUP_GRACE_S
 from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, strip_timeout_marker
 from opsrunner.errors import ConnectionFailed
 from opsrunner.results import CommandResult
+
+# paramiko's transport thread logs tracebacks (e.g. a peer that closes before the banner);
+# the failure reaches the user as `unreachable` with its reason, so the log stays quiet.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 _known_hosts_lock = threading.Lock()
 _fabric_config: Config | None = None
