@@ -216,7 +216,8 @@ def malformed_inventories(draw: st.DrawFn, port: int) -> str:
     kind = draw(st.sampled_from(["host vars", "template", "port", "connection", "group", "hosts"]))
     data: dict[str, object] = {"all": {"hosts": {"h1": host}}}
     if kind == "host vars":
-        data["all"] = {"hosts": {"h1": draw(st.one_of(st.integers(), st.lists(SCALARS, min_size=1), TEXT.filter(bool)))}}
+        not_vars = st.one_of(st.integers(), st.lists(SCALARS, min_size=1), TEXT.filter(bool))
+        data["all"] = {"hosts": {"h1": draw(not_vars)}}
     elif kind == "template":
         host[draw(st.from_regex(r"\Av[a-z]{0,5}\Z"))] = draw(BROKEN_TEMPLATE)
     elif kind == "port":
@@ -258,6 +259,7 @@ def test_fuzz_malformed_inventories(tmp_path: Path, trap: Trap, data: st.DataObj
 @FUZZ
 @given(value=MALFORMED_E)
 def test_fuzz_malformed_extra_vars(tmp_path: Path, trap: Trap, value: str) -> None:
-    playbook = PLAY + "  tasks:\n    - shell: echo would connect\n    - kill_old: {pidfile: /x.pid, grace: '{{ grace }}'}\n"
+    playbook = PLAY + "  tasks:\n    - shell: echo would connect\n" \
+        "    - kill_old: {pidfile: /x.pid, grace: '{{ grace }}'}\n"
     run_bad(tmp_path, trap, playbook, "play", "-e", value)
 
