@@ -116,7 +116,13 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
     return TaskArgs(args, problems)
 
 
-def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = frozenset()) -> TaskArgs:
+#: Checks already made in one preflight: (task, rendered arguments) -> problems. Hosts usually
+#: render a task to the same arguments, and the schema check is the expensive part.
+Memo = dict[tuple[int, bool, str], TaskArgs]
+
+
+def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = frozenset(),
+                memo: Memo | None = None) -> TaskArgs:
     """Render each argument (deferred ones are left out), then convert and validate them."""
     rendered: dict[str, Any] = {}
     problems: list[Problem] = []
@@ -135,8 +141,13 @@ def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = froz
             rendered[key] = value
     if problems:
         return TaskArgs(rendered, problems, partial)
+    memo_key = (id(task), partial, repr(rendered))
+    if memo is not None and memo_key in memo:
+        return memo[memo_key]
     result = check_args(task, rendered, partial)
     result.deferred = partial
+    if memo is not None:
+        memo[memo_key] = result
     return result
 
 
@@ -188,7 +199,7 @@ def _will_run(task: Task, variables: LazyVars, deferred: frozenset[str]) -> bool
     return True
 
 
-def check_task(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: Memo | None = None) -> list[Problem]:
     """Every problem of one task for one host that can be seen before the run."""
     try:
         if not _will_run(task, variables, deferred):
@@ -198,17 +209,17 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str]) -> lis
     problems = _keyword_problems(task, variables, deferred)
     loop = task.kw("loop")
     if loop is None:
-        return problems + render_args(task, variables, deferred).problems
+        return problems + render_args(task, variables, deferred, memo).problems
     try:
         items = render(loop, variables, deferred)
     except Deferred:
-        return problems + render_args(task, variables, deferred | {"item"}).problems
+        return problems + render_args(task, variables, deferred | {"item"}, memo).problems
     except TemplateError as exc:
         return [*problems, Problem(task.pos, exc.bare_message, "loop")]
     if not isinstance(items, list):
         return [*problems, Problem(task.pos, f"loop must be a list, got {type(items).__name__}", "loop")]
     for item in items:
-        found = render_args(task, variables.child({"item": item}), deferred).problems
+        found = render_args(task, variables.child({"item": item}), deferred, memo).problems
         if found:
             return problems + found  # one item's problems are enough; the others repeat them
     return problems
@@ -290,6 +301,7 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
     """Check every selected task of every play for each of the play's hosts."""
     report = PreflightReport()
     deferred = runtime_names([t for play in playbook.plays for t in play_tasks(play)])
+    memo: Memo = {}
     for play, hosts in zip(playbook.plays, plays_hosts, strict=True):
         tasks = [t for t in play_tasks(play) if selected(t)]
         for host in hosts:
@@ -297,7 +309,7 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
             if not found:
                 for task in tasks:
                     task_vars = variables.for_task(play, task, host, list(hosts))
-                    found += [p for p in check_task(task, task_vars, deferred) if p not in found]
+                    found += [p for p in check_task(task, task_vars, deferred, memo) if p not in found]
             report.add(host, found)
     return report
 
