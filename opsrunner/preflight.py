@@ -76,10 +76,16 @@ def render(value: Any, variables: LazyVars, deferred: frozenset[str]) -> Any:
     try:
         return template_value(value, variables)
     except TemplateError as exc:
-        match = _UNDEFINED_RE.search(exc.bare_message)
-        if match and match.group(1) in deferred:
+        if _runtime_undefined(exc, deferred):
             raise Deferred from None  # reached through another variable
         raise
+
+
+def _runtime_undefined(exc: TemplateError, deferred: frozenset[str]) -> bool:
+    """The error is an undefined name that gets a value during the run (a registered result,
+    a loop item, a fact: facts are gathered on the host, so `ansible_*` are not known yet)."""
+    match = _UNDEFINED_RE.search(exc.bare_message)
+    return match is not None and (match.group(1) in deferred or match.group(1).startswith("ansible_"))
 
 
 def _arg_pos(task: Task, arg: str) -> SourcePos:
@@ -193,8 +199,7 @@ def _will_run(task: Task, variables: LazyVars, deferred: frozenset[str]) -> bool
             if not truthy(expr, variables):
                 return False
         except TemplateError as exc:
-            match = _UNDEFINED_RE.search(exc.bare_message)
-            if not (match and match.group(1) in deferred):
+            if not _runtime_undefined(exc, deferred):
                 raise
     return True
 
@@ -210,27 +215,34 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
     loop = task.kw("loop")
     if loop is None:
         return problems + render_args(task, variables, deferred, memo).problems
+    control = task.kw("loop_control")
+    control = control if isinstance(control, Mapping) else {}
+    loop_var, index_var = str(control.get("loop_var", "item")), control.get("index_var")
     try:
         items = render(loop, variables, deferred)
     except Deferred:
-        return problems + render_args(task, variables, deferred | {"item"}, memo).problems
+        names = {loop_var, str(index_var)} if index_var else {loop_var}
+        return problems + render_args(task, variables, deferred | names, memo).problems
     except TemplateError as exc:
         return [*problems, Problem(task.pos, exc.bare_message, "loop")]
     if not isinstance(items, list):
         return [*problems, Problem(task.pos, f"loop must be a list, got {type(items).__name__}", "loop")]
-    for item in items:
-        found = render_args(task, variables.child({"item": item}), deferred, memo).problems
+    for index, item in enumerate(items):
+        layer = {loop_var: item, **({str(index_var): index} if index_var else {})}
+        found = render_args(task, variables.child(layer), deferred, memo).problems
         if found:
             return problems + found  # one item's problems are enough; the others repeat them
     return problems
 
 
 def runtime_names(tasks: Sequence[Task]) -> frozenset[str]:
-    """Names that only get a value while the run goes on: registered results."""
+    """Names that only get a value while the run goes on: registered results and set_fact."""
     names: set[str] = set()
     for task in tasks:
         if task.kw("register"):
             names.add(str(task.kw("register")))
+        if task.module == "set_fact":
+            names.update(str(k) for k in task.args)
     return frozenset(names)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
-from tests.helpers import cli, cli_subprocess
+from tests.helpers import cli, cli_subprocess, read_events, task_ends
 from tests.sshd import PrivateSSHD, accepted_logins
 
 ROLE_TASKS = ROOT / "roles" / "training_restart" / "tasks" / "main.yml"
@@ -117,8 +117,12 @@ def test_host_failing_preflight_is_never_touched_over_the_hostile_rig(tmp_path: 
     inv = _two_host_inventory(tmp_path, sshd, {"grace": "thirty"})
     pb = write_yaml(tmp_path / "pb.yml", PLAYBOOK.format(marks=marks))
     before = accepted_logins(sshd)
-    res = cli_subprocess("play", str(pb), "-i", str(inv), cwd=tmp_path)
+    events = tmp_path / "events.jsonl"
+    res = cli_subprocess("play", str(pb), "-i", str(inv), "--json-events", str(events), "-vv", cwd=tmp_path)
     assert res.rc == 2, res.out + res.err
+    preflight = task_ends(read_events(events), "preflight")
+    assert [(e["host"], e["status"]) for e in preflight] == [("bad", "failed")]
+    assert "kill_old argument 'grace': 'thirty' is not a number" in preflight[0]["msg"]
     assert (marks / "good").exists()
     assert not (marks / "bad").exists()  # its first task never ran
     assert "fatal: [bad]: FAILED! => preflight: 1 problem(s), nothing was run on this host:" in res.out
