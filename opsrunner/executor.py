@@ -61,8 +61,9 @@ class TaskExecutor:
 
     def _run_with_retries(self, variables: LazyVars) -> TaskResult:
         until = self.task.kw("until")
-        retries = int(keyword_number(self.task, "retries", variables)) if until and self.task.kw("retries") \
-            is not None else (3 if until else 0)
+        retries = 0
+        if until is not None:
+            retries = int(keyword_number(self.task, "retries", variables)) if self.task.kw("retries") is not None else 3
         delay = keyword_number(self.task, "delay", variables) if self.task.kw("delay") is not None else 5.0
         attempt = 0
         while True:
