@@ -100,6 +100,12 @@ def _origin(task: Task, arg: str) -> str:
     return f" (from {raw})" if isinstance(raw, str) and is_template(raw) else ""
 
 
+@lru_cache(maxsize=64)
+def _partial_schema(module: str) -> dict[str, Any]:
+    """A module's schema without the rules on which arguments must be present."""
+    return {k: v for k, v in module_info(module).schema.items() if k not in ("required", "anyOf", "oneOf", "allOf")}
+
+
 def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -> TaskArgs:
     """Convert rendered arguments to their types, then validate them (schema, module sanity).
 
@@ -111,9 +117,7 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
                         f"{task.module}.{r.arg}") for r in refusals]
     if problems:
         return TaskArgs(args, problems)
-    schema = info.schema
-    if partial:
-        schema = {k: v for k, v in schema.items() if k not in ("required", "anyOf", "oneOf", "allOf")}
+    schema = _partial_schema(task.module) if partial else info.schema
     for p in schema_problems(args, schema, str(task.pos.file)):
         path = f"{task.module}.{p.key_path}" if p.key_path else task.module
         problems.append(Problem(_arg_pos(task, p.key_path) if p.key_path else task.pos, p.message, path))
