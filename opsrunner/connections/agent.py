@@ -16,15 +16,38 @@ import shlex
 import struct
 import threading
 import time
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import resources
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 from opsrunner.connections.streams import Stream
 from opsrunner.errors import ModuleFailure
+from opsrunner.results import CommandResult
 
-if TYPE_CHECKING:
-    from opsrunner.connections.base import Connection
+
+class _HostSpec(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def python(self) -> str: ...
+
+
+class AgentHost(Protocol):
+    """What an agent session needs of its connection (connections/base.py's Connection has it;
+    naming the protocol here instead of Connection keeps base.py -> agent.py one-way)."""
+
+    @property
+    def spec(self) -> _HostSpec: ...
+
+    @property
+    def log(self) -> Callable[[str, str], None] | None: ...
+
+    def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream: ...
+
+    def run(self, argv: Sequence[str], *, stdin: bytes | IO[bytes] | None = None,
+            timeout: float | None = None, env: Any = None, cwd: str | None = None) -> CommandResult: ...
 
 PROTOCOL = 1
 MAGIC = b"\0opsrunner-agent\0"
@@ -88,7 +111,7 @@ def _frame(kind: bytes, body: bytes) -> bytes:
 class AgentSession:
     """The agent of one connection: started lazily, restarted once after it is lost."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: AgentHost) -> None:
         self.connection = connection
         self.pid: int | None = None
         self.starts = 0
