@@ -2,83 +2,59 @@
 # Heavier modules (glob, hashlib, shutil, tarfile) are imported where used: most calls need none.
 import errno
 import os
+import re
 import stat
 import sys
 import time
 
-
-def _refusal(path, home, pattern):
-    real = os.path.normpath(path)
-    if not pattern.strip():
-        return "empty path"
-    if ".." in pattern.split("/"):
-        return "path contains '..'"
-    if not os.path.isabs(real):
-        return "not an absolute path"
-    if real == "/":
-        return "the filesystem root"
-    if home and (real == home or home.startswith(real.rstrip("/") + "/")):
-        return "the home directory or one of its parents"
-    if real.count("/") < 2:
-        return "a top-level directory"
-    return None
-
-
-def _usage(path):
-    total, files = 0, 0
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return 0, 0
-    if not stat.S_ISDIR(st.st_mode):
-        return st.st_size, 1
-    for root, dirs, names in os.walk(path):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-                files += 1
-            except OSError:
-                pass
-    return total, files
+GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 def op_clear(args):
     if not os.environ.get("USER"):
         import pwd
         os.environ["USER"] = pwd.getpwuid(os.getuid()).pw_name
-    home = os.path.expanduser("~")
+    ctx = Context()
     limit = int(args.get("max_matches", 20))
     targets, refused = [], []
     for pattern in args["paths"]:
-        expanded = os.path.expandvars(os.path.expanduser(pattern)) if pattern.strip() else pattern
-        reason = _refusal(expanded, home, pattern)
-        if reason:
-            refused.append("%r: %s" % (pattern, reason))
+        try:
+            matches = _clear_matches(pattern, limit, ctx)
+        except Refused as exc:
+            refused.append(str(exc))
             continue
-        import glob
-        matches = sorted(glob.glob(expanded))
-        if len(matches) > limit:
-            refused.append("%r matches %d entries (more than max_matches=%d)" % (pattern, len(matches), limit))
-            continue
-        for match in matches:
-            reason = _refusal(match, home, match)
-            if reason:
-                refused.append("%r matched %s: %s" % (pattern, match, reason))
-            elif match not in targets:
-                targets.append(match)
-    if refused:
-        return {"error": "refusing to clear: " + "; ".join(refused) + " (nothing was removed)"}
+        targets.extend(m for m in matches if m not in targets)
     removed = []
-    for path in targets:
-        size, files = _usage(path)
+    for path in targets:  # sized (and checked for mounts below) before anything is removed
+        try:
+            size, files = tree_usage(path)
+        except Refused as exc:
+            refused.append(str(exc))
+            continue
         removed.append({"path": path, "bytes": size, "files": files})
-        if not args.get("check_mode"):
-            if os.path.isdir(path) and not os.path.islink(path):
-                import shutil
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
+    if refused:
+        return {"error": "refusing to clear: " + "; ".join(refused) + " (nothing was removed)",
+                "refused": refused}
+    if not args.get("check_mode"):
+        for entry in removed:
+            remove(entry["path"])
     return {"changed": bool(removed), "removed": removed, "bytes": sum(r["bytes"] for r in removed)}
+
+
+def _clear_matches(pattern, limit, ctx):
+    """The real paths a clear_cache pattern removes; Refused names the rule that fired."""
+    expanded = os.path.expandvars(os.path.expanduser(pattern))
+    if GLOB_CHARS.search(expanded):
+        guard_glob(pattern, "delete", ctx=ctx)
+    real = guard_path(pattern, "delete", ctx=ctx)
+    if not GLOB_CHARS.search(expanded):
+        return [real] if os.path.lexists(real) else []
+    import glob
+    matches = sorted(glob.glob(expanded))
+    if len(matches) > limit:
+        raise Refused("max-matches", "%r matches %d entries (more than max_matches=%d)"
+                      % (pattern, len(matches), limit))
+    return [guard_path(match, "delete", ctx=ctx) for match in matches]
 
 
 # -- deploy_code -----------------------------------------------------------------------------
@@ -99,7 +75,11 @@ def _excluded(rel, patterns):
 
 def op_stat(args):
     """Checksums and modes of the files the controller wants to deploy, and extras under dest."""
-    dest = args["dest"]
+    ctx = Context()
+    root = os.path.realpath(args["dest"])
+    for rel in args["files"]:  # refused here too, so check mode refuses what the run would
+        guard_path(os.path.join(root, rel), "write", dest=root, ctx=ctx)
+    dest = guard_delete_root(args["dest"], ctx) if args.get("list_extra") else root
     files = {}
     for rel in args["files"]:
         path = os.path.join(dest, rel) if rel else dest
@@ -125,7 +105,8 @@ def op_stat(args):
 
 def op_write(args):
     """Unpack a tar stream from stdin; each file lands atomically (temp file + rename)."""
-    dest = args["dest"]
+    dest = os.path.realpath(args["dest"])
+    ctx = Context()
     written, backups = [], []
     stamp = time.strftime("%Y%m%d%H%M%S")
     import shutil
@@ -134,7 +115,7 @@ def op_write(args):
         for member in tar:
             if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
                 continue
-            path = os.path.join(dest, member.name) if member.name != "." else dest
+            path = guard_path(os.path.join(dest, member.name), "write", dest=dest, ctx=ctx)
             parent = os.path.dirname(path)
             if parent:
                 os.makedirs(parent, exist_ok=True)
@@ -152,13 +133,16 @@ def op_write(args):
 
 
 def op_delete(args):
-    dest = args["dest"]
+    ctx = Context()
+    dest = guard_delete_root(args["dest"], ctx)
+    doomed = [(rel, guard_path(os.path.join(dest, rel), "delete", dest=dest, ctx=ctx))
+              for rel in args["files"]]  # every path judged before the first unlink
     removed = []
-    for rel in args["files"]:
-        if rel.startswith("/") or ".." in rel.split("/"):
-            continue
+    for rel, real in doomed:
         try:
-            os.unlink(os.path.join(dest, rel))
+            if os.path.isdir(real) and not os.path.islink(real):
+                continue  # deploy_code deletes files only
+            os.unlink(real)
             removed.append(rel)
         except OSError as exc:
             if exc.errno != errno.ENOENT:

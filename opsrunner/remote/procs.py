@@ -116,18 +116,19 @@ def read_pidfile(pidfile):
 def select(args, procs, tree=True):
     """Selected processes: by pidfile (pid, its group, its descendants) and/or pattern.
 
-    Never: this agent, its ancestors, opsrunner's own helpers, or PID 1.
+    Never: this agent, its ancestors, opsrunner's own helpers, or PID 1. A process group is
+    taken only when a selected job leads it.
     Returns (selected pids, main pids) where main pids are the pidfile pid / pattern matches.
     """
     protected = ancestors(procs)
     uid = uid_of(args.get("user"))
     main = set()
     pidfile = args.get("pidfile")
-    if pidfile:
-        pid, start = read_pidfile(pidfile)
-        if pid and pid in procs and (start is None or procs[pid].start == start):
-            main.add(pid)
     pattern = args.get("pattern")
+    if pidfile:
+        pid = trusted_pid(pidfile, procs, pattern)  # raises Refused for a pid that is not the job
+        if pid:
+            main.add(pid)
     if pattern:
         rx = re.compile(pattern)
         for p in procs.values():
@@ -160,7 +161,8 @@ def op_kill(args):
     starts = dict((pid, procs[pid].start) for pid in selected)
     sig = getattr(signal, "SIG" + str(args.get("signal", "TERM")).upper().replace("SIG", ""))
     for pid in selected:
-        _signal(pid, sig)
+        if alive(pid, starts[pid]):  # never a pid reused since the table was read
+            _signal(pid, sig)
     survivors = _wait_gone(starts, float(args.get("grace", 10)))
     forced = sorted(survivors)
     for pid in survivors:
