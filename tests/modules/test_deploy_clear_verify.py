@@ -107,12 +107,13 @@ def test_clear_cache_reports_bytes_and_is_idempotent(target: Target, tmp_path: P
 
 
 @pytest.mark.parametrize("path,reason", [
-    ("/", "the filesystem root"),
-    ("~", "the home directory"),
-    ("/usr", "a top-level directory"),
-    ("", "empty path"),
-    ("/tmp/a/../..", "contains '..'"),
-    ("/*", "a top-level directory"),
+    ("/", "rule root: '/' is the filesystem root"),
+    ("~", "rule home: '~' (resolves to "),
+    ("/usr", "rule system: '/usr' is inside the system tree /usr"),
+    ("/opt", "rule top-level: '/opt' is the top-level directory /opt"),
+    ("", "rule empty: '': empty path"),
+    ("/tmp/a/../..", "rule root: '/tmp/a/../..' (resolves to /) is the filesystem root"),
+    ("/*", "rule wildcard: '/*': '*' would match everything in /"),
 ])
 def test_clear_cache_refuses_dangerous_targets(edge_target: Target, path: str, reason: str) -> None:
     target = edge_target
