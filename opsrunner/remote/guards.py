@@ -239,10 +239,21 @@ def started_at(proc):
     return None if boot is None else boot + float(proc.start) / os.sysconf("SC_CLK_TCK")
 
 
+def _read_regular(path, limit):
+    """At most `limit` bytes of a regular file; a FIFO or device is refused, never read."""
+    import stat
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Refused("not-regular", "%s is not a regular file, refusing to read it" % path)
+        return os.read(fd, limit).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
 def launch_record(pidfile):
     try:
-        with open(pidfile_paths(pidfile)["meta"]) as fh:
-            meta = json.load(fh)
+        meta = json.loads(_read_regular(pidfile_paths(pidfile)["meta"], 1 << 20))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None
@@ -254,8 +265,7 @@ def trusted_pid(pidfile, procs, pattern=None):
     Trusted: the launch record beside the pidfile names this pid and its start time, or the
     task's pattern matches the process's command line too."""
     try:
-        with open(pidfile) as fh:
-            pid = int(fh.read().split()[0])
+        pid = int(_read_regular(pidfile, 4096).split()[0])
     except (OSError, ValueError, IndexError):
         return None
     proc = procs.get(pid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,11 @@ def test_delete_op_never_leaves_dest(tmp_path: Path) -> None:
     reply = agent_op("delete", {"dest": str(dest), "files": ["stale", "sub"]})
     assert reply == {"removed": ["stale", "sub"]}  # the link itself, not what it points to
     assert (precious / "x").exists()
+
+
+def test_a_fifo_pidfile_is_refused_not_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "job.pid"
+    os.mkfifo(fifo)
+    reply = agent_op("kill", {"pidfile": str(fifo)})  # a blocking read would hang until the timeout
+    assert reply["refused"] == "not-regular"
+    assert reply["error"] == f"rule not-regular: {fifo} is not a regular file, refusing to read it"
