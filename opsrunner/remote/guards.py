@@ -229,6 +229,15 @@ def _boot_time():
     return None
 
 
+def boot_id():
+    """This boot's id: a start time in clock ticks means something only within one boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
 def _when(epoch):
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "an unknown time"
 
@@ -272,7 +281,8 @@ def trusted_pid(pidfile, procs, pattern=None):
     if proc is None:
         return None
     meta = launch_record(pidfile)
-    if meta and meta.get("pid") == pid and meta.get("start") == proc.start:
+    same_boot = meta and meta.get("boot_id") in (None, boot_id())  # records of 0.1 have none
+    if same_boot and meta.get("pid") == pid and meta.get("start") == proc.start:
         return pid
     if pattern and proc.cmdline and re.search(pattern, proc.cmdline):
         return pid
@@ -280,6 +290,8 @@ def trusted_pid(pidfile, procs, pattern=None):
                                                         _when(started_at(proc)))
     if not meta:
         why = "and there is no launch record %s to show it is the job" % pidfile_paths(pidfile)["meta"]
+    elif not same_boot:
+        why = "but the launch record is from an earlier boot (launched at %s)" % _when(meta.get("started_at"))
     elif meta.get("pid") != pid:
         why = "but the launch record is for pid %s launched at %s" % (meta.get("pid"), _when(meta.get("started_at")))
     else:

@@ -47,7 +47,7 @@ def op_launch(args):
     if pidfile:
         write_atomic(paths["meta"], json.dumps({"pid": pid, "start": p.start, "argv": args["argv"],
                                                 "log": args.get("log"), "log_offset": log_offset,
-                                                "started_at": time.time()}).encode())
+                                                "started_at": time.time(), "boot_id": boot_id()}).encode())
         write_atomic(pidfile, ("%d\n" % pid).encode())
     return {"changed": True, "pid": pid, "pgid": p.pgid, "sid": p.sid, "log": args.get("log"),
             "exit_file": spec["exit_file"], "cmdline": p.cmdline}

@@ -106,7 +106,7 @@ def read_pidfile(pidfile):
     try:
         with open(pidfile_paths(pidfile)["meta"]) as fh:
             meta = json.load(fh)
-        if meta.get("pid") == pid:
+        if meta.get("pid") == pid and meta.get("boot_id") in (None, boot_id()):
             start = meta.get("start")
     except (OSError, ValueError):
         pass
