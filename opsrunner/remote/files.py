@@ -16,12 +16,13 @@ def op_clear(args):
         os.environ["USER"] = pwd.getpwuid(os.getuid()).pw_name
     ctx = Context()
     limit = int(args.get("max_matches", 20))
-    targets, refused = [], []
+    targets, refused, rules = [], [], []
     for pattern in args["paths"]:
         try:
             matches = _clear_matches(pattern, limit, ctx)
         except Refused as exc:
             refused.append(str(exc))
+            rules.append(exc.rule)
             continue
         targets.extend(m for m in matches if m not in targets)
     removed = []
@@ -30,11 +31,12 @@ def op_clear(args):
             size, files = tree_usage(path)
         except Refused as exc:
             refused.append(str(exc))
+            rules.append(exc.rule)
             continue
         removed.append({"path": path, "bytes": size, "files": files})
     if refused:
         return {"error": "refusing to clear: " + "; ".join(refused) + " (nothing was removed)",
-                "refused": refused}
+                "refused": rules}
     if not args.get("check_mode"):
         for entry in removed:
             remove(entry["path"])

@@ -78,8 +78,9 @@ class Context(object):
         self.mounts = mount_points() if mounts is None else set(mounts)
         if homes is None:
             homes, every_home = home_dirs()
-        self.homes = set(homes)
-        self.every_home = set(every_home or homes)
+        self.homes = sorted(homes)
+        self.credentials = sorted(set(os.path.join(h, name) for h in set(every_home or homes)
+                                      for name in CREDENTIAL_DIRS))
 
 
 def _system_rule(real):
@@ -99,16 +100,14 @@ def judge(real, ctx):
     """(rule, why) for the first rule a resolved absolute path breaks, or None."""
     if real == "/":
         return "root", "is the filesystem root"
-    for home in sorted(ctx.homes):
+    for home in ctx.homes:
         if real == home:
             return "home", "is the home directory %s" % home
         if _below(home, real):
             return "home", "is %s, a parent of the home directory %s" % (real, home)
-    for home in sorted(ctx.every_home):
-        for name in CREDENTIAL_DIRS:
-            cred = os.path.join(home, name)
-            if _below(real, cred):
-                return "credentials", "is inside the credential directory %s" % cred
+    for cred in ctx.credentials:
+        if _below(real, cred):
+            return "credentials", "is inside the credential directory %s" % cred
     found = _system_rule(real)
     if found:
         return found

@@ -1,6 +1,5 @@
 # opsrunner-agent part 1: the process table (Python >= 3.8, stdlib only; runs on targets).
 # Sent together with agent.py as one `python3 -c` script; no imports between the parts.
-import json
 import os
 import re
 import signal
@@ -96,21 +95,16 @@ def pidfile_paths(pidfile):
 
 
 def read_pidfile(pidfile):
-    """(pid, start) from a pidfile and its launch record; (None, None) if absent or bad."""
+    """(pid, start) from a pidfile and its launch record; (None, None) if absent or bad.
+    Refused (never a blocking read) where either is not a regular file."""
     try:
-        with open(pidfile) as fh:
-            pid = int(fh.read().split()[0])
+        pid = int(_read_regular(pidfile, 4096).split()[0])
     except (OSError, ValueError, IndexError):
         return None, None
-    start = None
-    try:
-        with open(pidfile_paths(pidfile)["meta"]) as fh:
-            meta = json.load(fh)
-        if meta.get("pid") == pid and meta.get("boot_id") in (None, boot_id()):
-            start = meta.get("start")
-    except (OSError, ValueError):
-        pass
-    return pid, start
+    meta = launch_record(pidfile) or {}
+    if meta.get("pid") == pid and meta.get("boot_id") in (None, boot_id()):
+        return pid, meta.get("start")
+    return pid, None
 
 
 def select(args, procs, tree=True):

@@ -64,7 +64,7 @@ def test_delete_op_never_leaves_dest(tmp_path: Path) -> None:
     (dest / "sub").symlink_to(precious)
     (dest / "stale").write_text("old")
     reply = agent_op("delete", {"dest": str(dest), "files": ["stale", "sub/x", "../precious/x"]})
-    assert reply["refused"] == "outside-dest"
+    assert reply["refused"] == ["outside-dest"]
     assert f"'{dest}/sub/x' (resolves to {precious}/x) is outside dest {dest}" in reply["error"]
     assert (precious / "x").exists() and (dest / "stale").exists()  # judged all before the first unlink
     reply = agent_op("delete", {"dest": str(dest), "files": ["stale", "sub"]})
@@ -76,5 +76,5 @@ def test_a_fifo_pidfile_is_refused_not_read(tmp_path: Path) -> None:
     fifo = tmp_path / "job.pid"
     os.mkfifo(fifo)
     reply = agent_op("kill", {"pidfile": str(fifo)})  # a blocking read would hang until the timeout
-    assert reply["refused"] == "not-regular"
+    assert reply["refused"] == ["not-regular"]
     assert reply["error"] == f"rule not-regular: {fifo} is not a regular file, refusing to read it"
