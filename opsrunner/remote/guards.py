@@ -2,8 +2,10 @@
 # and kill_old/verify judge a pidfile's pid here (Python >= 3.8, stdlib only).
 #
 # For modules: `guard_path(path, purpose, dest=None)` returns the real path to act on or
-# raises Refused (its `rule` names the rule that fired). purpose is a verb for messages
-# ("delete", "write"); `dest` confines the result to a resolved directory.
+# raises Refused (its `rule` names the rule that fired). purpose is "delete" or "write" (a
+# trailing-/ symlink is refused only for delete); `dest` confines the result to a resolved
+# directory. Then: `guard_delete_root(dest)` for a directory deleted under, `tree_usage` and
+# `remove` to size and delete what was judged. Build one `Context()` per op and pass it.
 import json
 import os
 import re
