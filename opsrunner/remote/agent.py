@@ -24,8 +24,6 @@ def dispatch(request):
     try:
         return op(args)
     except Refused as exc:  # a guard's refusal names its rule; nothing was done
-        return op(args)
-    except Refused as exc:  # a guard's refusal names its rule; nothing was done
         return {"error": str(exc), "refused": [exc.rule]}
     except Exception as exc:  # reported to the controller as the task's failure message
         return {"error": "%s: %s" % (type(exc).__name__, exc)}

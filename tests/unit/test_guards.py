@@ -1,11 +1,8 @@
-"""The agent's path rules as pure logic (given mounts and homes), and its ops run as a process."""
+"""The agent's path rules as pure logic (given mounts and homes), and its ops through its dispatcher."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +46,8 @@ def test_mountinfo_parsing(tmp_path: Path) -> None:
 
 
 def agent_op(op: str, args: dict[str, Any]) -> dict[str, Any]:
-    """Run one op of the real agent in a process, as a target does."""
-    proc = subprocess.run([sys.executable, "-S", "-c", agent_source()], capture_output=True, timeout=60,
-                          input=json.dumps({"op": op, "args": args}).encode() + b"\n")
-    reply: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    """One op through the agent's own dispatcher (as its server runs each request)."""
+    reply: dict[str, Any] = AGENT["dispatch"]({"op": op, "args": args})
     return reply
 
 
