@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import side_for, vars_for, write_inventory, write_yaml
+from tests.conftest import LXC_TRANSPORTS, TRANSPORTS, side_for, vars_for, write_inventory, write_yaml
 from tests.helpers import cli, read_events, task_ends
 from tests.lxc import TargetSide
 
@@ -58,6 +58,17 @@ class Target:
         events = run_dir / "events.jsonl"
         res = cli("play", str(pb), "-i", str(inv), "--json-events", str(events), *args, cwd=run_dir)
         return PlayRun(res.rc, res.out + res.err, read_events(events))
+
+
+#: The module tests go into the container once, over exactly what `pct exec` runs; the
+#: contract suite and edge_target cover lxc-attach with the hostile wrappers inside it.
+MODULE_TRANSPORTS = [t for t in TRANSPORTS if t != "ssh+lxc-attach+reaper+fd_holder"]
+
+
+@pytest.fixture(params=[t if t not in LXC_TRANSPORTS else pytest.param(t, marks=pytest.mark.lxc)
+                        for t in MODULE_TRANSPORTS])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 def _with_work_dir(host_vars: dict[str, Any], side: TargetSide) -> Target:
