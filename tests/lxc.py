@@ -139,6 +139,7 @@ def _create(name: str, share: Path, log: Path) -> None:
 
 
 def _start(name: str, log: Path) -> None:
+    log.unlink(missing_ok=True)  # lxc-start appends: keep only this start's lines for the reason
     res = _lxc("lxc-start", "-n", name, "-l", "INFO", "-o", str(log), timeout=120)
     if res.returncode != 0 or _state(name) != "RUNNING":
         errors = [line for line in log.read_text(errors="replace").splitlines() if "ERROR" in line]
