@@ -60,10 +60,6 @@ class Container:
         """The wrapper prefix, exactly what `pct exec` runs."""
         return f"lxc-attach -n {self.name} --keep-env --"
 
-    def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["lxc-attach", "-n", self.name, "--keep-env", "--", *argv],
-                              capture_output=True, text=True, timeout=timeout)
-
     def pidns(self) -> str:
         return os.readlink(f"/proc/{self.init_pid}/ns/pid")
 
