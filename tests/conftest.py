@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,12 +18,14 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import lxc as lxc_rig
 from tests.sshd import PrivateSSHD, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
 WRAPPERS = Path(__file__).resolve().parent / "wrappers"
 REAPER = f"{sys.executable} {WRAPPERS / 'session_reaper.py'} --"
 FD_HOLDER = f"{sys.executable} {WRAPPERS / 'fd_holder.py'} --"
+TRAINER = ROOT / "examples" / "demo_trainer" / "train.py"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,28 +49,86 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
         server.stop()
 
 
-#: Transports the contract suite and the module tests run over.
-TRANSPORTS = ["local", "ssh", "ssh+reaper", "ssh+reaper+fd_holder"]
+@pytest.fixture(scope="session")
+def lxc() -> Iterator[lxc_rig.Container]:
+    """The real LXC container (tests/lxc.py); skipped with the exact reason where none can run."""
+    try:
+        container = lxc_rig.ensure()
+    except lxc_rig.LxcUnavailable as exc:
+        if lxc_rig.MODE == "require":
+            pytest.fail(f"LXC container required (OPSRUNNER_TEST_LXC=require) but unavailable: {exc}")
+        pytest.skip(f"LXC container unavailable: {exc}")
+    try:
+        yield container
+    finally:
+        container.release()
 
 
-def host_vars_for(transport: str, sshd: PrivateSSHD | None) -> dict[str, Any]:
+@pytest.fixture(scope="session")
+def lxc_files(lxc: lxc_rig.Container) -> Iterator[Path]:
+    """This session's directory in the container's shared one: demo trainer and hostile wrappers."""
+    session = lxc_rig.stage_session_files(lxc, ROOT)
+    try:
+        yield session
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
+
+
+#: Transports the contract suite and the module tests run over. The lxc-attach ones go
+#: through ssh to this machine, then into the real container, as `pct exec` does.
+LXC_TRANSPORTS = ["ssh+lxc-attach", "ssh+lxc-attach+reaper+fd_holder"]
+TRANSPORTS = ["local", "ssh", "ssh+reaper", "ssh+reaper+fd_holder", *LXC_TRANSPORTS]
+
+
+def host_vars_for(transport: str, sshd: PrivateSSHD | None, lxc_files: Path | None = None,
+                  container: lxc_rig.Container | None = None) -> dict[str, Any]:
     if transport == "local":
         return {"connection": "local"}
     assert sshd is not None
+    if transport in LXC_TRANSPORTS:
+        assert container is not None and lxc_files is not None
+        chain = [container.attach]
+        if transport.endswith("+reaper+fd_holder"):
+            chain += [f"python3 {lxc_files / 'session_reaper.py'} --", f"python3 {lxc_files / 'fd_holder.py'} --"]
+        return sshd.host_vars(wrapper=chain)
     wrappers = {"ssh": [], "ssh+reaper": [REAPER], "ssh+reaper+fd_holder": [REAPER, FD_HOLDER],
                 "ssh+fd_holder": [FD_HOLDER]}[transport]
     return sshd.host_vars(wrapper=wrappers) if wrappers else sshd.host_vars()
 
 
-@pytest.fixture(params=TRANSPORTS)
+def side_for(transport: str, request: pytest.FixtureRequest, tmp_path: Path) -> lxc_rig.TargetSide:
+    """The target side of a transport: this machine, or the container (same paths both sides)."""
+    if transport not in LXC_TRANSPORTS:
+        return lxc_rig.TargetSide(sys.executable, TRAINER, tmp_path)
+    files = request.getfixturevalue("lxc_files")
+    # A plain name, as pytest's tmp_path has: a command naming a path with shell syntax in it
+    # would be run through /bin/sh by launch_detached.
+    work = Path(tempfile.mkdtemp(prefix=re.sub(r"[^\w.-]", "_", request.node.name)[:40] + "-", dir=files))
+    return lxc_rig.TargetSide("python3", files / "train.py", work, request.getfixturevalue("lxc"))
+
+
+def vars_for(transport: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Host vars for a transport, starting the sshd and the container only when it needs them."""
+    server = request.getfixturevalue("sshd") if transport != "local" else None
+    if transport in LXC_TRANSPORTS:
+        return host_vars_for(transport, server, request.getfixturevalue("lxc_files"),
+                             request.getfixturevalue("lxc"))
+    return host_vars_for(transport, server)
+
+
+@pytest.fixture(params=[t if t not in LXC_TRANSPORTS else pytest.param(t, marks=pytest.mark.lxc) for t in TRANSPORTS])
 def transport(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
 def transport_vars(transport: str, request: pytest.FixtureRequest) -> dict[str, Any]:
-    server = request.getfixturevalue("sshd") if transport != "local" else None
-    return host_vars_for(transport, server)
+    return vars_for(transport, request)
+
+
+@pytest.fixture
+def side(transport: str, request: pytest.FixtureRequest, tmp_path: Path) -> lxc_rig.TargetSide:
+    return side_for(transport, request, tmp_path)
 
 
 def write_inventory(path: Path, hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]] | None = None,

@@ -1,4 +1,5 @@
-"""One contract for the Connection interface, run over local, ssh, ssh+1 and ssh+2 hostile wrappers."""
+"""One contract for the Connection interface, run over local, ssh, ssh+1 and ssh+2 hostile wrappers,
+and through ssh into the real LXC container with lxc-attach (alone and with both hostile wrappers)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.hostvars import connection_spec
 from opsrunner.templating import LazyVars
 from tests.conftest import pids_with, wait_for
+from tests.lxc import TargetSide
 
 
 @pytest.fixture
@@ -41,13 +43,13 @@ def test_script_arrives_byte_for_byte(conn: Connection) -> None:
     assert res.stdout == NASTY + "\n"
 
 
-def test_stdin_env_cwd(conn: Connection, tmp_path: Path) -> None:
+def test_stdin_env_cwd(conn: Connection, side: TargetSide) -> None:
     res = conn.run(["cat"], stdin=b"abc\x00\xff")
     assert res.stdout_bytes == b"abc\x00\xff"
     res = conn.run(["/bin/sh", "-c", 'echo "$FOO|$BAR"'], env={"FOO": "a b", "BAR": NASTY})
     assert res.stdout == f"a b|{NASTY}\n"
-    res = conn.run(["pwd"], cwd=str(tmp_path))
-    assert res.stdout.strip() == str(tmp_path)
+    res = conn.run(["pwd"], cwd=str(side.work))
+    assert res.stdout.strip() == str(side.work)
 
 
 def test_binary_and_large_output(conn: Connection) -> None:
@@ -87,8 +89,8 @@ def test_exit_code_without_timeout_watchdog(conn: Connection) -> None:
     assert conn.shell("exit 7", timeout=5).rc == 7
 
 
-def test_put_get_roundtrip_and_mode(conn: Connection, tmp_path: Path) -> None:
-    dest = tmp_path / "sub" / "file.bin"
+def test_put_get_roundtrip_and_mode(conn: Connection, side: TargetSide) -> None:
+    dest = side.work / "sub" / "file.bin"
     dest.parent.mkdir()
     content = os.urandom(200_000)
     assert conn.put(content, str(dest), mode=0o750).rc == 0
@@ -99,12 +101,12 @@ def test_put_get_roundtrip_and_mode(conn: Connection, tmp_path: Path) -> None:
     assert not [p for p in dest.parent.iterdir() if p.name.startswith(".opsrunner")]
 
 
-def test_put_streams_a_large_file(conn: Connection, tmp_path: Path) -> None:
+def test_put_streams_a_large_file(conn: Connection, side: TargetSide, tmp_path: Path) -> None:
     src = tmp_path / "big.src"
     with src.open("wb") as fh:
         for _ in range(25):
             fh.write(os.urandom(1 << 20))
-    dest = tmp_path / "big.dst"
+    dest = side.work / "big.dst"
     with src.open("rb") as fh:
         assert conn.put(fh, str(dest)).rc == 0
     assert hashlib.sha256(dest.read_bytes()).digest() == hashlib.sha256(src.read_bytes()).digest()

@@ -1,34 +1,36 @@
 """The field notes' incidents as end-to-end regressions: real playbooks run by the CLI over
-ssh through hostile wrappers, with a stand-in trainer (a step line every 0.2 s, clean
-exit on SIGTERM)."""
+ssh through hostile wrappers, and through ssh + `lxc-attach` into the real LXC container
+(what `pct exec` runs), with a stand-in trainer (a step line every 0.2 s, clean exit on
+SIGTERM)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, wait_for, write_inventory, write_yaml
+from tests.conftest import pids_with, side_for, vars_for, wait_for, write_inventory, write_yaml
 from tests.helpers import cli_subprocess, read_events, task_ends
-from tests.sshd import PrivateSSHD
+from tests.lxc import TargetSide
 
-TRAINER = ROOT / "examples" / "demo_trainer" / "train.py"
+LXC = pytest.mark.lxc
 
 
-def setup(tmp_path: Path, sshd: PrivateSSHD, wrapper: list[str], marker: str) -> tuple[Path, dict]:
-    work = tmp_path / "workspace"
+def setup(tmp_path: Path, request: pytest.FixtureRequest, transport: str,
+          marker: str) -> tuple[Path, dict, TargetSide]:
+    side = side_for(transport, request, tmp_path)
+    work = side.work / "workspace"
     work.mkdir()
-    inv = write_inventory(tmp_path / "inv.yml", {"gpu-box": sshd.host_vars(wrapper=wrapper)})
+    inv = write_inventory(tmp_path / "inv.yml", {"gpu-box": vars_for(transport, request)})
     paths = {
         "log": str(work / "train_opt2.log"), "pidfile": str(work / "train.pid"),
-        "cmd": f"{sys.executable} -u {TRAINER} --run-name {marker} --checkpoint {work}/ck.json "
+        "cmd": f"{side.python} -u {side.trainer} --run-name {marker} --checkpoint {work}/ck.json "
                f"--cache-dir {work}/torchinductor_root",
         "cache": str(work / "torchinductor_root"),
     }
-    return inv, paths
+    return inv, paths, side
 
 
 def play(tmp_path: Path, inv: Path, tasks: list[dict], name: str = "pb.yml") -> tuple[int, str, list[dict], float]:
@@ -51,36 +53,40 @@ def restart_tasks(p: dict, kill_pattern: str) -> list[dict]:
     ]
 
 
-def test_incident_1_kill_pattern_matching_its_own_shell(tmp_path: Path, sshd: PrivateSSHD,
-                                                        cleanup_marker: str) -> None:
+@pytest.mark.parametrize("transport", ["ssh+reaper", pytest.param("ssh+lxc-attach", marks=LXC)])
+def test_incident_1_kill_pattern_matching_its_own_shell(tmp_path: Path, request: pytest.FixtureRequest,
+                                                        transport: str, cleanup_marker: str) -> None:
     """`pkill -9 -f python3` inside `bash -c '...python3...'` killed its own shell: the log was
     never created. Here the pattern matches the old job AND every opsrunner/shell/wrapper
     process carrying the kill, and the restart still completes."""
-    inv, p = setup(tmp_path, sshd, [REAPER], cleanup_marker)
+    inv, p, side = setup(tmp_path, request, transport, cleanup_marker)
     rc, out, ev, _ = play(tmp_path, inv, restart_tasks(p, cleanup_marker), "first.yml")
     assert rc == 0, out
     old = pids_with(cleanup_marker)
     assert len(old) == 1
+    old_on_target = side.target_pid(old[0])  # its pid as the target's kill reports it
     # The target is this same machine, so the pattern may name only what is unique to the
     # remote side: the job's marker and the agent/shell/wrapper chain carrying the kill
-    # (the login shell's command line holds the agent's source, so it matches too).
-    self_matching = f"{cleanup_marker}|opsrunner-agent|opsrunner-watchdog|session_reaper"
+    # (the login shell's command line holds the agent's source, so it matches too; in the
+    # container, lxc-attach and everything else on the host side are out of its sight).
+    self_matching = f"{cleanup_marker}|opsrunner-agent|opsrunner-watchdog|session_reaper|lxc-attach"
     rc, out, ev, _ = play(tmp_path, inv, restart_tasks(p, self_matching), "second.yml")
     assert rc == 0, out
     kill = task_ends(ev, "kill")[0]
-    assert old[0] in kill["data"]["pids"]
+    assert old_on_target in kill["data"]["pids"]
     assert [e["status"] for e in task_ends(ev)] == ["changed", "changed", "changed", "ok"]
     assert Path(p["log"]).exists()
     new = pids_with(cleanup_marker)
     assert len(new) == 1 and new != old
 
 
-@pytest.mark.parametrize("wrapper", [[FD_HOLDER], [REAPER, FD_HOLDER]], ids=["fd_holder", "reaper+fd_holder"])
-def test_incident_2_launch_neither_dies_nor_hangs(tmp_path: Path, sshd: PrivateSSHD, wrapper: list[str],
+@pytest.mark.parametrize("transport", ["ssh+fd_holder", "ssh+reaper+fd_holder",
+                                       pytest.param("ssh+lxc-attach", marks=LXC)])
+def test_incident_2_launch_neither_dies_nor_hangs(tmp_path: Path, request: pytest.FixtureRequest, transport: str,
                                                   cleanup_marker: str) -> None:
     """Without the kill the naive launch worked but ssh hung until a timeout killed it.
     launch_detached returns at once, and the job is alive afterwards."""
-    inv, p = setup(tmp_path, sshd, wrapper, cleanup_marker)
+    inv, p, _side = setup(tmp_path, request, transport, cleanup_marker)
     launch = restart_tasks(p, cleanup_marker)[2]
     rc, out, ev, _elapsed = play(tmp_path, inv, [launch])
     assert rc == 0, out
@@ -91,9 +97,10 @@ def test_incident_2_launch_neither_dies_nor_hangs(tmp_path: Path, sshd: PrivateS
     assert len(pids_with(cleanup_marker)) == 1
 
 
-def test_incident_3_crashed_never_started_and_hung_are_told_apart(tmp_path: Path, sshd: PrivateSSHD,
-                                                                  cleanup_marker: str) -> None:
-    inv, p = setup(tmp_path, sshd, [REAPER, FD_HOLDER], cleanup_marker)
+@pytest.mark.parametrize("transport", ["ssh+reaper+fd_holder", pytest.param("ssh+lxc-attach", marks=LXC)])
+def test_incident_3_crashed_never_started_and_hung_are_told_apart(tmp_path: Path, request: pytest.FixtureRequest,
+                                                                  transport: str, cleanup_marker: str) -> None:
+    inv, p, _side = setup(tmp_path, request, transport, cleanup_marker)
     check = {"name": "status", "verify": {"pidfile": p["pidfile"], "processes": 1, "log": p["log"],
                                           "log_grows": 1.5, "within": 3}, "timeout": 60}
     rc, out, ev, _ = play(tmp_path, inv, [check], "never.yml")
@@ -113,7 +120,7 @@ def test_incident_3_crashed_never_started_and_hung_are_told_apart(tmp_path: Path
     hang["launch_detached"] = {**crash["launch_detached"], "command": p["cmd"] + " --hang-after 1"}
     rc, out, ev, _ = play(tmp_path, inv, [hang], "hang.yml")
     assert rc == 0, out
-    time.sleep(1)
+    assert wait_for(lambda: "hanging (simulated)" in Path(p["log"]).read_text(), 20)
     rc, out, ev, _ = play(tmp_path, inv, [check], "hangcheck.yml")
     assert rc == 2
     assert "but the log stopped growing" in task_ends(ev)[0]["msg"]

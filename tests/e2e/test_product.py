@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
+from tests.conftest import ROOT, kill_marked, pids_with, side_for, vars_for, wait_for, write_yaml
 from tests.helpers import cli_subprocess
-from tests.sshd import PrivateSSHD
 
 
 @pytest.fixture
@@ -78,15 +77,19 @@ def test_list_tasks_and_hosts_without_connecting() -> None:
     assert "HOSTS (1):\n    localhost" in res.out
 
 
-def test_same_role_over_ssh_through_hostile_wrapper(tmp_path: Path, sshd: PrivateSSHD) -> None:
-    demo = tmp_path / "remote-demo"
+@pytest.mark.parametrize("transport", ["ssh+reaper+fd_holder", pytest.param("ssh+lxc-attach", marks=pytest.mark.lxc)])
+def test_same_role_over_ssh_through_hostile_wrapper(tmp_path: Path, request: pytest.FixtureRequest,
+                                                    transport: str) -> None:
+    """The shipped role over ssh through the hostile wrappers, and into the real container."""
+    side = side_for(transport, request, tmp_path)
+    demo = side.work / "remote-demo"
     inv = write_yaml(tmp_path / "inv.yml", {"all": {"children": {"trainers": {
-        "hosts": {"gpu-box": sshd.host_vars(wrapper=[REAPER, FD_HOLDER])},
+        "hosts": {"gpu-box": vars_for(transport, request)},
         "vars": {
             "code_src": str(ROOT / "examples" / "demo_trainer"), "code_dest": f"{demo}/code",
             "cache_paths": [f"{demo}/cache"], "pidfile": f"{demo}/train.pid", "log_path": f"{demo}/train.log",
             "kill_pattern": f"{demo}/code/train\\.py", "kill_grace": 10,
-            "train_command": f"{sys.executable} -u {demo}/code/train.py --checkpoint {demo}/ck.json "
+            "train_command": f"{side.python} -u {demo}/code/train.py --checkpoint {demo}/ck.json "
                              f"--cache-dir {demo}/cache",
             "ready_regex": "ready: training", "log_grows_within": 2, "verify_within": 15,
             "verify_stable_for": 1,

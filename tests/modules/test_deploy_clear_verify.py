@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import pids_with, wait_for
-from tests.modules.conftest import Target, trainer_command
+from tests.modules.conftest import Target
 
 
 @pytest.fixture
@@ -31,8 +30,8 @@ def deploy(target: Target, src: Path, dest: Path, *args: str, **extra: object):
     return target.play([task], *args)
 
 
-def test_deploy_is_idempotent_and_sends_only_changes(target: Target, src: Path, tmp_path: Path) -> None:
-    dest = tmp_path / "remote" / "code"
+def test_deploy_is_idempotent_and_sends_only_changes(target: Target, src: Path) -> None:
+    dest = target.work / "remote" / "code"
     run = deploy(target, src, dest)
     assert run.rc == 0, run.out
     assert sorted(run.end("deploy")["data"]["changed_files"]) == ["pkg/model.py", "run.sh", "train.py"]
@@ -53,8 +52,8 @@ def test_deploy_is_idempotent_and_sends_only_changes(target: Target, src: Path, 
     assert not [p for p in dest.rglob("*opsrunner-tmp*")]
 
 
-def test_deploy_check_mode_delete_backup_and_single_file(target: Target, src: Path, tmp_path: Path) -> None:
-    dest = tmp_path / "remote" / "code"
+def test_deploy_check_mode_delete_backup_and_single_file(target: Target, src: Path) -> None:
+    dest = target.work / "remote" / "code"
     dry = deploy(target, src, dest, "--check")
     assert dry.end("deploy")["status"] == "changed" and "would deploy 3 of 3" in dry.end("deploy")["msg"]
     assert not dest.exists()
@@ -68,10 +67,10 @@ def test_deploy_check_mode_delete_backup_and_single_file(target: Target, src: Pa
     backups = list(dest.glob("train.py.*~"))
     assert len(backups) == 1 and backups[0].read_text() == "print('v1')\n"
     single = target.play([{"name": "one", "deploy_code": {"src": str(src / "train.py"),
-                                                          "dest": str(tmp_path / "remote/one/renamed.py"),
+                                                          "dest": str(target.work / "remote/one/renamed.py"),
                                                           "mode": "0640"}}])
     assert single.rc == 0, single.out
-    assert (tmp_path / "remote/one/renamed.py").stat().st_mode & 0o777 == 0o640
+    assert (target.work / "remote/one/renamed.py").stat().st_mode & 0o777 == 0o640
 
 
 def test_deploy_100mb_streams(chain_target: Target, tmp_path: Path) -> None:
@@ -87,8 +86,8 @@ def test_deploy_100mb_streams(chain_target: Target, tmp_path: Path) -> None:
     assert (tmp_path / "remote/big/weights.bin").read_bytes() == (big / "weights.bin").read_bytes()
 
 
-def test_clear_cache_reports_bytes_and_is_idempotent(target: Target, tmp_path: Path) -> None:
-    cache = tmp_path / "caches"
+def test_clear_cache_reports_bytes_and_is_idempotent(target: Target) -> None:
+    cache = target.work / "caches"
     (cache / "torchinductor_x" / "sub").mkdir(parents=True)
     (cache / "torchinductor_x" / "sub" / "k.bin").write_bytes(b"x" * 5000)
     (cache / "triton").mkdir()
@@ -124,16 +123,16 @@ def test_clear_cache_refuses_dangerous_targets(edge_target: Target, path: str, r
     assert "refusing to clear" in run.end("clear")["msg"] and reason in run.end("clear")["msg"]
 
 
-def test_clear_cache_refusal_removes_nothing(target: Target, tmp_path: Path) -> None:
-    cache = tmp_path / "many"
+def test_clear_cache_refusal_removes_nothing(target: Target) -> None:
+    cache = target.work / "many"
     for i in range(5):
         (cache / f"d{i}").mkdir(parents=True)
-    (tmp_path / "victim").mkdir()
+    (target.work / "victim").mkdir()
     run = target.play([{"name": "clear", "clear_cache": {
-        "paths": [str(tmp_path / "victim"), str(cache / "*")], "max_matches": 3}}])
+        "paths": [str(target.work / "victim"), str(cache / "*")], "max_matches": 3}}])
     assert run.rc == 2
     assert "matches 5 entries (more than max_matches=3)" in run.end("clear")["msg"]
-    assert (tmp_path / "victim").exists() and len(list(cache.iterdir())) == 5
+    assert (target.work / "victim").exists() and len(list(cache.iterdir())) == 5
 
 
 def _verify(target: Target, **args: object):
@@ -149,7 +148,7 @@ def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
     assert "diagnosis: never started: no pidfile at" in run.end("verify")["msg"]
     # exited with code N (crash), with the log's last lines
     launch = {"name": "launch", "launch_detached": {
-        "command": trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "2", "--step-time", "0.05"),
+        "command": target.trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "2", "--step-time", "0.05"),
         "log": log, "pidfile": pid}}
     assert target.play([launch]).rc == 0
     # stable_for: the checks must keep passing, so a job that dies right after start is caught
@@ -160,20 +159,20 @@ def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
     assert "diagnosis: the job (pid" in msg and "exited with code 1" in msg
     assert "RuntimeError: simulated crash" in msg and f"last lines of {log}" in msg
     # killed by a signal
-    launch["launch_detached"]["command"] = trainer_command(cleanup_marker, w / "ck.json")
+    launch["launch_detached"]["command"] = target.trainer_command(cleanup_marker, w / "ck.json")
     assert target.play([launch]).rc == 0
-    job = int(Path(pid).read_text())
-    os.kill(job, signal.SIGKILL)
+    os.kill(target.host_pid(Path(pid)), signal.SIGKILL)
     assert wait_for((w / "t.exit").exists, 5)
     run = _verify(target, pidfile=pid, processes=1, log=log)
     assert "was killed by signal 9" in run.end("verify")["msg"]
     # running but the log stopped growing (hang)
-    launch["launch_detached"]["command"] = trainer_command(cleanup_marker, w / "ck.json", "--hang-after", "1")
+    launch["launch_detached"]["command"] = target.trainer_command(cleanup_marker, w / "ck.json", "--hang-after", "1")
     assert target.play([launch]).rc == 0
-    time.sleep(1)
+    # From its last line on, not from a fixed sleep: a loaded machine may start it late.
+    assert wait_for(lambda: "hanging (simulated)" in Path(log).read_text(), 20)
     run = _verify(target, pidfile=pid, processes=1, log=log, log_grows=1.5)
     assert "but the log stopped growing" in run.end("verify")["msg"]
-    os.kill(int(Path(pid).read_text()), signal.SIGKILL)
+    os.kill(target.host_pid(Path(pid)), signal.SIGKILL)
 
 
 def test_verify_wrong_process_count_lists_them_and_success(edge_target: Target, cleanup_marker: str) -> None:
@@ -181,7 +180,7 @@ def test_verify_wrong_process_count_lists_them_and_success(edge_target: Target, 
     w = target.work
     for i in range(2):
         assert target.play([{"name": "launch", "launch_detached": {
-            "command": trainer_command(cleanup_marker, w / f"ck{i}.json"), "log": str(w / f"l{i}.log"),
+            "command": target.trainer_command(cleanup_marker, w / f"ck{i}.json"), "log": str(w / f"l{i}.log"),
             "pidfile": str(w / f"p{i}.pid")}}]).rc == 0
     run = _verify(target, pattern=cleanup_marker, processes=1)
     msg = run.end("verify")["msg"]
@@ -194,7 +193,7 @@ def test_verify_wrong_process_count_lists_them_and_success(edge_target: Target, 
     assert wait_for(lambda: len(pids_with(cleanup_marker)) == 2, 1)
 
 
-def test_verify_port_and_gpu_memory(edge_target: Target, tmp_path: Path) -> None:
+def test_verify_port_and_gpu_memory(edge_target: Target) -> None:
     import socket
 
     target = edge_target
@@ -207,12 +206,12 @@ def test_verify_port_and_gpu_memory(edge_target: Target, tmp_path: Path) -> None
     closed = _verify(target, port=port)
     assert closed.rc == 2
     assert f"port: expected port {port} listening, got not listening" in closed.end("verify")["msg"]
-    bin_dir = tmp_path / "fakebin"
+    bin_dir = target.work / "fakebin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nprintf '0, 21000\\n1, 300\\n'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     gpu = Target({**target.host_vars, "wrapper": [*(target.host_vars.get("wrapper") or []),
-                                                  f"env PATH={bin_dir}:/usr/bin:/bin"]}, target.work)
+                                                  f"env PATH={bin_dir}:/usr/bin:/bin"]}, target.side)
     assert _verify(gpu, gpu_min_memory_mb=20000, gpus=[0]).rc == 0
     both = _verify(gpu, gpu_min_memory_mb=20000)
     assert both.rc == 2

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 from tests.conftest import pids_with, wait_for
-from tests.modules.conftest import PY, Target, trainer_command
+from tests.modules.conftest import Target
 
 
 def launch_task(target: Target, marker: str, name: str = "launch", **extra: object) -> dict:
-    args = {"command": trainer_command(marker, target.work / "ck.json"),
+    args = {"command": target.trainer_command(marker, target.work / "ck.json"),
             "log": str(target.work / "logs" / "train.log"), "pidfile": str(target.work / "train.pid")}
     args.update(extra)
     return {"name": name, "launch_detached": args, "timeout": 30}
@@ -26,8 +26,8 @@ def test_launched_job_survives_session_and_is_properly_detached(target: Target, 
     assert run.rc == 0, run.out
     assert took < 5, f"the launch held the call for {took:.1f}s"
     end = run.end("launch")
-    pid = int((target.work / "train.pid").read_text())
-    assert end["data"]["pid"] == pid
+    assert end["data"]["pid"] == int((target.work / "train.pid").read_text())
+    pid = target.host_pid(target.work / "train.pid")  # this machine's pid for it (differs in a container)
     time.sleep(5)
     # Checked from a fresh connection (a new play), and from this machine's /proc.
     check = target.play([{"name": "verify", "verify": {"pidfile": str(target.work / "train.pid"),
@@ -71,7 +71,7 @@ def test_launch_failure_is_reported(target: Target) -> None:
 
 def test_kill_by_pidfile_takes_the_whole_tree(target: Target, cleanup_marker: str) -> None:
     cmd = (f"setsid sleep {cleanup_marker} & sleep {cleanup_marker} & "
-           f"{PY} -c 'import time; time.sleep(1000)' {cleanup_marker}; wait")
+           f"{target.python} -c 'import time; time.sleep(1000)' {cleanup_marker}; wait")
     run = target.play([{"name": "launch", "launch_detached": {"command": cmd, "pidfile": str(target.work / "j.pid")}}])
     assert run.rc == 0, run.out
     assert wait_for(lambda: len(pids_with(cleanup_marker)) == 4, 5), pids_with(cleanup_marker)
@@ -85,7 +85,7 @@ def test_kill_by_pidfile_takes_the_whole_tree(target: Target, cleanup_marker: st
 def test_kill_escalates_to_sigkill_and_check_mode_kills_nothing(target: Target, cleanup_marker: str) -> None:
     stubborn = (f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                 f"time.sleep(1000)  # {cleanup_marker}")
-    run = target.play([{"name": "launch", "launch_detached": {"argv": [PY, "-c", stubborn]}}])
+    run = target.play([{"name": "launch", "launch_detached": {"argv": [target.python, "-c", stubborn]}}])
     assert run.rc == 0, run.out
     assert wait_for(lambda: len(pids_with(cleanup_marker)) == 1, 5)
     dry = target.play([{"name": "kill", "kill_old": {"pattern": cleanup_marker, "grace": 1}}], "--check")
@@ -116,10 +116,10 @@ def test_kill_pattern_matching_its_own_command_line_incident_1(target: Target, c
     assert wait_for(lambda: pids_with(cleanup_marker) == [], 3)
 
 
-def test_wait_gpu_free_with_fake_nvidia_smi(target: Target, tmp_path: Path) -> None:
-    bin_dir = tmp_path / "fakebin"
+def test_wait_gpu_free_with_fake_nvidia_smi(target: Target) -> None:
+    bin_dir = target.work / "fakebin"
     bin_dir.mkdir()
-    state = tmp_path / "gpu_state"
+    state = target.work / "gpu_state"
     fake = bin_dir / "nvidia-smi"
     # Prints the next line of the state file each call (index, MB used), like the real query.
     fake.write_text(f"#!/bin/sh\nn=$(cat {state}.n 2>/dev/null || echo 0); echo $((n+1)) > {state}.n\n"
@@ -128,7 +128,7 @@ def test_wait_gpu_free_with_fake_nvidia_smi(target: Target, tmp_path: Path) -> N
     host_vars = dict(target.host_vars)
     chain = list(host_vars.get("wrapper") or [])
     host_vars["wrapper"] = [*chain, f"env PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"]
-    gpu_target = Target(host_vars, target.work)
+    gpu_target = Target(host_vars, target.side)
     state.write_text("0, 30000;1, 20\n0, 12000;1, 20\n0, 300;1, 20\n")
     task = {"name": "kill", "kill_old": {"pattern": "no-such-process-xyz", "wait_gpu_free": 10}}
     run = gpu_target.play([task])
@@ -142,7 +142,7 @@ def test_wait_gpu_free_with_fake_nvidia_smi(target: Target, tmp_path: Path) -> N
     if any(Path(d, "nvidia-smi").exists() for d in ("/usr/bin", "/bin")):
         return  # a real nvidia-smi here: the "no nvidia-smi" case cannot be staged
     host_vars["wrapper"] = [*chain, "env PATH=/usr/bin:/bin"]
-    run = Target(host_vars, target.work).play([{**task, "kill_old": {"pattern": "x-no-such", "wait_gpu_free": 5}}])
+    run = Target(host_vars, target.side).play([{**task, "kill_old": {"pattern": "x-no-such", "wait_gpu_free": 5}}])
     assert run.rc == 0, run.out
     assert "no nvidia-smi on the target" in run.end("kill")["msg"]
 

@@ -1,0 +1,228 @@
+"""A real LXC system container for the tests: `pct exec CTID --` on Proxmox runs
+`lxc-attach -n CTID --keep-env --`, so the suite runs its remote tests through that too.
+
+The container (Debian bookworm, systemd, python3) is created once under a fixed name and
+reused while it exists, so later runs - and CI on the same machine - pay the creation
+(about two minutes) only when it is missing. Its network is the host's
+(`lxc.net.0.type = none`): no bridge; the template's DHCP client and sshd are switched off
+before its first boot, so nothing in it talks to the network (only debootstrap and the
+container's apt, while it is created, reach Debian's package archive). A host directory is
+bind-mounted at the same path inside, so a test prepares and reads files on either side
+with the same path. Processes in the container are visible in this machine's /proc under
+their host pids: tests find and stop them by marker exactly as they do on the host.
+
+Where containers cannot run here (not root, lxc missing, no namespaces or cgroups), the
+reason is reported and the tests that need the container are skipped with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+NAME = os.environ.get("OPSRUNNER_TEST_LXC_NAME", "opsrunner-ct")
+#: Bind-mounted at the same path inside the container.
+SHARE = Path("/var/lib/opsrunner-tests") / NAME
+#: A comment line in the container's config: the suite only ever rebuilds a container it made.
+MARK = "# opsrunner test container: made and reused by tests/lxc.py"
+#: Written last when creation succeeded; a container with the mark but without it is rebuilt.
+READY = "opsrunner-test-ready"
+TOOLS = ("lxc-create", "lxc-start", "lxc-attach", "lxc-info", "lxc-destroy", "lxc-config", "debootstrap")
+#: How the README makes a rehearsal container; the suite makes its own the same way.
+MAKE_CONTAINER = Path(__file__).resolve().parent.parent / "examples" / "lxc" / "make_container.sh"
+#: `OPSRUNNER_TEST_LXC=off` skips the container tests; `=require` fails them where it cannot run.
+MODE = os.environ.get("OPSRUNNER_TEST_LXC", "auto")
+
+
+class LxcUnavailable(Exception):
+    """The container cannot be had on this machine; the message is the exact reason."""
+
+
+@dataclass
+class Container:
+    name: str
+    share: Path
+    init_pid: int
+    started_here: bool
+    lock_fd: int
+
+    @property
+    def attach(self) -> str:
+        """The wrapper prefix, exactly what `pct exec` runs."""
+        return f"lxc-attach -n {self.name} --keep-env --"
+
+    def pidns(self) -> str:
+        return os.readlink(f"/proc/{self.init_pid}/ns/pid")
+
+    def target_pid(self, host_pid: int) -> int | None:
+        """The pid the container sees for a host pid (None: not a process of the container)."""
+        try:
+            if os.readlink(f"/proc/{host_pid}/ns/pid") != self.pidns():
+                return None
+            for line in Path(f"/proc/{host_pid}/status").read_text().splitlines():
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+        except OSError:
+            return None
+        return None
+
+    def host_pid(self, target_pid: int) -> int:
+        """The host pid of the container's process `target_pid` (as its pidfiles record it)."""
+        for name in os.listdir("/proc"):
+            if name.isdigit() and self.target_pid(int(name)) == target_pid:
+                return int(name)
+        raise LookupError(f"no process {target_pid} in container {self.name}")
+
+    def release(self) -> None:
+        """Stop the container only if this session started it and no other session uses it."""
+        try:
+            if self.started_here:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    subprocess.run(["lxc-stop", "-n", self.name, "-t", "20"], capture_output=True, timeout=60)
+        finally:
+            os.close(self.lock_fd)
+
+
+def preflight() -> str | None:
+    """Why no container can run here, or None. Cheap checks only; starting it tells the rest."""
+    if MODE == "off":
+        return "disabled by OPSRUNNER_TEST_LXC=off"
+    if sys.platform != "linux":
+        return f"LXC needs Linux (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return f"needs root for a system container and lxc-attach (running as uid {os.geteuid()})"
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        return f"not installed: {', '.join(missing)} (sh tests/setup_lxc.sh installs lxc and debootstrap)"
+    probe = ["unshare", "--mount", "--uts", "--ipc", "--pid", "--net", "--fork", "true"]
+    res = subprocess.run(probe, capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"cannot create namespaces: `{' '.join(probe)}`: {res.stderr.strip()}"
+    return None
+
+
+def _lxc(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+
+
+def _state(name: str) -> str | None:
+    res = _lxc("lxc-info", "-n", name, "-sH")
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+def _create(name: str, share: Path, log: Path) -> None:
+    """The README's command for a rehearsal container, plus the mark and the shared directory."""
+    mount = f"lxc.mount.entry = {share} {str(share).lstrip('/')} none bind,create=dir 0 0"
+    res = _lxc("sh", str(MAKE_CONTAINER), name, MARK, mount, timeout=1200)
+    log.write_text(res.stdout + res.stderr)
+    if res.returncode != 0:
+        raise LxcUnavailable(f"{MAKE_CONTAINER.name} {name} failed (rc {res.returncode}): "
+                             f"{_tail(res.stdout + res.stderr)}")
+
+
+def _start(name: str, log: Path) -> None:
+    log.unlink(missing_ok=True)  # lxc-start appends: keep only this start's lines for the reason
+    res = _lxc("lxc-start", "-n", name, "-l", "INFO", "-o", str(log), timeout=120)
+    if res.returncode != 0 or _state(name) != "RUNNING":
+        errors = [line for line in log.read_text(errors="replace").splitlines() if "ERROR" in line]
+        raise LxcUnavailable(f"lxc-start -n {name} failed: {_tail(res.stderr + chr(10).join(errors), 6)}")
+
+
+def _wait_booted(name: str, timeout: float = 90) -> None:
+    """Until lxc-attach works, python3 >= 3.8 runs, and systemd has finished booting."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        res = _lxc("lxc-attach", "-n", name, "--", "python3", "-c",
+                   "import subprocess, sys; assert sys.version_info >= (3, 8), sys.version;"
+                   "print(subprocess.run(['systemctl', 'is-system-running'], stdout=subprocess.PIPE,"
+                   " universal_newlines=True).stdout.strip())", timeout=30)
+        last = _tail(res.stdout + res.stderr, 3)
+        if res.returncode == 0 and last in ("running", "degraded"):
+            return
+        if "Operation not permitted" in res.stderr or "Permission denied" in res.stderr:
+            raise LxcUnavailable(f"lxc-attach -n {name} is not permitted here: {last}")
+        time.sleep(0.2)
+    raise LxcUnavailable(f"container {name} did not finish booting in {timeout:.0f}s: {last}")
+
+
+@contextlib.contextmanager
+def _locked(share: Path) -> Iterator[int]:
+    share.mkdir(parents=True, exist_ok=True)
+    fd = os.open(share.parent / f".{share.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def ensure(name: str = NAME, share: Path = SHARE) -> Container:
+    """The running container: created when missing, started when stopped. Concurrent test
+    sessions share it (a shared lock while in use; it is stopped only by the session that
+    started it, and only when no other session holds the lock)."""
+    reason = preflight()
+    if reason:
+        raise LxcUnavailable(reason)
+    with _locked(share) as fd:
+        ct_dir = Path(_lxc("lxc-config", "lxc.lxcpath").stdout.strip() or "/var/lib/lxc") / name
+        state = _state(name)
+        if state is not None and MARK not in (ct_dir / "config").read_text(errors="replace"):
+            raise LxcUnavailable(f"a container named {name} exists that the test suite did not make; "
+                                 f"set OPSRUNNER_TEST_LXC_NAME to another name")
+        if state is not None and not (ct_dir / READY).exists():
+            _lxc("lxc-destroy", "-n", name, "-f", timeout=300)  # ours, but its creation never finished
+            state = None
+        created = state is None
+        if created:
+            _create(name, share, share.parent / f"{name}-create.log")
+        started = created or _state(name) != "RUNNING"
+        if _state(name) != "RUNNING":
+            _start(name, share.parent / f"{name}-start.log")
+        _wait_booted(name)
+        (ct_dir / READY).write_text(f"made by {MAKE_CONTAINER.name} for the opsrunner test suite\n")
+        pid = int(_lxc("lxc-info", "-n", name, "-pH").stdout.strip())
+        fcntl.flock(fd, fcntl.LOCK_SH)  # in use: no other session stops it under us
+        return Container(name, share, pid, started, fd)
+
+
+@dataclass(frozen=True)
+class TargetSide:
+    """Where a transport's commands run, as a test on this machine sees it: the interpreter
+    and demo trainer for commands there, a directory with the same path on both sides, and
+    pid translation (a pidfile written in a container holds the container's pid)."""
+
+    python: str
+    trainer: Path
+    work: Path
+    container: Container | None = None
+
+    def host_pid(self, target_pid: int) -> int:
+        return self.container.host_pid(target_pid) if self.container else target_pid
+
+    def target_pid(self, host_pid: int) -> int | None:
+        return self.container.target_pid(host_pid) if self.container else host_pid
+
+
+def stage_session_files(ct: Container, root: Path) -> Path:
+    """A session directory in the shared one with the demo trainer and the hostile wrappers
+    (run by the container's python3)."""
+    session = Path(tempfile.mkdtemp(prefix="session-", dir=ct.share))
+    for src in [*(root / "tests" / "wrappers").glob("*.py"), root / "examples" / "demo_trainer" / "train.py"]:
+        shutil.copy2(src, session / src.name)
+    return session

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Make sure LXC and debootstrap exist for the suite's real container (tests/lxc.py).
+# Installs them only when missing (Debian/Ubuntu, as root, without recommended extras).
+# It never fails the test command: where they cannot be installed, the container tests
+# are skipped and the suite's summary says why.
+missing=""
+for tool in lxc-create lxc-attach debootstrap rsync wget; do
+    command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "setup_lxc.sh: missing:$missing; not root, so not installed (the LXC tests will be skipped)" >&2
+    exit 0
+fi
+if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        lxc lxc-templates debootstrap rsync wget debian-archive-keyring >/dev/null; }; then
+    echo "setup_lxc.sh: could not install lxc and debootstrap (the LXC tests will be skipped)" >&2
+fi
+exit 0
