@@ -20,6 +20,7 @@ from opsrunner.executor import TaskExecutor
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
+from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.templating import LazyVars, render
@@ -91,6 +92,7 @@ class Engine:
         self.connections = ConnectionFactory(self._log_command if options.verbosity >= 3 else None)
         self._emit_lock = threading.Lock()
         self._dead: set[str] = set()  # failed or unreachable: no more tasks this run
+        self._ledgers: dict[str, CheckLedger] = {}  # check mode: what each host would have done
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -225,7 +227,8 @@ class Engine:
             connection = self.connections.get(spec)
         except TemplateError as exc:
             return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}")
-        executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff)
+        executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff,
+                                self._ledgers.setdefault(host, CheckLedger()))
         result = executor.run()
         ignore = task.kw("ignore_errors")
         if result.failed and result.status != Status.UNREACHABLE and ignore is not None:

@@ -1,6 +1,5 @@
 # opsrunner-agent part 1: the process table (Python >= 3.8, stdlib only; runs on targets).
 # Sent together with agent.py as one `python3 -c` script; no imports between the parts.
-import json
 import os
 import re
 import signal
@@ -97,19 +96,15 @@ def pidfile_paths(pidfile):
 
 def read_pidfile(pidfile):
     """(pid, start) from a pidfile and its launch record; (None, None) if absent or bad."""
+    data = read_small(pidfile, "pidfile")  # refuses a FIFO or device (NotRegular)
     try:
-        with open(pidfile) as fh:
-            pid = int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
+        pid = int(data.split()[0]) if data else None
+    except (ValueError, IndexError):
+        pid = None
+    if not pid or pid < 1:
         return None, None
-    start = None
-    try:
-        with open(pidfile_paths(pidfile)["meta"]) as fh:
-            meta = json.load(fh)
-        if meta.get("pid") == pid:
-            start = meta.get("start")
-    except (OSError, ValueError):
-        pass
+    meta = read_json(pidfile_paths(pidfile)["meta"], "launch record")
+    start = meta.get("start") if meta and meta.get("pid") == pid else None
     return pid, start
 
 

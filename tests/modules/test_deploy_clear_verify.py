@@ -165,13 +165,14 @@ def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
     os.kill(job, signal.SIGKILL)
     assert wait_for((w / "t.exit").exists, 5)
     run = _verify(target, pidfile=pid, processes=1, log=log)
-    assert "was killed by signal 9" in run.end("verify")["msg"]
+    assert f"diagnosis: the job (pid {job}) was killed by signal 9 (SIGKILL)" in run.end("verify")["msg"]
     # running but the log stopped growing (hang)
     launch["launch_detached"]["command"] = trainer_command(cleanup_marker, w / "ck.json", "--hang-after", "1")
     assert target.play([launch]).rc == 0
-    time.sleep(1)
+    time.sleep(3)
     run = _verify(target, pidfile=pid, processes=1, log=log, log_grows=1.5)
-    assert "but the log stopped growing" in run.end("verify")["msg"]
+    assert f"diagnosis: hung: the job (pid {Path(pid).read_text().strip()}) is running but its log {log} " \
+        "has not grown for " in run.end("verify")["msg"]
     os.kill(int(Path(pid).read_text()), signal.SIGKILL)
 
 
