@@ -77,6 +77,6 @@ def test_dry_run_over_ssh_checks_the_program(tmp_path: Path, sshd: PrivateSSHD) 
     assert dry.rc == 0, dry.out
     assert f"would launch: {sys.executable} -u {demo}/code/train.py" in dry.out
     typo = cli_subprocess("play", "restart_training.yml", "-i", str(inv), "-C", "-e",
-                          "train_command=/no/such/dir/trian.py -x")
+                          "train_command=/no/such/dir/trian.py")
     assert typo.rc == 2 and "program /no/such/dir/trian.py not found on the target" in typo.out
     assert not demo.exists()
