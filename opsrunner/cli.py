@@ -104,13 +104,14 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     from opsrunner.inventory import load_inventory, localhost_inventory
-    from opsrunner.playbook import load_playbook, resolve_playbook_path
+    from opsrunner.playbook import load_playbook
+    from opsrunner.project import default_inventory, resolve_playbook
 
     problems: list[Problem] = []
     inventory = playbook = None
     extra: dict[str, Any] = {}
-    sources: list[Path | str] = [*args.inventory] or [Path("inventory/hosts.yml")]
-    playbook_path = resolve_playbook_path(args.playbook, Path.cwd())
+    sources: list[Path | str] = [*args.inventory] or [default_inventory(Path.cwd())]
+    playbook_path = resolve_playbook(args.playbook, Path.cwd())
     try:
         playbook = load_playbook(playbook_path)
     except ValidationError as exc:
@@ -144,7 +145,7 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
-    from opsrunner.engine import Engine, RunOptions, select_play_hosts
+    from opsrunner.engine import Engine, RunOptions
     from opsrunner.listing import list_hosts, list_tasks
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
 
@@ -154,8 +155,9 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=_split_tags(args.tags),
                          skip_tags=_split_tags(args.skip_tags), forks=args.forks, extra_vars=extra,
                          verbosity=args.verbose)
-    for play in playbook.plays:  # a broken pattern or subscript fails now, before any host is contacted
-        select_play_hosts(play, inventory, options)
+    from opsrunner.targets import require_targets
+
+    require_targets(playbook, inventory, options)  # bad or empty patterns fail before any host is contacted
     if args.list_hosts or args.list_tasks:
         text = list_hosts(playbook, inventory, options) if args.list_hosts else ""
         text += list_tasks(playbook, options) if args.list_tasks else ""

@@ -80,3 +80,21 @@ def test_dry_run_over_ssh_checks_the_program(tmp_path: Path, sshd: PrivateSSHD) 
                           "train_command=/no/such/dir/trian.py")
     assert typo.rc == 2 and "program /no/such/dir/trian.py not found on the target" in typo.out
     assert not demo.exists()
+
+
+def test_status_reports_pid_uptime_log_and_last_line(home: Path, tmp_path: Path) -> None:
+    env = {"HOME": str(home)}
+    assert cli_subprocess("play", "restart_training.yml", env=env).rc == 0
+    (job,) = pids_with(f"{home}/opsrunner-demo/code/train.py")
+    events = tmp_path / "status.jsonl"
+    res = cli_subprocess("play", "status.yml", "--json-events", str(events), env=env)
+    assert res.rc == 0, res.out
+    assert re.search(rf"running, pid {job}, up \d+\.\ds, log \d+ bytes, last grew \d+\.\ds ago; "
+                     r"last line: step \d+ ", res.out), res.out
+    import json
+
+    (end,) = [json.loads(ln) for ln in events.read_text().splitlines() if '"task_end"' in ln]
+    data = end["data"]
+    assert data["state"] == "running" and data["pid"] == job
+    assert data["uptime_s"] > 0 and data["log_size"] > 0 and 0 <= data["log_age_s"] < 2
+    assert data["last_line"].startswith("step ") and data["gpu_memory_mb"] is None  # no nvidia-smi here

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import pids_with, wait_for
-from tests.modules.conftest import PY, Target, trainer_command
+from tests.modules.conftest import Target, trainer_command
 
 
 def _launch(target: Target, command: str, log: str, pidfile: str, **extra: object):
@@ -60,7 +60,7 @@ def test_crash_is_reported_within_two_seconds_whatever_within_is(edge_target: Ta
     run = _verify(target, pidfile=pid, processes=1, log=log, log_regex="never printed", within=300)
     end = run.end("verify")
     record = json.loads((target.work / "t.exit").read_text())
-    reported = [e for e in run.events if e["event"] == "task_end"][0]["time"]
+    reported = next(e for e in run.events if e["event"] == "task_end")["time"]
     assert run.rc == 2
     assert reported - record["ended_at"] < 2.0 + 1.5, reported - record["ended_at"]  # T+2 s, plus slack for load
     assert end["data"]["state"] == "exited 1"
@@ -83,7 +83,7 @@ def test_killed_by_signal_names_the_signal(edge_target: Target, cleanup_marker: 
 def test_launch_diagnoses_name_the_real_cause(edge_target: Target) -> None:
     target = edge_target
     w = target.work
-    log, pid = _paths(target)
+    _log, pid = _paths(target)
     (w / "afile").write_text("not a directory\n")
     (w / "notexec.py").write_text("print('x')\n")
     cases = {
