@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(check)
     check.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
 
+    from opsrunner.logs import add_parser as add_logs_parser
+
+    add_logs_parser(sub)
+
     schema = sub.add_parser("schema", help="print a JSON Schema (for editors / yaml-language-server)")
     schema.add_argument("name", nargs="?", default="playbook",
                         help="playbook, inventory, a module name, or 'list'")
@@ -188,6 +192,12 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     return summary.exit_code()
 
 
+def _cmd_logs(args: argparse.Namespace, out: IO[str]) -> int:
+    from opsrunner.logs import run_logs
+
+    return run_logs(args, out, _load)
+
+
 def _split_tags(values: list[str]) -> frozenset[str]:
     return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())
 
@@ -209,13 +219,13 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.command is None:
-            raise UsageError("opsrunner: a command is required (play, check, schema, history, show, schedule); "
+            raise UsageError("opsrunner: a command is required (play, check, logs, schema, history, show, schedule); "
                              "see --help")
         from opsrunner.history.views import cmd_history, cmd_show
         from opsrunner.schedule.commands import cmd_schedule
 
         handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
-                   "show": cmd_show, "schedule": cmd_schedule}[args.command]
+                   "show": cmd_show, "schedule": cmd_schedule, "logs": _cmd_logs}[args.command]
         return handler(args, out)
     except ValidationError as exc:
         for problem in exc.problems:

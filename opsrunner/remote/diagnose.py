@@ -125,3 +125,29 @@ def job_status(args, state, checks):
         out["last_line"] = lines[-1][:300] if lines else None
     out["gpu_memory_mb"] = gpu_memory(args.get("gpus"))
     return out
+
+
+def op_tail(args):
+    """`opsrunner logs`: the latest run's last lines, or (with `since`) what was appended since."""
+    log = args["log"]
+    problem = check_regular(log, "log")
+    if problem:
+        return {"error": problem}
+    if args.get("since") is not None:
+        since = int(args["since"])
+        size = _log_state(log)
+        if size is None:
+            return {"missing": True, "end": 0, "text": ""}
+        if size < since:  # truncated or replaced: start over
+            since = 0
+        data, _ = read_window(log, since, TAIL_WINDOW)
+        start = max(since, size - TAIL_WINDOW)
+        return {"text": (data or b"").decode("utf-8", "replace"), "end": start + len(data or b""),
+                "skipped": start - since}
+    _, offset = _launch_record(args)
+    data, size = read_window(log, offset, TAIL_WINDOW)
+    if data is None:
+        return {"missing": True, "end": 0, "text": ""}
+    start = max(offset if offset <= size else 0, size - TAIL_WINDOW)
+    lines = data.decode("utf-8", "replace").splitlines()[-int(args.get("lines", 20)):] if args.get("lines") else []
+    return {"text": "\n".join(lines), "end": start + len(data)}
