@@ -36,13 +36,33 @@ def _oom_evidence(record):
                 return "the kernel log says: %s" % line.strip()[:300]
     except (OSError, subprocess.SubprocessError):
         pass
-    cgroup = record.get("cgroup")
-    if cgroup:
-        data = read_small("/sys/fs/cgroup%s/memory.events" % cgroup, "cgroup file") or b""
-        for line in data.decode("ascii", "replace").splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[0] == "oom_kill" and parts[1].isdigit() and int(parts[1]) > 0:
-                return "cgroup %s counts %s oom_kill event(s)" % (cgroup, parts[1])
+    if record.get("oom_kills"):
+        return "the job's memory cgroup counted %s oom_kill event(s) while it ran" % record["oom_kills"]
+    return None
+
+
+def oom_kill_count():
+    """oom_kill events of this process's memory cgroup (v2 memory.events, v1 memory.oom_control)."""
+    data = read_small("/proc/self/cgroup", "cgroup list") or b""
+    for line in data.decode("utf-8", "replace").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            files = ["/sys/fs/cgroup%s/memory.events" % parts[2], "/sys/fs/cgroup/unified%s/memory.events" % parts[2]]
+        elif "memory" in parts[1].split(","):
+            files = ["/sys/fs/cgroup/memory%s/memory.oom_control" % parts[2]]
+        else:
+            continue
+        for name in files:
+            try:
+                text = (read_small(name, "cgroup file") or b"").decode("ascii", "replace")
+            except NotRegular:
+                continue
+            for row in text.splitlines():
+                words = row.split()
+                if len(words) == 2 and words[0] == "oom_kill" and words[1].isdigit():
+                    return int(words[1])
     return None
 
 

@@ -257,17 +257,16 @@ def supervise():
     """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
     spec = json.loads(os.environ.pop("OPSRUNNER_SPEC"))
     w = spec["handshake_fd"]
+    oom_before = oom_kill_count()  # the job shares this cgroup unless something moves it
     job = os.fork()
     if job == 0:
         _exec_job(spec, w)
     os.close(w)
-    start, cgroup = None, []
+    start = None
     try:  # the job's start time, read before it is reaped, identifies it in the exit record
         os.waitid(os.P_PID, job, os.WEXITED | os.WNOWAIT)
         p = read_proc(job)
         start = p.start if p is not None else None
-        with open("/proc/%d/cgroup" % job) as fh:  # for the OOM diagnosis (cgroup v2 line "0::/path")
-            cgroup = [ln[3:].strip() for ln in fh if ln.startswith("0::")]
     except (OSError, AttributeError):
         pass
     while True:
@@ -277,10 +276,12 @@ def supervise():
         except InterruptedError:
             continue
     if spec.get("exit_file"):
-        record = {"pid": job, "start": start, "cgroup": cgroup[0] if cgroup else None,
-                  "ended_at": time.time(), "returncode": None, "signal": None}
+        record = {"pid": job, "start": start, "ended_at": time.time(), "returncode": None, "signal": None}
         if os.WIFSIGNALED(status):
             record["signal"] = os.WTERMSIG(status)
+            oom_after = oom_kill_count()
+            if oom_before is not None and oom_after is not None:
+                record["oom_kills"] = oom_after - oom_before
         else:
             record["returncode"] = os.WEXITSTATUS(status)
         try:
