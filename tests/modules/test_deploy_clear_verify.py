@@ -148,7 +148,7 @@ def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
     assert "diagnosis: never started: no pidfile at" in run.end("verify")["msg"]
     # exited with code N (crash), with the log's last lines
     launch = {"name": "launch", "launch_detached": {
-        "command": trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "2", "--step-time", "0.05"),
+        "command": trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "3", "--step-time", "0.2"),
         "log": log, "pidfile": pid}}
     assert target.play([launch]).rc == 0
     # stable_for: the checks must keep passing, so a job that dies right after start is caught

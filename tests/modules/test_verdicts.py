@@ -33,7 +33,8 @@ def test_hung_job_fails_inside_the_stability_window(edge_target: Target, cleanup
     target = edge_target
     log, pid = _paths(target)
     cmd = trainer_command(cleanup_marker, target.work / "ck.json", "--hang-after", "5", "--step-time", "0.2")
-    assert _launch(target, cmd, log, pid).rc == 0
+    launched = _launch(target, cmd, log, pid)
+    assert launched.rc == 0, launched.out
     job = int(Path(pid).read_text())
     try:
         # The log grows for ~1 s, then never again: one growth must not pass for good.
@@ -55,7 +56,8 @@ def test_crash_is_reported_within_two_seconds_whatever_within_is(edge_target: Ta
     target = edge_target
     log, pid = _paths(target)
     cmd = trainer_command(cleanup_marker, target.work / "ck.json", "--crash-after", "15", "--step-time", "0.2")
-    assert _launch(target, cmd, log, pid).rc == 0
+    launched = _launch(target, cmd, log, pid)
+    assert launched.rc == 0, launched.out
     # The ready line never comes, so only the job's end can stop verify before `within`.
     run = _verify(target, pidfile=pid, processes=1, log=log, log_regex="never printed", within=300)
     end = run.end("verify")
@@ -71,7 +73,8 @@ def test_crash_is_reported_within_two_seconds_whatever_within_is(edge_target: Ta
 def test_killed_by_signal_names_the_signal(edge_target: Target, cleanup_marker: str) -> None:
     target = edge_target
     log, pid = _paths(target)
-    assert _launch(target, trainer_command(cleanup_marker, target.work / "ck.json"), log, pid).rc == 0
+    launched = _launch(target, trainer_command(cleanup_marker, target.work / "ck.json"), log, pid)
+    assert launched.rc == 0, launched.out
     job = int(Path(pid).read_text())
     os.kill(job, signal.SIGSEGV)
     run = _verify(target, pidfile=pid, processes=1, log=log, within=60)
