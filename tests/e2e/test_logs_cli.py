@@ -50,7 +50,8 @@ def test_logs_tail_and_follow(transport: str, request: pytest.FixtureRequest, tm
         "command": trainer_command(cleanup_marker, tmp_path / "ck.json", "--step-time", "0.1"),
         "log": str(log), "pidfile": str(pidfile)}}]}])
     try:
-        assert cli_subprocess("play", str(pb), "-i", str(inv)).rc == 0
+        launched = cli_subprocess("play", str(pb), "-i", str(inv))
+        assert launched.rc == 0, launched.out
         time.sleep(1)
         tail = cli_subprocess("logs", "-i", str(inv), "-n", "3", cwd=ROOT)
         assert tail.rc == 0, tail.err
