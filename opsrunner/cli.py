@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(check)
     check.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
 
+    from opsrunner.logs import add_parser as add_logs_parser
+
+    add_logs_parser(sub)
+
     schema = sub.add_parser("schema", help="print a JSON Schema (for editors / yaml-language-server)")
     schema.add_argument("name", nargs="?", default="playbook",
                         help="playbook, inventory, a module name, or 'list'")
@@ -119,13 +123,14 @@ def parse_extra_vars(values: list[str]) -> dict[str, Any]:
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     from opsrunner.inventory import load_inventory, localhost_inventory
-    from opsrunner.playbook import load_playbook, resolve_playbook_path
+    from opsrunner.playbook import load_playbook
+    from opsrunner.project import default_inventory, resolve_playbook
 
     problems: list[Problem] = []
     inventory = playbook = None
     extra: dict[str, Any] = {}
-    sources: list[Path | str] = [*args.inventory] or [Path("inventory/hosts.yml")]
-    playbook_path = resolve_playbook_path(args.playbook, Path.cwd())
+    sources: list[Path | str] = [*args.inventory] or [default_inventory(Path.cwd())]
+    playbook_path = resolve_playbook(args.playbook, Path.cwd())
     try:
         playbook = load_playbook(playbook_path)
     except ValidationError as exc:
@@ -159,7 +164,7 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
-    from opsrunner.engine import Engine, RunOptions, select_play_hosts
+    from opsrunner.engine import Engine, RunOptions
     from opsrunner.listing import list_hosts, list_tasks
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
 
@@ -169,8 +174,9 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=_split_tags(args.tags),
                          skip_tags=_split_tags(args.skip_tags), forks=args.forks, extra_vars=extra,
                          verbosity=args.verbose)
-    for play in playbook.plays:  # a broken pattern or subscript fails now, before any host is contacted
-        select_play_hosts(play, inventory, options)
+    from opsrunner.targets import require_targets
+
+    require_targets(playbook, inventory, options)  # bad or empty patterns fail before any host is contacted
     if args.list_hosts or args.list_tasks:
         text = list_hosts(playbook, inventory, options) if args.list_hosts else ""
         text += list_tasks(playbook, options) if args.list_tasks else ""
@@ -204,6 +210,12 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     return summary.exit_code()
 
 
+def _cmd_logs(args: argparse.Namespace, out: IO[str]) -> int:
+    from opsrunner.logs import run_logs
+
+    return run_logs(args, out, _load)
+
+
 def _split_tags(values: list[str]) -> frozenset[str]:
     return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())
 
@@ -229,13 +241,13 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.command is None:
-            raise UsageError("opsrunner: a command is required (play, check, schema, history, show, schedule); "
+            raise UsageError("opsrunner: a command is required (play, check, logs, schema, history, show, schedule); "
                              "see --help")
         from opsrunner.history.views import cmd_history, cmd_show
         from opsrunner.schedule.commands import cmd_schedule
 
         handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
-                   "show": cmd_show, "schedule": cmd_schedule}[args.command]
+                   "show": cmd_show, "schedule": cmd_schedule, "logs": _cmd_logs}[args.command]
         return handler(args, out)
     except ValidationError as exc:
         for problem in exc.problems:

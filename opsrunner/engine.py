@@ -20,6 +20,7 @@ from opsrunner.executor import TaskExecutor
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
+from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
@@ -93,6 +94,7 @@ class Engine:
         self._emit_lock = threading.Lock()
         self._dead: set[str] = set()  # failed or unreachable: no more tasks this run
         self._preflight: dict[str, list[Problem]] = {}  # hosts failed before being touched
+        self._ledgers: dict[str, CheckLedger] = {}  # check mode: what each host would have done
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -255,7 +257,8 @@ class Engine:
             connection = self.connections.get(spec)
         except TemplateError as exc:
             return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}")
-        executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff)
+        executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff,
+                                self._ledgers.setdefault(host, CheckLedger()))
         result = executor.run()
         ignore = task.kw("ignore_errors")
         if result.failed and result.status != Status.UNREACHABLE and ignore is not None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from opsrunner.connections.base import Connection
 from opsrunner.errors import ConnectionFailed, ModuleFailure, TemplateError
+from opsrunner.ledger import CheckLedger
 from opsrunner.modules.base import TaskContext, TimedOut
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Task
@@ -19,13 +20,14 @@ class TaskExecutor:
     """Runs a task for one host; never raises for task-level problems, returns a TaskResult."""
 
     def __init__(self, task: Task, host: str, variables: LazyVars, connection: Connection,
-                 check_mode: bool, diff_mode: bool) -> None:
+                 check_mode: bool, diff_mode: bool, ledger: CheckLedger | None = None) -> None:
         self.task = task
         self.host = host
         self.variables = variables
         self.connection = connection
         self.check_mode = check_mode
         self.diff_mode = diff_mode
+        self.ledger = ledger if ledger is not None else CheckLedger()
 
     def run(self) -> TaskResult:
         start = time.monotonic()
@@ -94,7 +96,7 @@ class TaskExecutor:
         timeout = self.task.kw("timeout")
         ctx = TaskContext(
             host=self.host, task=self.task, connection=self.connection, variables=variables,
-            check_mode=self.check_mode, diff_mode=self.diff_mode,
+            check_mode=self.check_mode, diff_mode=self.diff_mode, ledger=self.ledger,
             timeout=keyword_number(self.task, "timeout", variables) if timeout is not None else None,
         )
         try:

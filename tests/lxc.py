@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NAME = os.environ.get("OPSRUNNER_TEST_LXC_NAME", "opsrunner-ct")
-#: Bind-mounted at the same path inside the container.
-SHARE = Path("/var/lib/opsrunner-tests") / NAME
+#: Bind-mounted at the same path inside the container. Under /var/tmp: the agent's path guard
+#: refuses to delete in system trees such as /var/lib, and the tests delete in here.
+SHARE = Path("/var/tmp/opsrunner-tests") / NAME
 #: A comment line in the container's config: the suite only ever rebuilds a container it made.
 MARK = "# opsrunner test container: made and reused by tests/lxc.py"
 #: Written last when creation succeeded; a container with the mark but without it is rebuilt.
@@ -124,9 +125,13 @@ def _tail(text: str, lines: int = 12) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
 
 
+def mount_entry(share: Path) -> str:
+    return f"lxc.mount.entry = {share} {str(share).lstrip('/')} none bind,create=dir 0 0"
+
+
 def _create(name: str, share: Path, log: Path) -> None:
     """The README's command for a rehearsal container, plus the mark and the shared directory."""
-    mount = f"lxc.mount.entry = {share} {str(share).lstrip('/')} none bind,create=dir 0 0"
+    mount = mount_entry(share)
     res = _lxc("sh", str(MAKE_CONTAINER), name, MARK, mount, timeout=1200)
     log.write_text(res.stdout + res.stderr)
     if res.returncode != 0:
@@ -185,8 +190,10 @@ def ensure(name: str = NAME, share: Path = SHARE) -> Container:
         if state is not None and MARK not in (ct_dir / "config").read_text(errors="replace"):
             raise LxcUnavailable(f"a container named {name} exists that the test suite did not make; "
                                  f"set OPSRUNNER_TEST_LXC_NAME to another name")
-        if state is not None and not (ct_dir / READY).exists():
-            _lxc("lxc-destroy", "-n", name, "-f", timeout=300)  # ours, but its creation never finished
+        if state is not None and (not (ct_dir / READY).exists()
+                                  or mount_entry(share) not in (ct_dir / "config").read_text(errors="replace")):
+            # ours, but its creation never finished, or made by an older suite with another share
+            _lxc("lxc-destroy", "-n", name, "-f", timeout=300)
             state = None
         created = state is None
         if created:

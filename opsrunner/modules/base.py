@@ -14,6 +14,7 @@ from opsrunner.connections.agent import agent_module as agent_module
 from opsrunner.connections.agent import agent_source as agent_source
 from opsrunner.connections.base import Connection
 from opsrunner.errors import ModuleFailure
+from opsrunner.ledger import CheckLedger
 from opsrunner.results import CommandResult, Status, TaskResult
 from opsrunner.tasks import Task
 
@@ -30,6 +31,7 @@ class TaskContext:
     diff_mode: bool = False
     timeout: float | None = None
     notes: list[str] = field(default_factory=list)
+    ledger: CheckLedger = field(default_factory=CheckLedger)
 
     def resolve_local(self, path: str, kind: str = "files") -> Path:
         """A controller-side path: absolute, or found in the role's files/, then the playbook dir."""

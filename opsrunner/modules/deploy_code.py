@@ -82,7 +82,9 @@ class DeployCodeModule(Module):
         diff = self._diff(ctx, root, changed, extra) if ctx.diff_mode else ""
         if not changed and not extra:
             return TaskResult(Status.OK, msg=f"{len(files)} files up to date in {root}", data=data)
-        if not ctx.check_mode:
+        if ctx.check_mode:
+            ctx.ledger.would_create.extend(posixpath.join(root, f.rel) for f in changed)
+        else:
             if changed:
                 reply = self._send(ctx, root, changed, bool(args.get("backup")))
                 data["backups"] = reply.get("backups", [])

@@ -31,6 +31,7 @@ class KillOldModule(Module):
         data: dict[str, Any] = {"killed": killed, "pids": [p["pid"] for p in killed],
                                 "forced": reply.get("forced", [])}
         if ctx.check_mode:
+            ctx.ledger.would_stop.update(int(p) for p in reply.get("main", []))
             msg = f"would kill {len(killed)}: {describe(killed)}" if killed else "nothing to kill"
             return TaskResult(Status.CHANGED if killed else Status.OK, msg=msg, changed=bool(killed), data=data)
         msg = f"killed {len(killed)}: {describe(killed)}" if killed else "no old process found"

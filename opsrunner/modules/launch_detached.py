@@ -11,21 +11,32 @@ from opsrunner.results import Status, TaskResult
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: First words that only a shell understands: builtins that change the shell itself, and keywords.
+SHELL_WORDS = frozenset({
+    "exec", "cd", "export", ".", "source", "ulimit", "set", "unset", "umask", "eval", "trap", "alias",
+    "readonly", "local", "declare", "typeset", "shift", "wait", "command", "builtin", "read", "times",
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "in",
+    "function", "select", "time", "!", "{", "}", "[[", "]]",
+})
 
 
 def command_argv(command: str) -> tuple[list[str], dict[str, str]]:
-    """A plain command runs without a shell (so the pid is the job's); shell syntax needs /bin/sh."""
+    """A plain `program args...` runs without a shell (so the pid is the job's); shell syntax,
+    builtins and keywords run under /bin/sh -c, which execs the last command where it can."""
+    shell = (["/bin/sh", "-c", command], dict[str, str]())
     if _SHELL_SYNTAX.search(command):
-        return ["/bin/sh", "-c", command], {}
+        return shell
     try:
         words = shlex.split(command)
     except ValueError:
-        return ["/bin/sh", "-c", command], {}
+        return shell
     env: dict[str, str] = {}
     while words and _ASSIGNMENT.match(words[0]):
         key, _, value = words.pop(0).partition("=")
         env[key] = value
-    return (words, env) if words else (["/bin/sh", "-c", command], {})
+    if not words or words[0] in SHELL_WORDS:
+        return shell
+    return words, env
 
 
 class LaunchDetachedModule(Module):
@@ -38,20 +49,49 @@ class LaunchDetachedModule(Module):
             argv, env = command_argv(args["command"])
         env.update({str(k): str(v) for k, v in (args.get("env") or {}).items()})
         request: dict[str, Any] = {"argv": argv, "env": env, "check_mode": ctx.check_mode}
+        if ctx.check_mode:
+            request["would_stop"] = sorted(ctx.ledger.would_stop)
+            request["would_exist"] = list(ctx.ledger.would_create)
         for key in ("chdir", "log", "pidfile", "umask"):
             if key in args:
                 request[key] = args[key]
         reply = ctx.agent("launch", request)
-        keys = ("pid", "pgid", "sid", "log", "exit_file", "cmdline")
+        keys = ("pid", "pgid", "sid", "log", "exit_file", "cmdline", "exited")
         data: dict[str, Any] = {k: reply[k] for k in keys if k in reply}
         if reply.get("already_running"):
             return TaskResult(Status.OK, msg=f"already running as pid {reply['pid']} "
                               f"(from {args['pidfile']}); not starting a second copy", data=data)
         if ctx.check_mode:
-            return TaskResult(Status.CHANGED, changed=True, msg=f"would launch: {shlex.join(argv)}", data=data)
+            ctx.ledger.would_launch.append(str(args.get("pidfile", "")))
+            return TaskResult(Status.CHANGED, changed=True, data=data,
+                              msg=f"would launch{ctx.ledger.stopping_note()}: {shlex.join(argv)}")
+        if reply.get("exited"):
+            return _ended_at_once(reply, args)
         log = f", log {reply['log']}" if reply.get("log") else ""
         return TaskResult(Status.CHANGED, changed=True, data=data,
                           msg=f"launched pid {reply['pid']} in its own session{log}")
+
+
+def _ended_at_once(reply: dict[str, Any], args: dict[str, Any]) -> TaskResult:
+    """A job that ended before the launch returned: its exit status is the verdict."""
+    ended: dict[str, Any] = reply["exited"]
+    data: dict[str, Any] = {k: reply[k] for k in ("pid", "log", "exit_file", "exited") if k in reply}
+    pid = reply["pid"]
+    if ended.get("unknown"):
+        how = "ended at once; its exit status was not recorded" + ("" if args.get("pidfile") else " (no pidfile)")
+        ok = False
+    elif ended.get("signal"):
+        how, ok = f"was killed at once by signal {ended['signal']}", False
+    else:
+        how, ok = f"exited at once with code {ended.get('returncode')}", ended.get("returncode") == 0
+    msg = f"launched pid {pid}; it {how}"
+    if not ok:
+        tail = reply.get("log_tail") or ""
+        if args.get("log"):
+            msg += f"\nlast lines of {args['log']}:\n" + ("\n".join("  | " + ln for ln in tail.splitlines())
+                                                         or "  (empty)")
+        return TaskResult(Status.FAILED, msg=msg, data=data)
+    return TaskResult(Status.CHANGED, changed=True, msg=msg, data=data)
 
 
 MODULE = LaunchDetachedModule()

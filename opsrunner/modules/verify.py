@@ -4,11 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 CHECK_KEYS = ("processes", "min_processes", "log", "port", "gpu_min_memory_mb")
+#: Seconds of a task timeout kept for starting the agent and bringing its verdict back.
+TIMEOUT_MARGIN_S = 1.0
+STATUS_KEYS = ("state", "pid", "uptime_s", "log_size", "log_age_s", "last_line", "gpu_memory_mb")
+
+
+def status_line(status: dict[str, Any]) -> str:
+    """One line a person reads: state, pid, uptime, log size and age, last line, GPU memory."""
+    parts = [str(status.get("state", "unknown"))]
+    if status.get("pid"):
+        parts.append(f"pid {status['pid']}")
+    if status.get("uptime_s") is not None:
+        parts.append(f"up {_duration(float(status['uptime_s']))}")
+    if status.get("log_size") is not None:
+        parts.append(f"log {status['log_size']} bytes")
+    if status.get("log_age_s") is not None:
+        parts.append(f"last grew {status['log_age_s']:.1f}s ago")
+    gpus = status.get("gpu_memory_mb")
+    if gpus:
+        parts.append("GPU memory " + ", ".join(f"{k}: {v:g} MB" for k, v in sorted(gpus.items())))
+    line = ", ".join(parts)
+    if status.get("last_line"):
+        line += f"; last line: {status['last_line']}"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
 class VerifyModule(Module):
@@ -20,26 +50,40 @@ class VerifyModule(Module):
         return []
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
-        window = max(float(args.get("within") or 0), float(args.get("log_grows") or 0)) \
-            + float(args.get("stable_for") or 0)
-        timeout = None if ctx.timeout is None else max(ctx.timeout, window + 30)
-        reply = ctx.agent("verify", dict(args), timeout=timeout)
+        if ctx.check_mode and (ctx.ledger.would_launch or ctx.ledger.would_stop):
+            what = "launch" if ctx.ledger.would_launch else "stop"
+            return TaskResult(Status.SKIPPED, msg=f"skipped in check mode: an earlier task would {what} the job "
+                              "on this host, so there is no run to verify yet")
+        request = dict(args)
+        if ctx.timeout is not None:  # the task timeout bounds verify, whatever `within` says
+            request["budget"] = max(ctx.timeout - TIMEOUT_MARGIN_S, ctx.timeout / 2)
+        reply = ctx.agent("verify", request, timeout=ctx.timeout)
         procs = reply.get("procs", [])
+        status: dict[str, Any] = reply.get("status") or {}
         data = {"checks": reply.get("checks", []), "pids": [p["pid"] for p in procs],
                 "processes": len(procs), "log_size": reply.get("log_size")}
+        data.update({k: status.get(k) for k in STATUS_KEYS})
         if reply.get("ok"):
             passed = ", ".join(f"{c[0]}={c[3]}" for c in reply["checks"])
-            return TaskResult(Status.OK, msg=f"all checks passed: {passed}", data=data)
-        failed = "; ".join(f"{c[0]}: expected {c[2]}, got {c[3]}" for c in reply["failed"])
-        msg = f"{failed}\ndiagnosis: {reply['diagnosis']}"
-        if procs:
-            msg += "\nprocesses: " + "; ".join(f"{p['pid']} {p['cmdline'][:150]}" for p in procs)
-        if args.get("log"):
-            tail = reply.get("log_tail") or "(empty or missing)"
-            msg += f"\nlast lines of {args['log']}:\n" + "\n".join("  | " + ln for ln in tail.splitlines())
-        data["diagnosis"] = reply["diagnosis"]
-        data["log_tail"] = reply.get("log_tail", "")
-        raise ModuleFailure(msg, data)
+            return TaskResult(Status.OK, msg=f"all checks passed: {passed}\n{status_line(status)}", data=data)
+        return _failure(args, reply, data, ctx.timeout)
+
+
+def _failure(args: dict[str, Any], reply: dict[str, Any], data: dict[str, Any], timeout: float | None) -> TaskResult:
+    failed = "; ".join(f"{c[0]}: expected {c[2]}, got {c[3]}" for c in reply["failed"])
+    msg = ""
+    if reply.get("cut_short"):
+        msg = f"verify stopped at the task timeout ({timeout:g}s) after {reply.get('waited_s', 0):g}s\n"
+    msg += f"{failed}\ndiagnosis: {reply['diagnosis']}"
+    procs = reply.get("procs", [])
+    if procs:
+        msg += "\nprocesses: " + "; ".join(f"{p['pid']} {p['cmdline'][:150]}" for p in procs)
+    if args.get("log"):
+        tail = reply.get("log_tail") or "(empty or missing)"
+        msg += f"\nlast lines of {args['log']}:\n" + "\n".join("  | " + ln for ln in tail.splitlines())
+    data["diagnosis"] = reply["diagnosis"]
+    data["log_tail"] = reply.get("log_tail", "")
+    return TaskResult(Status.TIMED_OUT if reply.get("cut_short") else Status.FAILED, msg=msg, data=data)
 
 
 MODULE = VerifyModule()

@@ -6,7 +6,7 @@ import os
 
 OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
-       "delete": op_delete, "read": op_read}
+       "delete": op_delete, "read": op_read, "tail": op_tail}
 
 
 PATH_ARGS = ("pidfile", "log", "chdir", "dest")
@@ -25,5 +25,7 @@ def dispatch(request):
         return op(args)
     except Refused as exc:  # a guard's refusal names its rule; nothing was done
         return {"error": str(exc), "refused": [exc.rule]}
+    except NotRegular as exc:  # the message says which file and what it is
+        return {"error": str(exc)}
     except Exception as exc:  # reported to the controller as the task's failure message
         return {"error": "%s: %s" % (type(exc).__name__, exc)}

@@ -1,6 +1,8 @@
-# opsrunner-agent part 2: launch_detached (a supervisor in its own session starts the job).
+# opsrunner-agent part 3: launch_detached (a supervisor in its own session starts the job).
 import json
 import os
+import signal
+import stat
 import time
 
 SUPERVISOR_BOOT = "import os;exec(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))"
@@ -19,38 +21,185 @@ def write_atomic(path, data, mode=0o644):
 def op_launch(args):
     pidfile = args.get("pidfile")
     paths = pidfile_paths(pidfile) if pidfile else None
-    if pidfile:
+    if args.get("chdir") and args.get("log") and not os.path.isabs(args["log"]):
+        args["log"] = os.path.join(args["chdir"], args["log"])  # the job opens it after chdir
+    if paths:
+        for key, what in (("pid", "pidfile"), ("exit", "exit file"), ("meta", "launch record")):
+            problem = check_regular(paths[key], what)
+            if problem:
+                return {"error": problem}
         pid, start = read_pidfile(pidfile)
-        if pid and start is not None and alive(pid, start):
+        stopping = set(args.get("would_stop") or ())  # check mode: an earlier task would kill these
+        if pid and start is not None and alive(pid, start) and pid not in stopping:
             return {"changed": False, "pid": pid, "already_running": True, "log": args.get("log")}
-    if args.get("check_mode"):
-        return {"changed": True, "would_launch": args["argv"]}
-    chdir = args.get("chdir")
-    if chdir and not os.path.isdir(chdir):
-        return {"error": "chdir %s does not exist on the target" % chdir}
-    for path in (args.get("log"), pidfile):
-        if path and os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+    check = bool(args.get("check_mode"))
+    problem, program = preflight(args, paths, check)
+    if check:
+        if problem:
+            return {"error": problem}
+        return {"changed": True, "would_launch": args["argv"], "program": program}
+    log_offset = (_log_state(args["log"]) or 0) if args.get("log") else 0
     if paths:
         for key in ("exit", "meta"):
-            if os.path.exists(paths[key]):
+            if os.path.lexists(paths[key]):
                 os.unlink(paths[key])
+    record = {"pid": None, "start": None, "argv": args["argv"], "log": args.get("log"),
+              "log_offset": log_offset, "started_at": time.time(), "boot_id": boot_id()}
+    if problem:
+        return _failed_launch(paths, record, problem)
     spec = dict(args)
     spec["exit_file"] = paths["exit"] if paths else None
-    log_offset = _log_state(args["log"]) or 0 if args.get("log") else 0
     pid, error = _spawn(spec)
     if error:
-        return {"error": "could not start %s: %s" % (args["argv"][0], error)}
-    p = read_proc(pid)
-    if p is None or p.sid != pid:
-        return {"error": "job %d is not running in its own session after start" % pid}
-    if pidfile:
-        write_atomic(paths["meta"], json.dumps({"pid": pid, "start": p.start, "argv": args["argv"],
-                                                "log": args.get("log"), "log_offset": log_offset,
-                                                "started_at": time.time(), "boot_id": boot_id()}).encode())
-        write_atomic(pidfile, ("%d\n" % pid).encode())
-    return {"changed": True, "pid": pid, "pgid": p.pgid, "sid": p.sid, "log": args.get("log"),
-            "exit_file": spec["exit_file"], "cmdline": p.cmdline}
+        return _failed_launch(paths, record, "could not start the job: %s" % error)
+    return _launched(args, paths, record, pid)
+
+
+def _launched(args, paths, record, pid):
+    """Record the launch; a job that already ended is reported with its exit status."""
+    p = _settle(pid)
+    ended = None
+    if p is None or p.state == "Z" or p.sid != pid:
+        ended = _await_exit(paths["exit"], pid) if paths else {"pid": pid, "unknown": True}
+    record["pid"] = pid
+    record["start"] = p.start if p is not None and p.sid == pid else (ended or {}).get("start")
+    if paths:
+        try:
+            write_atomic(paths["meta"], json.dumps(record).encode())
+            write_atomic(paths["pid"], ("%d\n" % pid).encode())
+        except OSError as exc:
+            if ended is None:
+                _signal(-pid, signal.SIGKILL)  # never leave a job that nothing tracks
+            return {"error": "cannot write %s: %s (errno %d); the job (pid %d) was killed"
+                    % (paths["pid"], exc.strerror, exc.errno, pid)}
+    reply = {"changed": True, "pid": pid, "log": args.get("log"),
+             "exit_file": paths["exit"] if paths else None}
+    if ended is not None:
+        reply["exited"] = ended
+        if args.get("log"):
+            reply["log_tail"] = tail_lines(args["log"], record["log_offset"])
+        return reply
+    reply.update({"pgid": p.pgid, "sid": p.sid, "cmdline": p.cmdline})
+    return reply
+
+
+def _settle(pid, wait_s=0.25):
+    """The job a moment after its exec: one that fails at once (bad arguments, missing file)
+    is then reported with its exit status instead of as launched."""
+    deadline = time.time() + wait_s
+    while True:
+        p = read_proc(pid)
+        if p is None or p.state == "Z" or p.sid != pid or time.time() >= deadline:
+            return p
+        time.sleep(0.01)
+
+
+def _await_exit(exit_file, pid, wait_s=5.0):
+    """The supervisor's exit record of a job that ended at once (it lands within ms)."""
+    deadline = time.time() + wait_s
+    while True:
+        record = read_json(exit_file, "exit file")
+        if record and record.get("pid") == pid:
+            return record
+        if time.time() >= deadline:
+            return {"pid": pid, "unknown": True}
+        time.sleep(0.01)
+
+
+def _failed_launch(paths, record, problem):
+    """The launch record survives a failed launch, so later checks read only this run's log."""
+    if paths:
+        record["error"] = problem
+        try:
+            if os.path.lexists(paths["pid"]):
+                os.unlink(paths["pid"])  # names a job already stopped: it must not be trusted
+            write_atomic(paths["meta"], json.dumps(record).encode())
+        except OSError:
+            pass
+    return {"error": problem}
+
+
+def _writable_dir(path, check):
+    """None when files can be created in directory `path` (created unless check), else the error."""
+    probe = path
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe.rstrip("/")) or "/"
+    if not os.path.isdir(probe):
+        return "%s is not a directory" % probe
+    if check:
+        if os.access(probe, os.W_OK | os.X_OK):
+            return None
+        return "%s is not writable" % (probe if probe == path else "%s (to create %s)" % (probe, path))
+    name = os.path.join(path, ".opsrunner-probe-%d" % os.getpid())
+    try:
+        os.makedirs(path, exist_ok=True)
+        os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.unlink(name)
+    except OSError as exc:
+        return "%s: %s (errno %d)" % (exc.filename or path, exc.strerror, exc.errno)
+    return None
+
+
+def _would_exist(path, args):
+    """Check mode: an earlier task (deploy_code) would have created this path or one below it."""
+    path = os.path.abspath(path).rstrip("/")
+    for made in args.get("would_exist") or ():
+        made = os.path.abspath(os.path.expanduser(made)).rstrip("/")
+        if made == path or made.startswith(path + "/"):
+            return True
+    return False
+
+
+def preflight(args, paths, check):
+    """(why the job cannot start or None, the resolved program): checked before anything starts."""
+    chdir = args.get("chdir")
+    if chdir and not os.path.isdir(chdir) and not (check and _would_exist(chdir, args)):
+        return "chdir %s does not exist on the target" % chdir, None
+    log = args.get("log")
+    if log and log != os.devnull:
+        problem = check_regular(log, "log")
+        if problem:
+            return problem, None
+        folder = os.path.dirname(os.path.abspath(log))
+        why = _writable_dir(folder, check)
+        if why:
+            return "cannot open the log %s: directory %s" % (log, why), None
+        if check and os.path.exists(log) and not os.access(log, os.W_OK):
+            return "cannot open the log %s: Permission denied" % log, None
+        if not check:
+            try:
+                os.close(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644))
+            except OSError as exc:
+                return "cannot open the log %s: %s (errno %d)" % (log, exc.strerror, exc.errno), None
+    if paths:
+        why = _writable_dir(os.path.dirname(os.path.abspath(paths["pid"])), check)
+        if why:
+            return "cannot write the pidfile %s: %s; the job was not started" % (paths["pid"], why), None
+    problem, program = resolve_program(args["argv"][0], args.get("env") or {}, chdir)
+    if problem and check and "/" in args["argv"][0] and _would_exist(
+            os.path.join(chdir or os.getcwd(), args["argv"][0]), args):
+        return None, args["argv"][0]  # deployed by an earlier task: it will exist
+    return problem, program
+
+
+def resolve_program(name, env, chdir):
+    """(error or None, path): where execvpe would find `name`, checked as exec would."""
+    search = env.get("PATH") or os.environ.get("PATH") or os.defpath
+    if "/" in name:
+        candidates = [os.path.join(chdir or os.getcwd(), name)]
+    else:
+        candidates = [os.path.join(d or ".", name) for d in search.split(":")]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return None, path
+    for path in candidates:
+        if os.path.isdir(path):
+            return "program %s is a directory" % path, None
+        if os.path.exists(path):
+            return "program %s is not executable (mode %04o)" % (path, stat.S_IMODE(os.stat(path).st_mode)), None
+    if "/" in name:
+        return "program %s not found on the target" % candidates[0], None
+    return "program %s not found on the target (searched PATH=%s)" % (name, search), None
 
 
 def _supervisor_argv(env):
@@ -108,10 +257,18 @@ def supervise():
     """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
     spec = json.loads(os.environ.pop("OPSRUNNER_SPEC"))
     w = spec["handshake_fd"]
+    oom_before = oom_kill_count()  # the job shares this cgroup unless something moves it
     job = os.fork()
     if job == 0:
         _exec_job(spec, w)
     os.close(w)
+    start = None
+    try:  # the job's start time, read before it is reaped, identifies it in the exit record
+        os.waitid(os.P_PID, job, os.WEXITED | os.WNOWAIT)
+        p = read_proc(job)
+        start = p.start if p is not None else None
+    except (OSError, AttributeError):
+        pass
     while True:
         try:
             _, status = os.waitpid(job, 0)
@@ -119,9 +276,12 @@ def supervise():
         except InterruptedError:
             continue
     if spec.get("exit_file"):
-        record = {"pid": job, "ended_at": time.time(), "returncode": None, "signal": None}
+        record = {"pid": job, "start": start, "ended_at": time.time(), "returncode": None, "signal": None}
         if os.WIFSIGNALED(status):
             record["signal"] = os.WTERMSIG(status)
+            oom_after = oom_kill_count()
+            if oom_before is not None and oom_after is not None:
+                record["oom_kills"] = oom_after - oom_before
         else:
             record["returncode"] = os.WEXITSTATUS(status)
         try:
@@ -131,15 +291,18 @@ def supervise():
 
 
 def _exec_job(spec, w):
+    step = "setsid"
     try:
         os.setsid()
         if spec.get("umask") is not None:
             os.umask(int(str(spec["umask"]), 8))
         if spec.get("chdir"):
+            step = "chdir %s" % spec["chdir"]
             os.chdir(spec["chdir"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         log = spec.get("log") or os.devnull
+        step = "open the log %s" % log
         out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(out, 1)
         os.dup2(out, 2)
@@ -150,10 +313,11 @@ def _exec_job(spec, w):
         env.update(spec.get("env") or {})
         os.write(w, ("ok %d\n" % os.getpid()).encode())
         argv = spec["argv"]
+        step = "exec %s" % argv[0]
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
         try:
-            os.write(w, ("err %s\n" % (exc.strerror or exc)).encode())
+            os.write(w, ("err %s: %s (errno %s)\n" % (step, exc.strerror or exc, exc.errno)).encode())
         except OSError:
             pass
     os._exit(127)

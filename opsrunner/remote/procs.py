@@ -96,10 +96,13 @@ def pidfile_paths(pidfile):
 
 def read_pidfile(pidfile):
     """(pid, start) from a pidfile and its launch record; (None, None) if absent or bad.
-    Refused (never a blocking read) where either is not a regular file."""
+    A FIFO or device is refused (NotRegular), never read; a record from another boot gives no start."""
+    data = read_small(pidfile, "pidfile")
     try:
-        pid = int(_read_regular(pidfile, 4096).split()[0])
-    except (OSError, ValueError, IndexError):
+        pid = int(data.split()[0]) if data else None
+    except (ValueError, IndexError):
+        pid = None
+    if not pid or pid < 1:
         return None, None
     meta = launch_record(pidfile) or {}
     if meta.get("pid") == pid and meta.get("boot_id") in (None, boot_id()):

@@ -1,8 +1,10 @@
-# opsrunner-agent part 3: verify and the GPU wait of kill_old.
-import json
+# opsrunner-agent part 4: verify (the verdict, the diagnosis, the status) and the GPU wait of kill_old.
+import errno
 import os
 import re
 import time
+
+POLL_S = 0.2
 
 
 def _log_state(path):
@@ -11,29 +13,6 @@ def _log_state(path):
     except OSError:
         return None
     return st.st_size
-
-
-def _log_tail(path, offset=0, lines=20):
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(offset if offset <= size else 0, size - 65536))
-            data = fh.read()
-    except OSError:
-        return ""
-    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
-
-
-def _log_text(path, offset=0, limit=8 << 20):
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(offset if offset <= size else 0, size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
 
 
 def _listening(port):
@@ -56,7 +35,7 @@ def gpu_memory(gpus=None):
     import subprocess
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -68,6 +47,64 @@ def gpu_memory(gpus=None):
             if gpus is None or int(idx) in [int(g) for g in gpus]:
                 used[int(idx)] = float(mb)
     return used
+
+
+def _log_checks(args, state, out):
+    log = args["log"]
+    problem = check_regular(log, "log")
+    if problem:
+        raise NotRegular(problem)
+    now = time.time()
+    try:
+        st = os.stat(log)
+    except OSError as exc:
+        st = None
+        state["log_error"] = None if exc.errno == errno.ENOENT else "%s (errno %d)" % (exc.strerror, exc.errno)
+    size = st.st_size if st else None
+    state["log_size"] = size
+    if size is not None:
+        offset = state["offset"] if state["offset"] <= size else 0  # a truncated log starts over
+        seen = state.get("seen_size")
+        if seen is not None and size > seen:
+            state["grew_at"] = now
+        state["seen_size"] = size
+        state["mtime"] = st.st_mtime
+        if size > offset:  # written by this run: its last write is when it last grew
+            state["grew_at"] = max(state.get("grew_at") or 0, min(st.st_mtime, now))
+    if args.get("log_exists", True):
+        out.append(("log_exists", size is not None, "exists", "missing" if size is None else "exists"))
+    if args.get("log_min_bytes") is not None:
+        out.append(("log_min_bytes", (size or 0) >= int(args["log_min_bytes"]),
+                    ">= %s bytes" % args["log_min_bytes"], "%s bytes" % (size or 0)))
+    if args.get("log_grows"):
+        limit = float(args["log_grows"])
+        grew_at = state.get("grew_at")
+        ok = size is not None and grew_at is not None and now - grew_at <= limit
+        if size is None:
+            actual = "no log"
+        elif grew_at is None:
+            actual = "not grown since the launch (%d bytes)" % size
+        else:
+            actual = "last grew %.1fs ago (%d bytes)" % (now - grew_at, size)
+        out.append(("log_grows", ok, "grows within every %ss" % args["log_grows"], actual))
+    if args.get("log_regex") or args.get("log_not_regex"):
+        _regex_checks(args, state, size, out)
+
+
+def _regex_checks(args, state, size, out):
+    """Only this run's part of the log, and at most its last REGEX_WINDOW bytes."""
+    if state.get("text_size") != size:
+        data, _ = read_window(args["log"], state["offset"], REGEX_WINDOW)
+        state["text"] = (data or b"").decode("utf-8", "replace")
+        state["text_size"] = size
+    text = state["text"]
+    if args.get("log_regex"):
+        found = re.search(args["log_regex"], text, re.M) is not None
+        out.append(("log_regex", found, "log matches /%s/" % args["log_regex"], "matched" if found else "no match"))
+    if args.get("log_not_regex"):
+        m = re.search(args["log_not_regex"], text, re.M)
+        out.append(("log_not_regex", m is None, "log free of /%s/" % args["log_not_regex"],
+                    "found %r" % m.group(0) if m else "absent"))
 
 
 def _checks(args, state):
@@ -84,32 +121,8 @@ def _checks(args, state):
         out.append(("processes", count == int(args["processes"]), "exactly %s" % args["processes"], count))
     if args.get("min_processes") is not None:
         out.append(("min_processes", count >= int(args["min_processes"]), ">= %s" % args["min_processes"], count))
-    log = args.get("log")
-    if log:
-        size = _log_state(log)
-        state["log_size"] = size
-        if args.get("log_exists", True):
-            out.append(("log_exists", size is not None, "exists", "missing" if size is None else "exists"))
-        if args.get("log_min_bytes") is not None:
-            out.append(("log_min_bytes", (size or 0) >= int(args["log_min_bytes"]),
-                        ">= %s bytes" % args["log_min_bytes"], "%s bytes" % (size or 0)))
-        if args.get("log_grows"):
-            grew = size is not None and state.get("log_size0") is not None and size > state["log_size0"]
-            if size is not None and state.get("log_size0") is None:
-                state["log_size0"] = size
-            out.append(("log_grows", grew, "grows within %ss" % args["log_grows"],
-                        "%s -> %s bytes" % (state.get("log_size0"), size)))
-        text = None
-        if args.get("log_regex") or args.get("log_not_regex"):
-            text = _log_text(log, _launch_offset(args)) or ""
-        if args.get("log_regex"):
-            found = re.search(args["log_regex"], text, re.M) is not None
-            out.append(("log_regex", found, "log matches /%s/" % args["log_regex"],
-                        "matched" if found else "no match"))
-        if args.get("log_not_regex"):
-            m = re.search(args["log_not_regex"], text, re.M)
-            out.append(("log_not_regex", m is None, "log free of /%s/" % args["log_not_regex"],
-                        "found %r" % m.group(0) if m else "absent"))
+    if args.get("log"):
+        _log_checks(args, state, out)
     if args.get("port") is not None:
         up = _listening(args["port"])
         out.append(("port", up, "port %s listening" % args["port"], "listening" if up else "not listening"))
@@ -121,71 +134,63 @@ def _checks(args, state):
     return out
 
 
-def _launch_offset(args):
-    """Where the current run's output starts in an appended log (recorded at launch)."""
+def _launch_record(args):
+    """The launch record beside the pidfile, and where this run's output starts in the log."""
     if not args.get("pidfile"):
-        return 0
+        return None, 0
+    meta = read_json(pidfile_paths(args["pidfile"])["meta"], "launch record")
+    if not meta or meta.get("log") != args.get("log"):
+        return meta, 0
     try:
-        with open(pidfile_paths(args["pidfile"])["meta"]) as fh:
-            meta = json.load(fh)
-    except (OSError, ValueError):
-        return 0
-    return int(meta.get("log_offset") or 0) if meta.get("log") == args.get("log") else 0
+        return meta, int(meta.get("log_offset") or 0)
+    except (TypeError, ValueError):
+        return meta, 0
 
 
-def _diagnose(args, state):
-    pidfile, log = args.get("pidfile"), args.get("log")
-    exit_record = None
-    if pidfile:
-        try:
-            with open(pidfile_paths(pidfile)["exit"]) as fh:
-                exit_record = json.load(fh)
-        except (OSError, ValueError):
-            pass
-    pid, start = read_pidfile(pidfile) if pidfile else (None, None)
-    running = bool(pid) and alive(pid, start)
-    if exit_record and not running:
-        if exit_record.get("signal"):
-            return "the job (pid %s) was killed by signal %s" % (exit_record["pid"], exit_record["signal"])
-        return "the job (pid %s) exited with code %s" % (exit_record["pid"], exit_record["returncode"])
-    if pidfile and pid is None and log and state.get("log_size") is None:
-        return "never started: no pidfile at %s and no log at %s" % (pidfile, log)
-    if pidfile and pid and not running:
-        return "not running: pid %s from %s is gone and no exit status was recorded" % (pid, pidfile)
-    if not pidfile and not state.get("procs") and log and state.get("log_size") is None:
-        return "never started: no matching process and no log at %s" % log
-    if running and args.get("log_grows") and state.get("log_size") == state.get("log_size0"):
-        return "running (pid %s) but the log stopped growing at %s bytes" % (pid, state.get("log_size"))
-    if state.get("procs"):
-        return "running: " + "; ".join("%d %s" % (p["pid"], p["cmdline"][:150]) for p in state["procs"])
-    if log and state.get("log_size") is not None:
-        return "no matching process; the log exists (%s bytes): the job started and died" % state["log_size"]
-    return "no matching process"
+def _ended(args, state):
+    """True when polling cannot change the verdict: the pidfile's job is gone and nothing
+    matching the pattern remains (its exit is recorded, or it vanished)."""
+    if not args.get("pidfile"):
+        return False
+    pid, start = read_pidfile(args["pidfile"])
+    if pid is None:
+        meta = state.get("meta")
+        return bool(meta and meta.get("error"))  # the latest launch failed: nothing will start
+    return not alive(pid, start) and not state.get("procs")
 
 
 def op_verify(args):
-    """Poll until every check passes (up to `within`), then keep them passing for `stable_for`."""
+    """Poll until every check passes (up to `within`), then keep them passing for `stable_for`.
+
+    Stops at once when the outcome is final (the job ended), and at `budget` seconds (the
+    task timeout, minus the controller's margin) with the verdict so far."""
+    t0 = time.time()
     state = {}
-    window = max(float(args.get("within") or 0), float(args.get("log_grows") or 0))
+    state["meta"], state["offset"] = _launch_record(args)
+    deadline = t0 + max(float(args.get("within") or 0), float(args.get("log_grows") or 0))
     stable_for = float(args.get("stable_for") or 0)
-    deadline = time.time() + window
-    passed_at = None
+    hard = t0 + float(args["budget"]) if args.get("budget") else None
+    passed_at, cut = None, False
     while True:
         checks = _checks(args, state)
+        now = time.time()
         if all(c[1] for c in checks):
-            passed_at = passed_at or time.time()
-            if time.time() - passed_at >= stable_for:
+            passed_at = passed_at or now
+            if now - passed_at >= stable_for:
                 return {"ok": True, "checks": [list(c) for c in checks], "procs": state.get("procs", []),
-                        "log_size": state.get("log_size")}
-        elif passed_at is not None or time.time() >= deadline:
+                        "log_size": state.get("log_size"), "status": job_status(args, state, checks)}
+        elif passed_at is not None or now >= deadline or _ended(args, state):
             break
-        time.sleep(0.2)
+        if hard is not None and now + POLL_S >= hard:
+            cut = True
+            break
+        time.sleep(POLL_S)
     failed = [c for c in checks if not c[1]]
+    status = job_status(args, state, checks)
     return {"ok": False, "checks": [list(c) for c in checks], "failed": [list(c) for c in failed],
-            "diagnosis": _diagnose(args, state), "procs": state.get("procs", []),
-            "log_tail": _log_tail(args["log"], _launch_offset(args)) if args.get("log") else "",
-            "log_size": state.get("log_size")}
-
+            "diagnosis": status.pop("diagnosis"), "procs": state.get("procs", []), "cut_short": cut,
+            "log_tail": tail_lines(args["log"], state["offset"]) if args.get("log") else "",
+            "log_size": state.get("log_size"), "status": status, "waited_s": round(time.time() - t0, 2)}
 
 # -- kill_old: wait for GPU memory -----------------------------------------------------------
 def op_gpu_wait(args):

@@ -123,5 +123,6 @@ def test_incident_3_crashed_never_started_and_hung_are_told_apart(tmp_path: Path
     assert wait_for(lambda: "hanging (simulated)" in Path(p["log"]).read_text(), 20)
     rc, out, ev, _ = play(tmp_path, inv, [check], "hangcheck.yml")
     assert rc == 2
-    assert "but the log stopped growing" in task_ends(ev)[0]["msg"]
+    assert "diagnosis: hung: the job (pid" in task_ends(ev)[0]["msg"]
+    assert "has not grown for" in task_ends(ev)[0]["msg"]
     assert wait_for(lambda: len(pids_with(cleanup_marker)) == 1, 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -148,7 +149,7 @@ def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
     assert "diagnosis: never started: no pidfile at" in run.end("verify")["msg"]
     # exited with code N (crash), with the log's last lines
     launch = {"name": "launch", "launch_detached": {
-        "command": target.trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "2", "--step-time", "0.05"),
+        "command": target.trainer_command(cleanup_marker, w / "ck.json", "--crash-after", "3", "--step-time", "0.2"),
         "log": log, "pidfile": pid}}
     assert target.play([launch]).rc == 0
     # stable_for: the checks must keep passing, so a job that dies right after start is caught
@@ -161,17 +162,20 @@ def test_verify_diagnoses(edge_target: Target, cleanup_marker: str) -> None:
     # killed by a signal
     launch["launch_detached"]["command"] = target.trainer_command(cleanup_marker, w / "ck.json")
     assert target.play([launch]).rc == 0
+    job = int(Path(pid).read_text())  # as the target reports it (the container's own pid there)
     os.kill(target.host_pid(Path(pid)), signal.SIGKILL)
     assert wait_for((w / "t.exit").exists, 5)
     run = _verify(target, pidfile=pid, processes=1, log=log)
-    assert "was killed by signal 9" in run.end("verify")["msg"]
+    assert f"diagnosis: the job (pid {job}) was killed by signal 9 (SIGKILL)" in run.end("verify")["msg"]
     # running but the log stopped growing (hang)
     launch["launch_detached"]["command"] = target.trainer_command(cleanup_marker, w / "ck.json", "--hang-after", "1")
     assert target.play([launch]).rc == 0
     # From its last line on, not from a fixed sleep: a loaded machine may start it late.
     assert wait_for(lambda: "hanging (simulated)" in Path(log).read_text(), 20)
+    time.sleep(2)  # longer than log_grows: the last growth is now too long ago
     run = _verify(target, pidfile=pid, processes=1, log=log, log_grows=1.5)
-    assert "but the log stopped growing" in run.end("verify")["msg"]
+    assert f"diagnosis: hung: the job (pid {Path(pid).read_text().strip()}) is running but its log {log} " \
+        "has not grown for " in run.end("verify")["msg"]
     os.kill(target.host_pid(Path(pid)), signal.SIGKILL)
 
 

@@ -16,14 +16,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pids_with, wait_for
-from tests.modules.conftest import Target
+from tests.conftest import LXC_TRANSPORTS, TRANSPORTS, pids_with, wait_for
+from tests.modules.conftest import Target, _target_for
 
 
 def with_home(target: Target, home: Path) -> Target:
     """The same host with HOME set to a private directory for the agent."""
     chain = list(target.host_vars.get("wrapper") or [])
-    return Target({**target.host_vars, "wrapper": [*chain, f"env HOME={home}"]}, target.work)
+    return Target({**target.host_vars, "wrapper": [*chain, f"env HOME={home}"]}, target.side)
+
+
+# The guard runs in the agent; these tests build their trees and innocent processes on this
+# machine, so they run over every transport that reaches it (the container is covered by the
+# contract and module suites).
+@pytest.fixture(params=[t for t in TRANSPORTS if t not in LXC_TRANSPORTS])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=["local", "ssh+reaper+fd_holder"])
+def edge_target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    return _target_for(str(request.param), request, tmp_path)
 
 
 @pytest.fixture

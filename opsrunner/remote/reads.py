@@ -1,0 +1,112 @@
+# opsrunner-agent part 2: bounded reads of regular files. A FIFO, device or socket where a
+# regular file is expected is refused (opening one could block forever, reading /dev/zero
+# or /dev/full never ends); every read stops at a documented size.
+import errno
+import json
+import os
+import stat
+
+#: The most of a log that verify searches with log_regex / log_not_regex: its last 4 MiB.
+REGEX_WINDOW = 4 << 20
+#: The most of a log that a tail (diagnosis, status, `opsrunner logs`) reads: its last 256 KiB.
+TAIL_WINDOW = 256 << 10
+#: Pidfiles, launch records and exit records: 64 KiB at most.
+SMALL_LIMIT = 64 << 10
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+class NotRegular(ValueError):
+    """A path that must be a regular file is something else; the message says what."""
+
+
+def file_kind(mode):
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def not_regular_msg(what, path, mode):
+    return "%s %s is %s, not a regular file: refusing to use it" % (what, path, file_kind(mode))
+
+
+def check_regular(path, what):
+    """None when `path` is absent or a regular file, else why it cannot be used (one line)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        return "%s %s: %s (errno %d)" % (what, path, exc.strerror, exc.errno)
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return not_regular_msg(what, path, st.st_mode)
+
+
+def open_regular(path, what):
+    """A read-only fd on a regular file; O_NONBLOCK so a FIFO never blocks the open."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegular(not_regular_msg(what, path, st.st_mode))
+    return fd, st
+
+
+def _read_range(fd, start, limit):
+    os.lseek(fd, start, 0)
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_small(path, what):
+    """The whole of a small regular file (up to SMALL_LIMIT), or None when it is absent."""
+    try:
+        fd, _ = open_regular(path, what)
+    except OSError:
+        return None
+    try:
+        return _read_range(fd, 0, SMALL_LIMIT)
+    finally:
+        os.close(fd)
+
+
+def read_window(path, offset=0, limit=TAIL_WINDOW, what="log"):
+    """(bytes from max(offset, size - limit) to the end, size); (None, None) when absent."""
+    try:
+        fd, st = open_regular(path, what)
+    except OSError:
+        return None, None
+    try:
+        size = st.st_size
+        start = offset if 0 <= offset <= size else 0
+        return _read_range(fd, max(start, size - limit), limit), size
+    finally:
+        os.close(fd)
+
+
+def tail_lines(path, offset=0, lines=20):
+    data, _ = read_window(path, offset, TAIL_WINDOW)
+    if not data:
+        return ""
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def read_json(path, what):
+    """A small JSON record (launch record, exit record), or None when absent or unreadable."""
+    data = read_small(path, what)
+    if data is None:
+        return None
+    try:
+        value = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

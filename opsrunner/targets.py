@@ -1,0 +1,25 @@
+"""Nothing to run is an error: a --limit or host patterns that leave no host to target."""
+
+from __future__ import annotations
+
+from opsrunner.engine import RunOptions, select_play_hosts
+from opsrunner.errors import OpsrunnerError
+from opsrunner.inventory import Inventory
+from opsrunner.playbook import Playbook
+
+
+class NoHostsToTarget(OpsrunnerError):
+    """ansible-core's "leaves us with no hosts to target", with its exit code 1."""
+
+    exit_code = 1
+
+
+def require_targets(playbook: Playbook, inventory: Inventory, options: RunOptions) -> None:
+    """Evaluate every play's pattern (a broken one fails here, before any host is contacted) and
+    refuse a run in which no play has a host. A single play without hosts is skipped, as in Ansible."""
+    selected = [select_play_hosts(play, inventory, options) for play in playbook.plays]
+    if playbook.plays and not any(selected):
+        patterns = ", ".join(sorted({str(p.hosts) for p in playbook.plays}))
+        limit = f" and --limit {options.limit!r}" if options.limit else ""
+        raise NoHostsToTarget(f"host pattern {patterns!r}{limit} leave no hosts to target in "
+                              f"{len(inventory.hosts)} inventory hosts; nothing was run")

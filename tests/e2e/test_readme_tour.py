@@ -1,0 +1,65 @@
+"""The README's five-minute tour, run as written: every quoted claim in its comments is part
+of what that command prints, and the sample output is what a second restart prints."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, kill_marked
+from tests.helpers import CliResult, cli_subprocess
+
+
+def _tour() -> tuple[list[tuple[str, list[str]]], list[str]]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    commands_block, sample_block = re.findall(r"```(?:sh)?\n(.*?)\n```", section, re.S)[:2]
+    steps: list[tuple[str, list[str]]] = []
+    for line in commands_block.splitlines():
+        code, _, comment = line.partition("#")
+        if code.strip().startswith("opsrunner"):
+            steps.append((code.strip(), []))
+        if steps:
+            steps[-1][1].extend(re.findall(r'"([^"]+)"', comment))
+    return steps, sample_block.splitlines()
+
+
+def _pattern(claim: str) -> str:
+    return re.sub(r"\bN\b", r"\\d+(?:\\.\\d+)?", re.escape(claim))
+
+
+def _normal(line: str) -> str:
+    return re.sub(r"\d+(?:\.\d+)?", "N", line.rstrip().rstrip("*").rstrip())
+
+
+def _sample_matches(sample: list[str], res: CliResult, home: Path) -> None:
+    printed = [_normal(ln.replace(str(home), "/root")) for ln in res.out.splitlines()]
+    for line in sample:
+        want = _normal(line)
+        if want.endswith("..."):
+            assert any(p.startswith(want[:-3]) for p in printed), (line, printed)
+        else:
+            assert want in printed, (line, printed)
+
+
+@pytest.fixture
+def home(tmp_path: Path):
+    h = tmp_path / "home"
+    h.mkdir()
+    yield h
+    kill_marked(str(h))
+
+
+def test_readme_tour_prints_what_it_claims(home: Path) -> None:
+    steps, sample = _tour()
+    assert len(steps) >= 10 and all(claims for _, claims in steps)
+    for i, (command, claims) in enumerate(steps):
+        res = cli_subprocess(*shlex.split(command)[1:], env={"HOME": str(home)})
+        output = res.out + res.err
+        for claim in claims:
+            assert re.search(_pattern(claim), output), f"{command!r} does not print {claim!r}:\n{output}"
+        if i == 1:
+            _sample_matches(sample, res, home)

@@ -1,0 +1,62 @@
+"""No silent no-ops: nothing to target is an error (ansible-core's exit code 1), and the
+project's default inventory and playbooks/ are found from any subdirectory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import ROOT, write_inventory, write_yaml
+from tests.helpers import cli, cli_subprocess
+
+PLAY = [{"hosts": "all", "tasks": [{"name": "hello", "debug": {"msg": "hello from {{ inventory_hostname }}"}}]}]
+
+
+def _project(tmp_path: Path, marker: bool) -> Path:
+    proj = tmp_path / "proj"
+    for sub in ("inventory", "deep/er"):
+        (proj / sub).mkdir(parents=True)
+    if marker:
+        write_yaml(proj / "opsrunner.cfg", "# marks the project root\n")
+    local = {"connection": "local"}
+    write_inventory(proj / "inventory" / "hosts.yml", {"alpha": local, "beta": local})
+    write_yaml(proj / "playbooks" / "hello.yml", PLAY)
+    return proj
+
+
+def test_empty_limit_is_an_error_with_ansibles_exit_code(tmp_path: Path) -> None:
+    proj = _project(tmp_path, marker=False)
+    res = cli("play", "hello.yml", "-l", "typo", cwd=proj)
+    assert res.rc == 1
+    assert res.err == ("ERROR: host pattern 'all' and --limit 'typo' leave no hosts to target in 2 inventory "
+                       "hosts; nothing was run\n")
+    assert "PLAY" not in res.out
+
+
+def test_play_pattern_matching_nothing_is_an_error(tmp_path: Path) -> None:
+    proj = _project(tmp_path, marker=False)
+    write_yaml(proj / "playbooks" / "typo.yml", [dict(PLAY[0], hosts="trainer")])
+    res = cli("play", "typo.yml", cwd=proj)
+    assert (res.rc, res.err) == (1, "ERROR: host pattern 'trainer' leave no hosts to target in 2 inventory hosts; "
+                                    "nothing was run\n")
+    listed = cli("play", "typo.yml", "--list-hosts", cwd=proj)
+    assert listed.rc == 1
+    # One empty play among others is skipped with a note, as in Ansible.
+    write_yaml(proj / "playbooks" / "mixed.yml", [dict(PLAY[0], hosts="trainer"), PLAY[0]])
+    mixed = cli("play", "mixed.yml", cwd=proj)
+    assert mixed.rc == 0 and "skipping play" in mixed.out and "hello from alpha" in mixed.out
+
+
+def test_default_inventory_and_playbooks_found_from_a_subdirectory(tmp_path: Path) -> None:
+    for marker in (False, True):
+        proj = _project(tmp_path / str(marker), marker=marker)
+        top = cli("play", "hello.yml", cwd=proj)
+        deep = cli("play", "hello.yml", cwd=proj / "deep" / "er")
+        assert top.rc == deep.rc == 0
+        assert "hello from alpha" in deep.out and "hello from beta" in deep.out
+        assert top.out.count("ok: [") == deep.out.count("ok: [") == 2
+
+
+def test_shipped_project_status_from_the_role_directory() -> None:
+    res = cli_subprocess("play", "status.yml", "--list-hosts", cwd=ROOT / "roles" / "training_restart")
+    assert res.rc == 0, res.err
+    assert "HOSTS (1):\n    localhost" in res.out
