@@ -53,10 +53,6 @@ def test_default_timeout_play_and_task_overrides(tmp_path: Path, sshd: PrivateSS
     - name: play timeout
       command: sleep {cleanup_marker}
       ignore_errors: true
-    - name: bad default_timeout
-      shell: "true"
-      timeout: "{{{{ 'abc' }}}}"
-      ignore_errors: true
 """)
     events = tmp_path / "ev.jsonl"
     res = cli("play", str(pb), "-i", str(inv), "--json-events", str(events))
@@ -67,7 +63,6 @@ def test_default_timeout_play_and_task_overrides(tmp_path: Path, sshd: PrivateSS
     assert ends["task timeout wins"]["status"] == "changed"
     play = ends["play timeout"]
     assert play["status"] == "timed_out" and 1 <= play["duration_s"] < 30, play
-    assert "timeout must be a number of seconds, got 'abc'" in ends["bad default_timeout"]["msg"]
     assert wait_for(lambda: not pids_with(cleanup_marker), 3)
 
 
