@@ -164,6 +164,7 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     from opsrunner.interrupts import sigterm_as_interrupt
     from opsrunner.listing import list_hosts, list_tasks
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
+    from opsrunner.secrets import mask_problems
 
     playbook, inventory, extra = _load(args)
     if args.forks < 1:
@@ -198,6 +199,8 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     try:
         with sigterm_as_interrupt():
             summary = Engine(playbook, inventory, options, reporters).run()
+    except ValidationError as exc:  # preflight: problems may quote a variable's value
+        raise mask_problems(exc, inventory, extra) from None
     finally:
         for r in reporters:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):

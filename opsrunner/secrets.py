@@ -27,6 +27,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
+from opsrunner.errors import ValidationError
 from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
 from opsrunner.results import TaskResult
 
@@ -213,3 +214,9 @@ def no_log_enabled(value: Any, render: Any = None) -> bool:
         return bool(value)
     text = str(render(value) if render is not None else value).strip().lower()
     return text in ("true", "yes", "1", "on", "y")
+
+
+def mask_problems(exc: ValidationError, inventory: _Inventory, extra_vars: Mapping[str, Any]) -> ValidationError:
+    """A ValidationError whose messages have the run's secrets masked."""
+    masker = masker_for(inventory, extra_vars)
+    return ValidationError([dataclasses.replace(p, message=masker.mask(p.message)) for p in exc.problems])
