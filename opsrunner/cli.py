@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from opsrunner import __version__
-from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
+from opsrunner.errors import OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
 
 EXIT_OK, EXIT_VALIDATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_UNEXPECTED = 0, 4, 5, 99, 250
+EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as shells and service managers expect
 
 
 class _Parser(argparse.ArgumentParser):
@@ -165,8 +166,10 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
 
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     from opsrunner.engine import Engine, RunOptions
+    from opsrunner.interrupts import sigterm_as_interrupt
     from opsrunner.listing import list_hosts, list_tasks
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
+    from opsrunner.secrets import mask_problems
 
     playbook, inventory, extra = _load(args)
     if args.forks < 1:
@@ -200,7 +203,10 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         reporters.append(ConsoleReporter(out, args.verbose, colour=False if args.no_color else None,
                                          diff=args.diff))
     try:
-        summary = Engine(playbook, inventory, options, reporters).run()
+        with sigterm_as_interrupt():
+            summary = Engine(playbook, inventory, options, reporters).run()
+    except ValidationError as exc:  # preflight: problems may quote a variable's value
+        raise mask_problems(exc, inventory, extra) from None
     finally:
         for r in reporters:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):
@@ -260,9 +266,9 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
     except OpsrunnerError as exc:
         err.write(f"ERROR: {exc}\n")
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         err.write("interrupted\n")
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except SystemExit as exc:  # argparse --help / --version
         return int(exc.code or 0)
     except Exception as exc:  # last resort: Ansible's 250, with the traceback for a bug report

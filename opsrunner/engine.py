@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opsrunner.connections.factory import ConnectionFactory
-from opsrunner.errors import Problem, TemplateError, ValidationError
+from opsrunner.errors import Problem, TemplateError, Terminated, ValidationError
 from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, Reporter, TaskEnd, TaskStart
 from opsrunner.executor import TaskExecutor
 from opsrunner.hostvars import VariableManager, connection_spec
@@ -24,7 +24,8 @@ from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
-from opsrunner.templating import LazyVars, render
+from opsrunner.secrets import masker_for, no_log_enabled
+from opsrunner.templating import LazyVars, mark_unsafe, render
 
 
 @dataclass
@@ -95,14 +96,21 @@ class Engine:
         self._dead: set[str] = set()  # failed or unreachable: no more tasks this run
         self._preflight: dict[str, list[Problem]] = {}  # hosts failed before being touched
         self._ledgers: dict[str, CheckLedger] = {}  # check mode: what each host would have done
+        #: Every event is masked with this before a reporter sees it (secrets.py); it learns
+        #: the secrets of play, role and task vars as tasks reach them.
+        self.masker = masker_for(inventory, options.extra_vars)
+        self._no_log_hosts: set[str] = set()  # hosts running a no_log task: -vvv echo hidden
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
+        event = self.masker.mask_event(event)
         with self._emit_lock:
             for reporter in self.reporters:
                 reporter.handle(event)
 
     def _log_command(self, host: str, command: str) -> None:
+        if host in self._no_log_hosts:
+            command = "(hidden: no_log)"
         self.emit(CommandSent(host, command))
 
     # -- run --------------------------------------------------------------------------------
@@ -119,9 +127,10 @@ class Engine:
             for play in self.playbook.plays:
                 if not self._run_play(play, pool):
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             self.summary.interrupted = True
-            self.emit(Notice("interrupted: stopping in-flight commands"))
+            self.summary.signal = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
+            self.emit(Notice(f"interrupted ({self.summary.signal}): stopping in-flight commands"))
         finally:
             self.connections.close_all()
             pool.shutdown(wait=not self.summary.interrupted, cancel_futures=True)
@@ -246,7 +255,9 @@ class Engine:
     def _task_title(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str]) -> str:
         """The task name, templated with the first host's vars when that works (as Ansible does)."""
         try:
-            return str(render(task.name, self.vars.for_task(play, task, hosts[0], play_hosts)))
+            variables = self.vars.for_task(play, task, hosts[0], play_hosts)
+            self.masker.add_vars(variables)
+            return str(render(task.name, variables))
         except TemplateError:
             return task.name
 
@@ -256,10 +267,18 @@ class Engine:
             spec = connection_spec(host, self.vars.for_task(play, None, host, play_hosts))
             connection = self.connections.get(spec)
         except TemplateError as exc:
-            return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}")
+            return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}", no_log=self._no_log(play, task, None))
+        self.masker.add_vars(variables)
+        no_log = self._no_log(play, task, variables)
         executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff,
-                                self._ledgers.setdefault(host, CheckLedger()))
-        result = executor.run()
+                                ledger=self._ledgers.setdefault(host, CheckLedger()), play_timeout=play.timeout)
+        if no_log:
+            self._no_log_hosts.add(host)
+        try:
+            result = executor.run()
+        finally:
+            self._no_log_hosts.discard(host)
+        result.no_log = no_log
         ignore = task.kw("ignore_errors")
         if result.failed and result.status != Status.UNREACHABLE and ignore is not None:
             try:
@@ -269,10 +288,19 @@ class Engine:
                 result.msg += f"; ignore_errors could not be evaluated: {exc}"
         return result
 
+    def _no_log(self, play: Play, task: Task, variables: LazyVars | None) -> bool:
+        value = task.kw("no_log", play.no_log)
+        if variables is None and isinstance(value, str):
+            return True  # cannot be rendered: when in doubt, hide
+        try:
+            return no_log_enabled(value, None if variables is None else lambda v: render(v, variables))
+        except TemplateError:
+            return True  # when in doubt, hide
+
     def _record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
         name = task.kw("register")
         if name:
-            self.vars.register(host, name, result.registered())
+            self.vars.register(host, name, mark_unsafe(result.registered()))  # host data: never templated
         self.summary.host(host).count(result)
         if result.failed and not result.ignored:
             self._dead.add(host)

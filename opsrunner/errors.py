@@ -96,3 +96,11 @@ class ModuleFailure(OpsrunnerError):
     def __init__(self, message: str, data: dict[str, object] | None = None) -> None:
         self.data = data or {}
         super().__init__(message)
+
+
+class Terminated(KeyboardInterrupt):
+    """opsrunner received SIGTERM: stopped like Ctrl-C (recap, JSON recap event), exit 143."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        self.signal_name = signal_name
+        super().__init__(signal_name)

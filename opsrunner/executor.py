@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from opsrunner.connections.base import Connection
+from opsrunner.deadlines import module_default, seconds
 from opsrunner.errors import ConnectionFailed, ModuleFailure, TemplateError
 from opsrunner.ledger import CheckLedger
 from opsrunner.modules.base import TaskContext, TimedOut
@@ -13,15 +14,17 @@ from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Task
 from opsrunner.preflight import check_args, keyword_number
 from opsrunner.results import Status, TaskResult
-from opsrunner.templating import LazyVars, template_value, truthy
+from opsrunner.templating import LazyVars, mark_unsafe, template_value, truthy
 
 
 class TaskExecutor:
     """Runs a task for one host; never raises for task-level problems, returns a TaskResult."""
 
     def __init__(self, task: Task, host: str, variables: LazyVars, connection: Connection,
-                 check_mode: bool, diff_mode: bool, ledger: CheckLedger | None = None) -> None:
+                 check_mode: bool, diff_mode: bool, ledger: CheckLedger | None = None,
+                 play_timeout: Any = None) -> None:
         self.task = task
+        self.play_timeout = play_timeout
         self.host = host
         self.variables = variables
         self.connection = connection
@@ -93,11 +96,10 @@ class TaskExecutor:
             raise TemplateError("invalid arguments after templating: " + "; ".join(
                 f"{p.message} (at {p.key_path})" for p in checked.problems), checked.problems[0].pos)
         args = checked.args
-        timeout = self.task.kw("timeout")
         ctx = TaskContext(
             host=self.host, task=self.task, connection=self.connection, variables=variables,
             check_mode=self.check_mode, diff_mode=self.diff_mode, ledger=self.ledger,
-            timeout=keyword_number(self.task, "timeout", variables) if timeout is not None else None,
+            timeout=self._deadline(args, variables),
         )
         try:
             result = get_module(self.task.module).run(ctx, args)
@@ -112,11 +114,24 @@ class TaskExecutor:
             result.data.setdefault("notes", []).extend(ctx.notes)
         return self._apply_conditions(result, variables)
 
+    def _deadline(self, args: dict[str, Any], variables: LazyVars) -> float | None:
+        """The task's `timeout`, else the play's, else the module's default (deadlines.py)."""
+        value = self.task.kw("timeout", self.play_timeout)
+        if value is None:
+            value = module_default(self.task.module, args, variables)
+        if value is None:
+            return None  # runs on the controller only
+        try:
+            return seconds(template_value(value, variables))
+        except ValueError as exc:
+            raise TemplateError(str(exc), self.task.pos, "timeout") from None
+
     def _with_registered(self, variables: LazyVars, result: TaskResult) -> LazyVars:
         name = self.task.kw("register")
-        layer: dict[str, Any] = {name: result.registered()} if name else {}
+        registered = mark_unsafe(result.registered())  # host data: never templated again
+        layer: dict[str, Any] = {name: registered} if name else {}
         # Ansible lets until/changed_when/failed_when read the result's fields directly too.
-        return variables.child(result.registered(), layer)
+        return variables.child(registered, layer)
 
     def _apply_conditions(self, result: TaskResult, variables: LazyVars) -> TaskResult:
         if result.status in (Status.SKIPPED, Status.UNREACHABLE):
@@ -153,5 +168,6 @@ def _aggregate(results: list[TaskResult]) -> TaskResult:
     failed = [r for r in results if r.failed]
     msg = failed[0].msg if failed else f"{len(results)} items"
     return TaskResult(status, msg=msg, changed=changed, items=results,
+                      warnings=[w for r in results for w in r.warnings],
                       stdout="\n".join(r.stdout for r in results if r.stdout),
                       stderr="\n".join(r.stderr for r in results if r.stderr))

@@ -7,11 +7,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from opsrunner.connections.base import ConnectionSpec
-from opsrunner.connections.wrappers import parse_chain
 from opsrunner.errors import TemplateError
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Play, Task
 from opsrunner.templating import LazyVars
+from opsrunner.wrapperspec import wrapper_chain
 
 
 class VariableManager:
@@ -118,7 +118,9 @@ def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
         port = get("port")
         port = int(port) if port not in (None, "") else None
         timeout = float(get("connect_timeout", 10))
-        chain = parse_chain(get("wrapper"))
+        chain = wrapper_chain(variables)
+    except TemplateError as exc:
+        raise TemplateError(f"in host var 'wrapper' of {host}: {exc.bare_message}") from None
     except (TypeError, ValueError) as exc:
         raise TemplateError(f"bad connection setting for {host}: {exc}") from None
     return ConnectionSpec(

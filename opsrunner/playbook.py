@@ -20,7 +20,8 @@ __all__ = ["Block", "Node", "Play", "Playbook", "Role", "Task", "iter_tasks", "l
 
 BLOCK_KEYS = frozenset({"block", "rescue", "always"})
 TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"]) - BLOCK_KEYS
-BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", "ignore_errors"}) | BLOCK_KEYS
+CONDITION_KEYS = ("when", "until", "changed_when", "failed_when")
+BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", "ignore_errors", "no_log"}) | BLOCK_KEYS
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Play:
     max_fail_percentage: float | None = None
     base_dir: Path = Path(".")
     role_defaults: dict[str, Any] = field(default_factory=dict)
+    no_log: bool | str = False
+    timeout: float | str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,8 @@ class _Loader:
             max_fail_percentage=raw.get("max_fail_percentage"),
             base_dir=self.base_dir,
             role_defaults=_merge([r.defaults for r in self.roles]),
+            no_log=raw.get("no_log", False),
+            timeout=raw.get("timeout"),
         )
 
     def find_role(self, name: str) -> Path | None:
@@ -241,9 +246,10 @@ class _Loader:
         module = modules[0]
         args = self.module_args(module, raw[module], raw.at(module), f"{path}.{module}")
         keywords = {k: v for k, v in _inherit(inherited or {}, raw).items() if k not in ("name", "tags")}
-        self.check_templates({k: v for k, v in raw.items() if k != module}, path, raw)
+        # Conditions are bare expressions (a literal '{{' inside one is fine): checked below.
+        self.check_templates({k: v for k, v in raw.items() if k != module and k not in CONDITION_KEYS}, path, raw)
         self.check_templates(args, f"{path}.{module}")
-        for key in ("when", "until", "changed_when", "failed_when"):
+        for key in CONDITION_KEYS:
             for expr in _as_list(raw.get(key)):
                 if isinstance(expr, str):
                     err = check_syntax("{{ (" + _bare(expr) + ") }}")
@@ -365,9 +371,9 @@ def _has_template(value: Any) -> bool:
 
 def _inherit(outer: dict[str, Any], raw: PosDict) -> dict[str, Any]:
     """A task's keywords with its enclosing blocks' applied: `when` conditions all apply,
-    `vars` merge (inner wins), `ignore_errors` is the default."""
+    `vars` merge (inner wins), `ignore_errors` and `no_log` are the defaults."""
     own = {k: v for k, v in raw.items() if k in TASK_KEYWORDS}
-    merged = {**{k: v for k, v in outer.items() if k in ("ignore_errors",)}, **own}
+    merged = {**{k: v for k, v in outer.items() if k in ("ignore_errors", "no_log")}, **own}
     when = _as_list(outer.get("when")) + _as_list(own.get("when"))
     if when:
         merged["when"] = when

@@ -99,6 +99,8 @@ class ConsoleReporter:
         if body:
             text += " => " + body
         self._write(self._paint(text, COLOURS[r.status]))
+        for warning in r.warnings if not suffix else ():  # a loop's warnings: once, on its summary line
+            self._write(self._paint(f"[WARNING]: [{host}] {warning}", "35"))
         if self.diff and r.diff:
             self._write(r.diff.rstrip("\n"))
         if r.failed and r.ignored:
@@ -132,7 +134,8 @@ class ConsoleReporter:
                       f"ignored={s.ignored}")
             self._write(f"{self._paint(host.ljust(width), code)} : {counts}")
         if event.summary.interrupted:
-            self._write(self._paint("interrupted: run stopped by the user", "31"))
+            by = "SIGTERM" if event.summary.signal == "SIGTERM" else "the user"
+            self._write(self._paint(f"interrupted: run stopped by {by}", "31"))
 
     def close(self) -> None:
         self._stop_spinner()
@@ -209,11 +212,12 @@ class JsonEventsReporter:
                 "time": event.time, "play": event.play, "task": event.task, "host": event.host,
                 "module": event.module, "status": str(r.status), "changed": r.changed,
                 "ignored": r.ignored, "duration_s": round(r.duration_s, 4), "rc": r.rc, "msg": r.msg,
-                "stdout_tail": tail(r.stdout, 20), "stderr_tail": tail(r.stderr, 20),
+                "stdout_tail": tail(r.stdout, 20), "stderr_tail": tail(r.stderr, 20), "warnings": r.warnings,
                 "data": {k: v for k, v in r.data.items() if k not in ("cmd",)},
             }
         if isinstance(event, Recap):
             return {"event": "recap", "time": event.time, "interrupted": event.summary.interrupted,
+                    "signal": event.summary.signal or None,
                     "hosts": {h: s.as_dict() for h, s in event.summary.stats.items()}}
         return None
 

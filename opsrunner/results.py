@@ -26,6 +26,8 @@ class CommandResult:
     stderr_bytes: bytes = b""
     duration_s: float = 0.0
     timed_out: bool = False
+    #: Warnings the target side reported (e.g. a background child that held the output).
+    warnings: tuple[str, ...] = ()
 
     @property
     def stdout(self) -> str:
@@ -62,6 +64,9 @@ class TaskResult:
     check_mode_unsupported: bool = False
     items: list[TaskResult] = field(default_factory=list)
     item: Any = None
+    warnings: list[str] = field(default_factory=list)
+    #: The task ran with `no_log`: outputs show only its outcome (see secrets.censor).
+    no_log: bool = False
 
     @property
     def failed(self) -> bool:
@@ -134,14 +139,17 @@ class RunSummary:
 
     stats: dict[str, HostStats] = field(default_factory=dict)
     interrupted: bool = False
+    #: What interrupted the run: "SIGINT" (Ctrl-C) or "SIGTERM".
+    signal: str = ""
 
     def host(self, name: str) -> HostStats:
         return self.stats.setdefault(name, HostStats())
 
     def exit_code(self) -> int:
-        """Ansible's exit codes: 99 interrupted, 2 failures, 3 unreachable, 0 otherwise."""
+        """Ansible's exit codes: 99 interrupted (Ctrl-C; 143 for SIGTERM), 2 failures,
+        3 unreachable, 0 otherwise."""
         if self.interrupted:
-            return 99
+            return 143 if self.signal == "SIGTERM" else 99
         if any(s.failed for s in self.stats.values()):
             return 2
         if any(s.unreachable for s in self.stats.values()):

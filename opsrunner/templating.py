@@ -70,6 +70,7 @@ def _lookup(kind: str, *terms: str, default: Any = None) -> Any:
         values = [Path(t).expanduser().read_text("utf-8").rstrip("\n") for t in terms]
     else:
         raise ValueError(f"unknown lookup {kind!r} (supported: env, file)")
+    values = mark_unsafe(values)  # like Ansible: what a lookup returns is data, not a template
     return values[0] if len(values) == 1 else values
 
 
@@ -78,7 +79,27 @@ ENV.globals["lookup"] = _lookup
 ENV.globals["omit"] = OMIT
 
 
+class UnsafeText(str):
+    """Text that came from a host (output, messages, file contents, registered results): data,
+    never rendered as a template (Ansible's "unsafe" marking)."""
+
+    __slots__ = ()
+
+
+def mark_unsafe(value: Any) -> Any:
+    """A copy of a nested value with every string marked as UnsafeText."""
+    if isinstance(value, str):
+        return value if isinstance(value, UnsafeText) else UnsafeText(value)
+    if isinstance(value, dict):
+        return {k: mark_unsafe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mark_unsafe(v) for v in value]
+    return value
+
+
 def is_template(value: str) -> bool:
+    if isinstance(value, UnsafeText):
+        return False
     return "{{" in value or "{%" in value or "{#" in value
 
 

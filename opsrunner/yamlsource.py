@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from opsrunner.errors import Problem, SourcePos, ValidationError
+from opsrunner.secrets import SecretStr
 
 
 class PosDict(dict[str, Any]):
@@ -70,8 +71,17 @@ def _make_loader(filename: str, problems: list[Problem]) -> type[yaml.SafeLoader
             result.item_pos = [_mark_pos(filename, child.start_mark) for child in node.value]
             return result
 
+        def construct_secret(self, node: yaml.Node) -> SecretStr | None:
+            if not isinstance(node, yaml.ScalarNode):
+                problems.append(Problem(_mark_pos(filename, node.start_mark),
+                                        "!secret applies to a single value (a string or number), "
+                                        "not to a list or mapping"))
+                return None
+            return SecretStr(self.construct_scalar(node))
+
     Loader.add_constructor("tag:yaml.org,2002:map", Loader.construct_mapping)
     Loader.add_constructor("tag:yaml.org,2002:seq", Loader.construct_sequence)
+    Loader.add_constructor("!secret", Loader.construct_secret)
     return Loader
 
 

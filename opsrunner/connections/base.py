@@ -10,7 +10,8 @@ from typing import IO
 
 from opsrunner.connections.agent import AgentSession
 from opsrunner.connections.held import HeldCommand
-from opsrunner.connections.streams import Stream
+from opsrunner.connections.stdinscript import header, shell_script, with_env
+from opsrunner.connections.streams import Stream, prefixed
 from opsrunner.connections.wrappers import Layer, build_argv
 from opsrunner.results import CommandResult
 
@@ -96,13 +97,28 @@ class Connection(abc.ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        script: str | None = None,
     ) -> CommandResult:
-        full = build_argv(argv, self.spec.wrapper, env=env, cwd=cwd, timeout=timeout,
-                          python=self.spec.python)
+        """Run `argv`; with `script`, argv is the shell (e.g. ["/bin/sh"]) that runs it.
+
+        The script and `env` go on stdin ahead of `stdin` (stdinscript.py), so neither
+        shows in the target's process list.
+        """
+        body = None
+        if script is not None:
+            argv, body = shell_script(argv, script, env)
+        elif env:
+            argv, body = with_env(argv, env)
+        full = build_argv(argv, self.spec.wrapper, cwd=cwd, timeout=timeout, python=self.spec.python)
         if self.log:  # once per command, with the watchdog's source left out
-            self.log(self.spec.name, shlex.join(build_argv(
-                argv, self.spec.wrapper, env=env, cwd=cwd, timeout=timeout, python=self.spec.python,
-                watchdog="<opsrunner-watchdog>")))
+            shown = shlex.join(build_argv(argv, self.spec.wrapper, cwd=cwd, timeout=timeout,
+                                          python=self.spec.python, watchdog="<opsrunner-watchdog>"))
+            shown = shown.replace("'<opsrunner-watchdog>'", "<opsrunner-watchdog>")
+            if body is not None:
+                shown += "\n    script on stdin:\n" + "\n".join("    | " + ln for ln in body.splitlines())
+            self.log(self.spec.name, shown)
+        if body is not None:
+            stdin = prefixed(header(body), stdin)
         return self._execute(full, stdin, timeout)
 
     def hold(self, argv: Sequence[str]) -> HeldCommand:
@@ -121,7 +137,7 @@ class Connection(abc.ABC):
             self.held.pop(key).close()
 
     def shell(self, script: str, **kwargs: object) -> CommandResult:
-        return self.run(["/bin/sh", "-c", script], **kwargs)  # type: ignore[arg-type]
+        return self.run(["/bin/sh"], script=script, **kwargs)  # type: ignore[arg-type]
 
     def put(self, content: bytes | IO[bytes], path: str, mode: int | None = None,
             timeout: float | None = None) -> CommandResult:

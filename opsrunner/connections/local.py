@@ -15,7 +15,7 @@ from typing import IO
 
 from opsrunner.connections.base import Connection
 from opsrunner.connections.held import HeldCommand, LocalHeld
-from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, strip_timeout_marker
+from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, split_warnings, strip_timeout_marker
 from opsrunner.errors import ModuleFailure
 from opsrunner.results import CommandResult
 
@@ -102,8 +102,10 @@ class LocalConnection(Connection):
         if feeder:
             feeder.join(timeout=1)
         err, marked = strip_timeout_marker(err)
+        err, warnings = split_warnings(err)
         timed_out = forced or (marked and proc.returncode == 124)
-        return CommandResult(command, proc.returncode, out, err, time.monotonic() - start, timed_out)
+        return CommandResult(command, proc.returncode, out, err, time.monotonic() - start, timed_out,
+                             warnings)
 
 
 class _ProcessStream(Stream):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import select
 import shlex
 import socket
@@ -26,7 +27,7 @@ from fabric import Connection as FabricConnection
 from opsrunner.connections.base import Connection
 from opsrunner.connections.held import ChannelHeld, HeldCommand
 from opsrunner.connections.local import BACKUP_GRACE_S
-from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, strip_timeout_marker
+from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, split_warnings, strip_timeout_marker
 from opsrunner.errors import ConnectionFailed
 from opsrunner.results import CommandResult
 
@@ -71,15 +72,35 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
                 fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
+def _hops(fab: FabricConnection) -> list[FabricConnection]:
+    """The ProxyJump connections in front of `fab`, nearest to the target first."""
+    hops = []
+    hop = fab.gateway
+    while isinstance(hop, FabricConnection):
+        hops.append(hop)
+        hop = hop.gateway
+    return hops
+
+
+def _failed_hop(hops: list[FabricConnection]) -> str | None:
+    """The hop where connecting stopped (the hop furthest from the target opens first)."""
+    for hop in reversed(hops):
+        if not hop.is_connected:
+            return f"ProxyJump hop [{hop.host}]:{hop.port}"
+    return None
+
+
 def _reason(exc: BaseException, spec_host: str, timeout: float) -> str:
     if isinstance(exc, paramiko.BadHostKeyException):
         return (f"host key for {spec_host} has CHANGED (expected {exc.expected_key.get_name()}); "
                 "refusing to connect: remove the old key from known_hosts if the change is expected")
     if isinstance(exc, paramiko.AuthenticationException):
         return f"authentication failed: {exc}"
-    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
-        return (f"unknown host key for {spec_host} (host_key_checking=strict): add it to "
-                "known_hosts (ssh-keyscan) or set host_key_checking: accept-new")
+    unknown = re.match(r"Server '(.*)' not found in known_hosts", str(exc))
+    if isinstance(exc, paramiko.SSHException) and unknown:
+        return (f"unknown host key for {unknown.group(1)} (host_key_checking=strict; the same policy "
+                "applies to every ProxyJump hop): add it to known_hosts (ssh-keyscan) or set "
+                "host_key_checking: accept-new")
     if isinstance(exc, TimeoutError | socket.timeout):
         return f"connection timed out after {timeout:g}s"
     if isinstance(exc, ConnectionRefusedError):
@@ -113,12 +134,19 @@ class SSHConnection(Connection):
                 connect_timeout=int(max(1, spec.connect_timeout)), connect_kwargs=connect_kwargs,
             )
             self._configure_host_keys(fab.client)
+            # ProxyJump hops (from ssh_config) are Fabric connections of their own, which
+            # would auto-add any key: every hop gets the same host-key policy.
+            hops = _hops(fab)
+            for hop in hops:
+                self._configure_host_keys(hop.client)
             try:
                 fab.open()
             except Exception as exc:
-                with contextlib.suppress(Exception):
-                    fab.close()
-                raise ConnectionFailed(_reason(exc, spec.host or spec.name, spec.connect_timeout)) from None
+                where = _failed_hop(hops) or spec.host or spec.name
+                for conn in (fab, *hops):
+                    with contextlib.suppress(Exception):
+                        conn.close()
+                raise ConnectionFailed(_reason(exc, where, spec.connect_timeout)) from None
             transport = fab.client.get_transport()
             sock = getattr(transport, "sock", None)
             if isinstance(sock, socket.socket):
@@ -236,10 +264,11 @@ class SSHConnection(Connection):
             feeder.join(timeout=1)
         rc = chan.recv_exit_status() if chan.exit_status_ready() else -1
         stderr, marked = strip_timeout_marker(b"".join(err))
-        if not chan.exit_status_ready() and not forced:
-            raise ConnectionFailed("ssh connection lost while the command ran")
+        stderr, warnings = split_warnings(stderr)
+        if rc == -1 and not forced and _session_lost(chan):
+            raise ConnectionFailed("ssh session lost while the command ran")
         timed_out = forced or (marked and rc == 124)
-        return CommandResult(command, rc, b"".join(out), stderr, time.monotonic() - start, timed_out)
+        return CommandResult(command, rc, b"".join(out), stderr, time.monotonic() - start, timed_out, warnings)
 
 
 class _ChannelStream(Stream):
@@ -286,3 +315,13 @@ class _ChannelStream(Stream):
             how = "connection lost" if self.chan.closed else "no exit status"
         tail = self.tail.text()
         return f"{how}: {tail}" if tail else how
+
+
+def _session_lost(chan: paramiko.Channel) -> bool:
+    """No exit status came: was the connection lost (rather than the command killed by a
+    signal, which sshd reports as exit-signal and paramiko as -1)?"""
+    transport = chan.get_transport()
+    deadline = time.monotonic() + 1.0
+    while transport is not None and transport.is_active() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the transport notices EOF on its socket just after the channels close
+    return transport is None or not transport.is_active()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import io
+import re
 from collections.abc import Callable
-from typing import IO
+from typing import IO, cast
 
 TIMEOUT_MARKER = b"\n[opsrunner] timed out\n"
+_WARNING = re.compile(rb"\n\[opsrunner\] warning: ([^\n]*)\n")
 CHUNK = 1 << 16
 
 
@@ -71,3 +74,35 @@ class StderrTail:
 
     def text(self) -> str:
         return self.data.decode("utf-8", "replace").strip()
+
+
+class _Prefixed(io.RawIOBase):
+    """A header followed by a stream, read as one stream (so payloads are never copied whole)."""
+
+    def __init__(self, header: bytes, stream: IO[bytes]) -> None:
+        self._header = header
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._header:
+            chunk, self._header = self._header, b""
+            return chunk
+        return self._stream.read(size)
+
+
+def prefixed(header: bytes, data: bytes | IO[bytes] | None) -> bytes | IO[bytes]:
+    """`header` then `data` as one stdin."""
+    if data is None:
+        return header
+    if isinstance(data, bytes):
+        return header + data
+    return cast(IO[bytes], _Prefixed(header, data))
+
+
+def split_warnings(stderr: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """The watchdog's warning lines, taken out of a command's stderr."""
+    found = tuple(m.decode("utf-8", "replace") for m in _WARNING.findall(stderr))
+    return (_WARNING.sub(b"", stderr), found) if found else (stderr, ())

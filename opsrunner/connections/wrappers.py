@@ -58,6 +58,10 @@ def watchdog_source() -> str:
     return resources.files("opsrunner").joinpath("remote/watchdog.py").read_text("utf-8")
 
 
+#: The outer watchdog's deadline is this much later than the inner one's, so that the inner
+#: one (which sees the command's own tree) normally acts first.
+OUTER_GRACE_S = 2.0
+
 _CD_SCRIPT = 'cd -- "$0" || exit 125; exec "$@"'
 
 
@@ -70,9 +74,15 @@ def build_argv(
     timeout: float | None = None,
     python: str = "python3",
     watchdog: str | None = None,
+    outer_python: str = "python3",
 ) -> list[str]:
-    """Compose the full argv, innermost first: cwd, env, watchdog, then wrappers outermost-last.
+    """Compose the full argv, innermost first: cwd, env, watchdog, wrappers outermost-last,
+    and, when there are wrappers, an outer watchdog around the whole chain.
 
+    The outer watchdog runs where the chain starts. It kills a wrapper that hangs
+    (OUTER_GRACE_S after the deadline) and notices the ssh session going away even when a
+    wrapper keeps the inner watchdog's pipes open; it then kills the whole tree, wrappers
+    and all. Connection.run passes no `env`: task environments travel on stdin.
     `watchdog` stands in for the watchdog's source (the -vvv log shows a placeholder)."""
     full = list(argv)
     if cwd:
@@ -83,4 +93,6 @@ def build_argv(
         full = [python, "-S", "-c", watchdog or watchdog_source(), f"{timeout:g}", *full]
     for layer in reversed(chain):
         full = layer.wrap(full)
+    if timeout and chain:
+        full = [outer_python, "-S", "-c", watchdog or watchdog_source(), f"{timeout + OUTER_GRACE_S:g}", *full]
     return full

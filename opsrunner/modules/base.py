@@ -94,5 +94,5 @@ def command_result(res: CommandResult, *, changed: bool = True, msg: str = "") -
         status = Status.CHANGED if changed else Status.OK
     return TaskResult(status=status, msg=msg, changed=changed and status == Status.CHANGED,
                       rc=res.rc, stdout=res.stdout.removesuffix("\n"),
-                      stderr=res.stderr.removesuffix("\n"),
+                      stderr=res.stderr.removesuffix("\n"), warnings=list(res.warnings),
                       data={"cmd": res.command, "delta": round(res.duration_s, 3)})

@@ -9,7 +9,8 @@ from opsrunner.modules.base import Module, TaskContext, command_result
 from opsrunner.results import CommandResult, Status, TaskResult
 
 
-def run_argv(ctx: TaskContext, argv: list[str], args: dict[str, Any]) -> CommandResult:
+def run_argv(ctx: TaskContext, argv: list[str], args: dict[str, Any], script: str | None = None) -> CommandResult:
+    """Run argv (or, with `script`, the shell argv running it); script and env go on stdin."""
     env = {str(k): _env_str(v) for k, v in (args.get("env") or {}).items()}
     stdin = args.get("stdin")
     return ctx.connection.run(
@@ -18,6 +19,7 @@ def run_argv(ctx: TaskContext, argv: list[str], args: dict[str, Any]) -> Command
         env=env or None,
         cwd=args.get("chdir"),
         timeout=ctx.timeout,
+        script=script,
     )
 
 
@@ -60,11 +62,18 @@ class CommandModule(Module):
                 return [f"command cmd cannot be split into words: {exc} (quote with the quote filter)"]
         return []
 
+    def script(self, args: dict[str, Any]) -> str | None:
+        """The shell script to run (shell), or None: argv is run directly (command)."""
+        return None
+
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         skipped = precondition_skip(ctx, args)
         if skipped:
             return skipped
-        return command_result(run_argv(ctx, self.argv(args), args))
+        argv, script = self.argv(args), self.script(args)
+        result = command_result(run_argv(ctx, argv, args, script))
+        result.data["cmd"] = script if script is not None else shlex.join(argv)
+        return result
 
 
 MODULE = CommandModule()

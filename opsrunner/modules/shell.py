@@ -8,7 +8,8 @@ from opsrunner.modules.command import CommandModule
 
 
 class ShellModule(CommandModule):
-    """Like command, but the script goes to `EXECUTABLE -c SCRIPT` (default /bin/sh)."""
+    """Like command, but a shell (default /bin/sh) runs the script; the script reaches it on
+    stdin (connections/stdinscript.py), so it never shows in the target's process list."""
 
     name = "shell"
 
@@ -16,7 +17,10 @@ class ShellModule(CommandModule):
         return []  # the shell parses the script, not opsrunner
 
     def argv(self, args: dict[str, Any]) -> list[str]:
-        return [args.get("executable", "/bin/sh"), "-c", args["cmd"]]
+        return [args.get("executable", "/bin/sh")]
+
+    def script(self, args: dict[str, Any]) -> str:
+        return str(args["cmd"])
 
 
 MODULE = ShellModule()

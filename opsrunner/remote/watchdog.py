@@ -2,9 +2,11 @@
 # usage: python3 -c SOURCE SECONDS ARGV...
 # It becomes a child subreaper, so every process the command starts stays its descendant
 # even after double forks. At the deadline, or when the controller's channel goes away,
-# it kills that whole tree. After the command exits it waits only while some descendant
-# still holds one of the descriptors the session gave it (that would hang the channel): at the deadline
-# those are killed too. Exit status: the command's, or 124 with a marker line on stderr.
+# it kills that whole tree. When the command exits while a background descendant still
+# holds one of the descriptors the session gave it (that would hang the channel, or keep
+# an exec wrapper waiting), it names that process in a warning line on stderr, kills it
+# (it would die with the exec session anyway) and exits at once.
+# Exit status: the command's, or 124 with a marker line on stderr.
 import ctypes
 import os
 import select
@@ -14,6 +16,10 @@ import sys
 import time
 
 MARKER = b"\n[opsrunner] timed out\n"
+WARNING = "\n[opsrunner] warning: "
+#: After the command exits, how long a background process may keep its output open (a
+#: last write in flight) before it is named and killed.
+HOLD_GRACE_S = 0.3
 
 
 def descendants(root):
@@ -57,6 +63,35 @@ def is_channel(st):
     if kind in (stat.S_IFIFO, stat.S_IFSOCK):
         return True
     return kind == stat.S_IFCHR and st.st_rdev != os.stat("/dev/null").st_rdev
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
+    except OSError:
+        return "?"
+
+
+def release_output(holders):
+    """Warn about, then kill, background processes (and their trees) that hold the output.
+    Only the topmost holder of each tree is named (its children inherited the descriptor)."""
+    below = {pid: set(descendants(pid)) for pid in holders}
+    inner = set().union(*below.values())
+    for pid in holders:
+        if pid in inner:
+            continue
+        os.write(2, (WARNING + "background process %d (%s) still held the command's output after "
+                     "the command exited; it was killed (it would die with the exec session anyway: "
+                     "start jobs that must outlive the task with launch_detached)\n"
+                     % (pid, cmdline(pid))).encode("utf-8", "replace"))
+    for pid in holders:
+        for victim in [pid, *below[pid]]:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except OSError:
+                pass
+    reap(0.2)
 
 
 def kill_tree(me):
@@ -118,15 +153,21 @@ def main():
     poller = select.poll()
     poller.register(1, 0)
     status = None
+    exited_at = None
     while time.time() < deadline:
         if status is None:
             pid, raw = os.waitpid(child, os.WNOHANG)
             if pid:
                 status = os.waitstatus_to_exitcode(raw) if hasattr(os, "waitstatus_to_exitcode") \
                     else (raw >> 8 if raw & 0x7F == 0 else -(raw & 0x7F))
+                exited_at = time.time()
         if status is not None:
             reap(0)
-            if not any(holds_output(p, targets) for p in descendants(me)):
+            holders = [p for p in descendants(me) if holds_output(p, targets)]
+            if holders and time.time() - exited_at > HOLD_GRACE_S:
+                release_output(holders)
+                holders = []
+            if not holders:
                 sys.exit(status if status >= 0 else 128 - status)
         if channel_gone(poller):
             kill_tree(me)

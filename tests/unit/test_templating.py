@@ -61,3 +61,15 @@ def test_syntax_check() -> None:
     assert check_syntax("{{ ok }}") is None
     assert "syntax error" in (check_syntax("{{ bad") or "")
     assert check_syntax("no template at all {") is None
+
+
+def test_unsafe_text_is_never_rendered_even_through_variables() -> None:
+    from opsrunner.templating import LazyVars, UnsafeText, mark_unsafe, render, template_value
+
+    data = mark_unsafe({"stdout": "{{ 1 + 1 }}", "lines": ["{% if true %}x{% endif %}"], "rc": 0})
+    assert isinstance(data["lines"][0], UnsafeText) and data["rc"] == 0
+    variables = LazyVars([{"r": data, "copy": "{{ r.stdout }}", "joined": "{{ r.stdout ~ '!' }}"}])
+    assert render("{{ r.stdout }}", variables) == "{{ 1 + 1 }}"
+    assert variables["copy"] == "{{ 1 + 1 }}"
+    assert variables["joined"] == "{{ 1 + 1 }}!"  # rendered once, never again
+    assert template_value(data, variables) == data

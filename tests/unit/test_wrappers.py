@@ -20,13 +20,20 @@ def test_golden_argv_chain() -> None:
     )
 
 
-def test_golden_env_cwd_timeout_layers() -> None:
-    argv = build_argv(["true"], (ArgvLayer(("docker", "exec", "-i", "c")),), env={"A": "1 2"},
-                      cwd="/w d", timeout=2.5, python="python3")
-    assert argv[:4] == ["docker", "exec", "-i", "c"]
-    assert argv[4:7] == ["python3", "-S", "-c"]
-    assert argv[7].startswith("# opsrunner-watchdog")
-    assert argv[8:] == ["2.5", "env", "A=1 2", "/bin/sh", "-c", 'cd -- "$0" || exit 125; exec "$@"', "/w d", "true"]
+def test_golden_cwd_timeout_layers_with_outer_watchdog() -> None:
+    argv = build_argv(["true"], (ArgvLayer(("docker", "exec", "-i", "c")),),
+                      cwd="/w d", timeout=2.5, python="/opt/py/bin/python3")
+    # The outer watchdog (outside the chain, system python3) gets the deadline + 2 s.
+    assert argv[:3] == ["python3", "-S", "-c"]
+    assert argv[3].startswith("# opsrunner-watchdog")
+    assert argv[4] == "4.5"
+    assert argv[5:9] == ["docker", "exec", "-i", "c"]
+    assert argv[9:12] == ["/opt/py/bin/python3", "-S", "-c"]
+    assert argv[12].startswith("# opsrunner-watchdog")
+    assert argv[13:] == ["2.5", "/bin/sh", "-c", 'cd -- "$0" || exit 125; exec "$@"', "/w d", "true"]
+    # Without wrappers there is one watchdog; without a timeout, none.
+    assert build_argv(["true"], (), timeout=3)[4:] == ["3", "true"]
+    assert build_argv(["true"], (ArgvLayer(("x",)),)) == ["x", "true"]
 
 
 def test_shell_layer_quotes_its_inner_argv() -> None:
@@ -40,3 +47,25 @@ def test_round_trip_through_nested_real_shells() -> None:
     argv = build_argv(["printf", "%s", SCRIPT], chain)
     out = subprocess.run(argv, capture_output=True, check=True).stdout.decode()
     assert out == SCRIPT
+
+
+def test_templated_value_stays_one_argument_in_an_argv_layer() -> None:
+    from opsrunner.hostvars import connection_spec
+    from opsrunner.templating import LazyVars
+
+    injected = "200 -- /bin/sh -c 'touch X' --"
+    spec = connection_spec("h", LazyVars([{"connection": "ssh", "wrapper": "pct exec {{ ctid }} --",
+                                           "ctid": injected}]))
+    assert spec.wrapper == (ArgvLayer(("pct", "exec", injected, "--")),)
+    # Words around a template, a list-valued word, a shell layer and indirection.
+    spec = connection_spec("h", LazyVars([{
+        "connection": "ssh", "hop": "{{ real_hop }}", "real_hop": {"shell": "ssh -q {{ jump }}"},
+        "jump": "j1; rm -rf /", "opts": ["-u", "root user"], "ctid": 7,
+        "wrapper": ["{{ hop }}", "sudo {{ opts }} --", "pct exec ct{{ ctid }} --"],
+    }]))
+    assert spec.wrapper == (ShellLayer(("ssh", "-q", "j1; rm -rf /")),
+                            ArgvLayer(("sudo", "-u", "root user", "--")),
+                            ArgvLayer(("pct", "exec", "ct7", "--")))
+    spec = connection_spec("h", LazyVars([{"connection": "ssh", "wrapper": "{{ w }}", "w": "pct exec {{ c }} --",
+                                           "c": "1 2"}]))
+    assert spec.wrapper == (ArgvLayer(("pct", "exec", "1 2", "--")),)

@@ -1,0 +1,222 @@
+"""What is secret, and masking: the one place that hides secrets from every output.
+
+Secret values come from three sources:
+- variables whose names match the secret-name patterns (`*password*`, `*passwd*`,
+  `*secret*`, `*token*`, `*api_key*`; a `secret_name_patterns` variable replaces the list),
+  at any depth of a mapping;
+- values tagged `!secret` in YAML (they load as `SecretStr`);
+- values handed to `Masker.add` directly.
+A `Masker` replaces each known secret value (and its quoted/escaped spellings) with `MASK`
+in text, nested values, task results and engine events. `censor` implements `no_log`:
+the task's arguments and results are replaced as a whole.
+
+The engine owns one Masker per run and masks every event before any reporter sees it;
+other outputs (error messages, run history) call `Masker.mask` / `mask_value` /
+`mask_result` / `mask_event` with the run's masker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fnmatch
+import json
+import re
+import shlex
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from opsrunner.errors import ValidationError
+from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
+from opsrunner.results import TaskResult
+
+
+class _Inventory(Protocol):
+    """What masker_for reads of an Inventory (a protocol: no import of the inventory package)."""
+
+    @property
+    def hosts(self) -> Mapping[str, Any]: ...
+
+    def var_layers(self, hostname: str) -> list[Mapping[str, Any]]: ...
+
+MASK = "********"
+CENSORED = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+DEFAULT_SECRET_NAMES: tuple[str, ...] = ("*password*", "*passwd*", "*secret*", "*token*", "*api_key*")
+#: The variable that replaces DEFAULT_SECRET_NAMES (a list of glob patterns, case-insensitive).
+PATTERNS_VAR = "secret_name_patterns"
+#: Values shorter than this are not masked: masking every "1" or "on" would garble all output.
+MIN_SECRET_LEN = 3
+
+T = TypeVar("T")
+
+
+class SecretStr(str):
+    """A string tagged `!secret` in YAML: masked wherever it appears in output."""
+
+    __slots__ = ()
+
+
+def is_secret_name(name: str, patterns: Iterable[str] = DEFAULT_SECRET_NAMES) -> bool:
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in patterns)
+
+
+def _spellings(value: str) -> set[str]:
+    """The value as it may appear in output: raw, shell-quoted, JSON- and repr-escaped."""
+    forms = {value, shlex.quote(value), json.dumps(value)[1:-1], repr(value)[1:-1]}
+    return {f for f in forms if len(f) >= MIN_SECRET_LEN}
+
+
+class Masker:
+    """The set of secret values of one run, and the functions that hide them. Thread-safe."""
+
+    def __init__(self, values: Iterable[Any] = ()) -> None:
+        self._values: set[str] = set()
+        self._lock = threading.Lock()
+        self._regex: re.Pattern[str] | None = None
+        for value in values:
+            self.add(value)
+
+    # -- what is secret -----------------------------------------------------------------------
+    def add(self, value: Any) -> None:
+        """Mark a value (a scalar, or every scalar inside a list/dict) as secret."""
+        if isinstance(value, dict):
+            for item in value.values():
+                self.add(item)
+        elif isinstance(value, list | tuple | set | frozenset):
+            for item in value:
+                self.add(item)
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
+            text = str(value)
+            if len(text) < MIN_SECRET_LEN:
+                return
+            forms = _spellings(text)
+            with self._lock:
+                if not forms <= self._values:
+                    self._values |= forms
+                    self._regex = None
+
+    def add_vars(self, variables: Mapping[str, Any]) -> None:
+        """Collect the secrets of a variable mapping: secret-named variables (their templated
+        values where they can be rendered, else the raw ones) and `!secret` values at any depth."""
+        patterns = DEFAULT_SECRET_NAMES
+        if PATTERNS_VAR in variables:
+            try:
+                chosen = variables[PATTERNS_VAR]
+            except Exception:  # an unrenderable setting keeps the defaults
+                chosen = None
+            if isinstance(chosen, list | tuple) and all(isinstance(p, str) for p in chosen):
+                patterns = tuple(chosen)
+        raw = variables.raw() if hasattr(variables, "raw") else variables
+        for name in list(raw):
+            value = raw[name]
+            if is_secret_name(str(name), patterns):
+                self.add(value)
+                # Undefined or broken templates are reported by the task that uses them.
+                with contextlib.suppress(Exception):
+                    self.add(variables[name])
+            self._walk(value, patterns)
+
+    def _walk(self, value: Any, patterns: tuple[str, ...]) -> None:
+        if isinstance(value, SecretStr):
+            self.add(str(value))
+        elif isinstance(value, dict):  # plain data only: hostvars and the like are views
+            for key, item in value.items():
+                if is_secret_name(str(key), patterns):
+                    self.add(item)
+                self._walk(item, patterns)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self._walk(item, patterns)
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and value in self._values
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    # -- hiding -------------------------------------------------------------------------------
+    def _pattern(self) -> re.Pattern[str] | None:
+        with self._lock:
+            if self._regex is None and self._values:
+                ordered = sorted(self._values, key=len, reverse=True)  # longest spelling first
+                self._regex = re.compile("|".join(re.escape(v) for v in ordered))
+            return self._regex
+
+    def mask(self, text: str) -> str:
+        """`text` with every secret value replaced by MASK."""
+        pattern = self._pattern()
+        if pattern is None or not text:
+            return text
+        return pattern.sub(MASK, text)
+
+    def mask_value(self, value: T) -> T:
+        """A copy of a nested value (str, list, tuple, mapping) with secrets masked."""
+        if isinstance(value, str):
+            return self.mask(value)  # type: ignore[return-value]
+        if isinstance(value, Mapping):
+            return {self.mask(k) if isinstance(k, str) else k: self.mask_value(v)
+                    for k, v in value.items()}  # type: ignore[return-value]
+        if isinstance(value, list | tuple):
+            return type(value)(self.mask_value(v) for v in value)
+        return value
+
+    def mask_result(self, result: TaskResult) -> TaskResult:
+        if self._pattern() is None:
+            return result
+        return dataclasses.replace(
+            result, msg=self.mask(result.msg), stdout=self.mask(result.stdout),
+            stderr=self.mask(result.stderr), diff=self.mask(result.diff),
+            data=self.mask_value(result.data), items=[self.mask_result(r) for r in result.items],
+            item=self.mask_value(result.item), warnings=[self.mask(w) for w in result.warnings])
+
+    def mask_event(self, event: Event) -> Event:
+        """The event as reporters may show it (`no_log` results censored, secrets masked)."""
+        if isinstance(event, TaskEnd) and event.result.no_log:
+            return dataclasses.replace(event, task=self.mask(event.task), result=censor(event.result))
+        if self._pattern() is None:
+            return event
+        if isinstance(event, TaskEnd):
+            return dataclasses.replace(event, task=self.mask(event.task), result=self.mask_result(event.result))
+        if isinstance(event, TaskStart):
+            return dataclasses.replace(event, task=self.mask(event.task))
+        if isinstance(event, CommandSent):
+            return dataclasses.replace(event, command=self.mask(event.command))
+        if isinstance(event, Notice):
+            return dataclasses.replace(event, message=self.mask(event.message))
+        return event
+
+
+def masker_for(inventory: _Inventory, extra_vars: Mapping[str, Any]) -> Masker:
+    """A Masker knowing the secrets of the run's inputs: `-e` values and every inventory
+    host's variables (for messages printed before or outside the engine, e.g. preflight)."""
+    from opsrunner.templating import LazyVars
+
+    masker = Masker()
+    masker.add_vars(extra_vars)
+    for host in inventory.hosts:
+        masker.add_vars(LazyVars([*inventory.var_layers(host), extra_vars]))
+    return masker
+
+
+def censor(result: TaskResult) -> TaskResult:
+    """`no_log`: keep the outcome (status, changed, timing), hide arguments and results."""
+    return TaskResult(status=result.status, msg=CENSORED, changed=result.changed,
+                      duration_s=result.duration_s, ignored=result.ignored,
+                      check_mode_unsupported=result.check_mode_unsupported,
+                      items=[censor(r) for r in result.items], data={"censored": CENSORED}, no_log=True)
+
+
+def no_log_enabled(value: Any, render: Any = None) -> bool:
+    """The `no_log` keyword's value: a bool, or a string that renders to a truthy word."""
+    if isinstance(value, bool) or value is None:
+        return bool(value)
+    text = str(render(value) if render is not None else value).strip().lower()
+    return text in ("true", "yes", "1", "on", "y")
+
+
+def mask_problems(exc: ValidationError, inventory: _Inventory, extra_vars: Mapping[str, Any]) -> ValidationError:
+    """A ValidationError whose messages have the run's secrets masked."""
+    masker = masker_for(inventory, extra_vars)
+    return ValidationError([dataclasses.replace(p, message=masker.mask(p.message)) for p in exc.problems])
