@@ -1,0 +1,16 @@
+"""Jinja2 templating (see environment.py); filters.py and tests.py hold Ansible's filters and tests."""
+
+from opsrunner.templating.environment import (
+    ENV,
+    OMIT,
+    LazyVars,
+    check_syntax,
+    evaluate,
+    is_template,
+    render,
+    template_value,
+    truthy,
+)
+
+__all__ = ["ENV", "OMIT", "LazyVars", "check_syntax", "evaluate", "is_template", "render",
+           "template_value", "truthy"]
