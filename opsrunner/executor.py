@@ -41,18 +41,28 @@ class TaskExecutor:
 
     def _run(self) -> TaskResult:
         when = self.task.kw("when")
-        if when is not None and not truthy(when, self.variables):
-            return TaskResult(Status.SKIPPED, msg="conditional result was False")
         loop = self.task.kw("loop")
         if loop is None:
+            if when is not None and not truthy(when, self.variables):
+                return _skipped(when)
             return self._run_with_retries(self.variables)
-        items = template_value(loop, self.variables)
+        try:
+            items = template_value(loop, self.variables)
+        except TemplateError:
+            # As ansible-core: a loop that cannot be templated is no error when `when` is false.
+            if when is not None and not truthy(when, self.variables):
+                return _skipped(when)
+            raise
         if not isinstance(items, list):
             raise TemplateError(f"loop must be a list, got {type(items).__name__}", self.task.pos, "loop")
         results = []
         for item in items:
             item_vars = self.variables.child({"item": item})
-            r = self._run_with_retries(item_vars)
+            # `when` is evaluated per item, with `item` set (Ansible's order: loop, then when).
+            if when is not None and not truthy(when, item_vars):
+                r = _skipped(when)
+            else:
+                r = self._run_with_retries(item_vars)
             r.item = item
             results.append(r)
             if r.status == Status.UNREACHABLE:
@@ -60,24 +70,31 @@ class TaskExecutor:
         return _aggregate(results)
 
     def _run_with_retries(self, variables: LazyVars) -> TaskResult:
+        """until/retries as ansible-core: `retries` alone retries until the task succeeds; the
+        registered `attempts` is the run that passed, or `retries` when they ran out; a
+        `failed_when` on the task decides the final status when they run out."""
         until = self.task.kw("until")
-        retries = 0
-        if until is not None:
-            retries = int(keyword_number(self.task, "retries", variables)) if self.task.kw("retries") is not None else 3
+        retries_kw = self.task.kw("retries")
+        if until is None and retries_kw is None:
+            return self._run_once(variables)
+        retries = max(0, int(keyword_number(self.task, "retries", variables))) if retries_kw is not None else 3
         delay = keyword_number(self.task, "delay", variables) if self.task.kw("delay") is not None else 5.0
         attempt = 0
         while True:
             attempt += 1
             result = self._run_once(variables)
-            if until is None or result.status == Status.UNREACHABLE:
+            if result.status == Status.UNREACHABLE:
                 return result
-            if truthy(until, self._with_registered(variables, result)):
+            done = truthy(until, self._with_registered(variables, result)) if until is not None \
+                else not result.failed
+            if done:
                 result.data["attempts"] = attempt
                 return result
             if attempt > retries:
-                result.data["attempts"] = attempt
-                result.status = Status.FAILED
-                result.msg = f"retries exhausted ({attempt} attempts): {result.msg}".rstrip(": ")
+                result.data["attempts"] = retries
+                if self.task.kw("failed_when") is None:
+                    result.status = Status.FAILED
+                    result.msg = f"retries exhausted ({attempt} attempts): {result.msg}".rstrip(": ")
                 return result
             time.sleep(delay)
 
@@ -137,6 +154,11 @@ class TaskExecutor:
         return result
 
 
+def _skipped(when: Any) -> TaskResult:
+    return TaskResult(Status.SKIPPED, msg="Conditional result was False",
+                      data={"false_condition": when})
+
+
 def _aggregate(results: list[TaskResult]) -> TaskResult:
     if not results:
         return TaskResult(Status.SKIPPED, msg="no items in loop")
@@ -149,7 +171,7 @@ def _aggregate(results: list[TaskResult]) -> TaskResult:
         else:
             status = Status.CHANGED if changed else Status.OK
     failed = [r for r in results if r.failed]
-    msg = failed[0].msg if failed else f"{len(results)} items"
+    msg = failed[0].msg if failed else "All items skipped" if status == Status.SKIPPED else "All items completed"
     return TaskResult(status, msg=msg, changed=changed, items=results,
                       stdout="\n".join(r.stdout for r in results if r.stdout),
                       stderr="\n".join(r.stderr for r in results if r.stderr))
