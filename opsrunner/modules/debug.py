@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from opsrunner.modules.base import Module, TaskContext
 from opsrunner.errors import TemplateError
+from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 from opsrunner.templating import evaluate
 
