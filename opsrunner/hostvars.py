@@ -19,8 +19,9 @@ class VariableManager:
 
     role defaults (every role of the play; the task's own role above the others)
     < inventory `all` < parent groups < child groups < host vars < play vars
-    (and vars_files) < role vars (and role params) < task vars < registered results
-    < extra vars (-e) < magic vars (inventory_hostname, groups, hostvars, play_hosts, item).
+    (and vars_files) < vars of the play's roles < the task's role vars (and role params)
+    < task vars < registered results < extra vars (-e)
+    < magic vars (inventory_hostname, groups, hostvars, play_hosts, item).
     """
 
     def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], check_mode: bool) -> None:
@@ -30,20 +31,21 @@ class VariableManager:
         self.registered: dict[str, dict[str, Any]] = {h: {} for h in inventory.hosts}
         self._groups = inventory.groups_map()
 
-    def for_task(self, play: Play, task: Task | None, host: str, play_hosts: list[str]) -> LazyVars:
+    def for_task(self, play: Play, task: Task | None, host: str, play_hosts: list[str],
+                 all_hosts: list[str] | None = None) -> LazyVars:
         layers: list[Mapping[str, Any]] = [play.role_defaults]
         if task and task.role:
             layers.append(task.role.defaults)
         layers += self.inventory.var_layers(host)
-        layers.append(play.vars)
+        layers += [play.vars, play.role_vars]
         if task and task.role:
             layers += [task.role.vars, task.role_params]
         if task:
             layers.append(task.kw("vars") or {})
-        layers += [self.registered[host], self.extra_vars, self._magic(play, host, play_hosts)]
+        layers += [self.registered[host], self.extra_vars, self._magic(play, host, play_hosts, all_hosts)]
         return LazyVars(layers)
 
-    def _magic(self, play: Play, host: str, play_hosts: list[str]) -> dict[str, Any]:
+    def _magic(self, play: Play, host: str, play_hosts: list[str], all_hosts: list[str] | None) -> dict[str, Any]:
         return {
             "inventory_hostname": host,
             "inventory_hostname_short": host.split(".")[0],
@@ -51,7 +53,8 @@ class VariableManager:
             "group_names": [g for g in self.inventory.hosts[host].groups if g not in ("all", "ungrouped")],
             "hostvars": HostVars(self, play, play_hosts),
             "play_hosts": play_hosts,
-            "ansible_play_hosts": play_hosts,
+            "ansible_play_batch": play_hosts,
+            "ansible_play_hosts": play_hosts if all_hosts is None else all_hosts,
             "check_mode": self.check_mode,
             "ansible_check_mode": self.check_mode,
             "playbook_dir": str(play.base_dir),

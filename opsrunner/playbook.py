@@ -31,11 +31,13 @@ class Play:
     vars: dict[str, Any]
     tasks: tuple[Node, ...]
     handlers: tuple[Task, ...]
-    serial: int | str | None = None
+    serial: int | str | list[int | str] | None = None
     any_errors_fatal: bool = False
+    force_handlers: bool = False
     max_fail_percentage: float | None = None
     base_dir: Path = Path(".")
     role_defaults: dict[str, Any] = field(default_factory=dict)
+    role_vars: dict[str, Any] = field(default_factory=dict)  # visible to every task of the play
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,8 @@ class _Loader:
             max_fail_percentage=raw.get("max_fail_percentage"),
             base_dir=self.base_dir,
             role_defaults=_merge([r.defaults for r in self.roles]),
+            role_vars=_merge([r.vars for r in self.roles]),
+            force_handlers=bool(raw.get("force_handlers", False)),
         )
 
     def find_role(self, name: str) -> Path | None:
@@ -325,7 +329,10 @@ class _Loader:
 
     def check_notify(self, tasks: list[Task], handlers: list[Task]) -> None:
         names = {h.name for h in handlers}
-        for task in tasks:
+        for handler in handlers:
+            listen = handler.kw("listen") or []
+            names.update([listen] if isinstance(listen, str) else listen)
+        for task in [*tasks, *handlers]:
             for name in task.notify:
                 if name not in names and "{{" not in name:
                     self.fail(task.pos, f"notify names unknown handler '{name}'{suggest(name, names)}",

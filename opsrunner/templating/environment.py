@@ -39,6 +39,12 @@ class _Lexer(Lexer):
             yield lineno, kind, value
 
 
+class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """Strict when used, but `a.b.c | default(x)` works when `a` is undefined, as in ansible-core."""
+
+    __slots__ = ()
+
+
 class _CodeGenerator(NativeCodeGenerator):
     """No compile-time folding of expressions: a folded constant is emitted as its text, so
     `{{ [1, 2] }}` or `{{ '[1]' | from_json }}` would lose its type."""
@@ -61,7 +67,7 @@ class _Env(ImmutableSandboxedEnvironment):
 
 
 def _make_env() -> _Env:
-    env = _Env(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env = _Env(undefined=_Undefined, keep_trailing_newline=True, autoescape=False)
     env.filters.update(FILTERS)
     env.tests.update(TESTS)
     return env

@@ -128,3 +128,14 @@ def test_readme_ansible_users_lists_exactly_the_filters_and_tests() -> None:
 
     assert _readme_names("<!-- ansible-filters -->", "<!-- ansible-tests -->") == set(FILTERS)
     assert _readme_names("<!-- ansible-tests -->", "<!-- end -->") == set(TESTS) - {"version_compare"}
+
+
+def test_attribute_of_an_undefined_variable_takes_a_default_but_is_strict_otherwise() -> None:
+    v = LazyVars([{"d": {}}])
+    assert render("{{ nope.name | default('-') }}", v) == "-"
+    assert render("{{ d.missing.deeper | default('-') }}", v) == "-"
+    assert render("{{ nope.name is defined }}", v) is False
+    with pytest.raises(TemplateError, match="'nope' is undefined"):
+        render("{{ nope.name }}", v)
+    with pytest.raises(TemplateError, match="has no attribute 'missing'"):
+        render("x{{ d.missing.deeper }}", v)
