@@ -6,6 +6,7 @@ reporters, and returns a RunSummary. It prints nothing itself.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -13,6 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.errors import Problem, TemplateError, ValidationError
 from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, Reporter, TaskEnd, TaskStart
@@ -21,6 +23,7 @@ from opsrunner.handlers import Notifications
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
+from opsrunner.keywords import EnvConnection, environment, flag, password_hint, run_once, task_spec
 from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
@@ -209,7 +212,7 @@ class Engine:
                 break
             task = min(waiting.values(), key=lambda t: order[id(t)])
             hosts = [h for h in batch if waiting.get(h) is task]
-            results = self._run_task(play, task, hosts, play_hosts, pool, handler=False)
+            results = self._run_step(play, task, hosts, play_hosts, pool)
             for host, result in results.items():
                 iters[host].advance(result)
                 if result.changed and not result.failed:
@@ -331,11 +334,19 @@ class Engine:
         try:
             variables = self._vars(play, task, host, play_hosts)
             spec = connection_spec(host, self._vars(play, None, host, play_hosts))
-            connection = self.connections.get(spec)
+            spec = task_spec(task, spec, variables, self._local_spec(play, play_hosts))
+            connection: Connection = self.connections.get(spec)
+            env = environment(task, variables)
+            if env:
+                connection = EnvConnection(connection, env)
+            check = flag(task, "check_mode", variables, self.options.check)
+            diff = flag(task, "diff", variables, self.options.diff)
         except TemplateError as exc:
             return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}")
-        executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff)
-        result = executor.run()
+        result = TaskExecutor(task, host, variables, connection, check, diff).run()
+        hint = password_hint(task, host, f"{result.stderr}\n{result.msg}") if result.failed else None
+        if hint:
+            result.msg = hint
         ignore = task.kw("ignore_errors")
         if result.failed and result.status != Status.UNREACHABLE and ignore is not None:
             try:
@@ -344,6 +355,34 @@ class Engine:
             except TemplateError as exc:
                 result.msg += f"; ignore_errors could not be evaluated: {exc}"
         return result
+
+    def _local_spec(self, play: Play, play_hosts: list[str]) -> ConnectionSpec:
+        """delegate_to: localhost - the inventory's localhost if it has one, else a local connection."""
+        if "localhost" in self.inventory.hosts:
+            return connection_spec("localhost", self._vars(play, None, "localhost", play_hosts))
+        return connection_spec("localhost", LazyVars([{"connection": "local"}]))
+
+    def _run_step(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str],
+                  pool: ThreadPoolExecutor) -> dict[str, TaskResult]:
+        """One task on its hosts; with run_once, on the first host only, and every other host of
+        the batch gets that result (registered too), as in ansible-core."""
+        try:
+            once = len(hosts) > 1 and run_once(task, self._vars(play, task, hosts[0], play_hosts))
+        except TemplateError:
+            once = False
+        if not once:
+            return self._run_task(play, task, hosts, play_hosts, pool, handler=False)
+        first = self._run_task(play, task, hosts[:1], play_hosts, pool, handler=False)[hosts[0]]
+        results = {hosts[0]: first}
+        name = task.kw("register")
+        for host in hosts[1:]:
+            results[host] = dataclasses.replace(first)
+            if name:
+                self.vars.register(host, name, first.registered())
+            if first.failed and not first.ignored:
+                self._dead.add(host)
+                self.summary.host(host).count(first)
+        return results
 
     def _record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
         name = task.kw("register")

@@ -13,6 +13,7 @@ from opsrunner.playbook import Task
 from opsrunner.preflight import check_args, keyword_number
 from opsrunner.results import Status, TaskResult
 from opsrunner.templating import LazyVars, template_value, truthy
+from opsrunner.templating.filters import flatten
 
 
 class TaskExecutor:
@@ -41,29 +42,47 @@ class TaskExecutor:
 
     def _run(self) -> TaskResult:
         when = self.task.kw("when")
-        loop = self.task.kw("loop")
-        if loop is None:
+        if self.task.kw("loop") is None and self.task.kw("with_items") is None:
             if when is not None and not truthy(when, self.variables):
                 return _skipped(when)
             return self._run_with_retries(self.variables)
         try:
-            items = template_value(loop, self.variables)
+            items = self._loop_items()
         except TemplateError:
             # As ansible-core: a loop that cannot be templated is no error when `when` is false.
             if when is not None and not truthy(when, self.variables):
                 return _skipped(when)
             raise
+        return self._run_loop(items, when)
+
+    def _loop_items(self) -> list[Any]:
+        with_items = self.task.kw("with_items")
+        items = template_value(self.task.kw("loop") if with_items is None else with_items, self.variables)
+        if with_items is not None:  # with_items flattens one level, and takes a single value
+            items = flatten(items if isinstance(items, list) else [items], levels=1, skip_nulls=False)
         if not isinstance(items, list):
             raise TemplateError(f"loop must be a list, got {type(items).__name__}", self.task.pos, "loop")
+        return items
+
+    def _run_loop(self, items: list[Any], when: Any) -> TaskResult:
+        control = {k: v if k == "label" else template_value(v, self.variables)  # label: per item
+                   for k, v in (self.task.kw("loop_control") or {}).items()}
+        loop_var = str(control.get("loop_var", "item"))
         results = []
-        for item in items:
-            item_vars = self.variables.child({"item": item})
-            # `when` is evaluated per item, with `item` set (Ansible's order: loop, then when).
-            if when is not None and not truthy(when, item_vars):
-                r = _skipped(when)
-            else:
-                r = self._run_with_retries(item_vars)
+        for index, item in enumerate(items):
+            if index and control.get("pause"):
+                time.sleep(float(control["pause"]))
+            layer = _loop_layer(items, index, loop_var, control)
+            item_vars = self.variables.child(layer)
+            # `when` is evaluated per item, with the loop variable set (loop first, then when).
+            r = _skipped(when) if when is not None and not truthy(when, item_vars) \
+                else self._run_with_retries(item_vars)
             r.item = item
+            r.data.update({k: v for k, v in layer.items() if k != "item"})
+            if control.get("index_var"):
+                r.data["ansible_index_var"] = str(control["index_var"])
+            if "label" in control:
+                r.label = template_value(control["label"], item_vars)
             results.append(r)
             if r.status == Status.UNREACHABLE:
                 break
@@ -152,6 +171,22 @@ class TaskExecutor:
             else:
                 result.status = Status.CHANGED if result.changed else Status.OK
         return result
+
+
+def _loop_layer(items: list[Any], index: int, loop_var: str, control: dict[str, Any]) -> dict[str, Any]:
+    """The loop variables of one item: loop_var, index_var, and ansible_loop when extended."""
+    layer: dict[str, Any] = {loop_var: items[index], "ansible_loop_var": loop_var}
+    if control.get("index_var"):
+        layer[str(control["index_var"])] = index
+    if control.get("extended"):
+        last = len(items) - 1
+        layer["ansible_loop"] = {
+            "allitems": items, "index": index + 1, "index0": index, "revindex": len(items) - index,
+            "revindex0": last - index, "first": index == 0, "last": index == last, "length": len(items),
+            **({"previtem": items[index - 1]} if index > 0 else {}),
+            **({"nextitem": items[index + 1]} if index < last else {}),
+        }
+    return layer
 
 
 def _skipped(when: Any) -> TaskResult:

@@ -20,7 +20,11 @@ __all__ = ["Block", "Node", "Play", "Playbook", "Role", "Task", "iter_tasks", "l
 
 BLOCK_KEYS = frozenset({"block", "rescue", "always"})
 TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"]) - BLOCK_KEYS
-BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", "ignore_errors"}) | BLOCK_KEYS
+#: Keywords a block (or, where they exist, a play) passes down to its tasks, as in Ansible.
+INHERITED = ("ignore_errors", "become", "become_user", "become_method", "environment", "check_mode",
+             "diff", "run_once", "delegate_to")
+PLAY_DEFAULTS = ("become", "become_user", "become_method", "environment")
+BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", *INHERITED}) | BLOCK_KEYS
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class _Loader:
         self.problems: list[Problem] = []
         self.roles: list[Role] = []
         self.current_role: Role | None = None
+        self.play_defaults: dict[str, Any] = {}
 
     def fail(self, pos: SourcePos, message: str, key_path: str = "") -> None:
         self.problems.append(Problem(pos, message, key_path))
@@ -109,6 +114,7 @@ class _Loader:
                 continue
             play_vars.update(loaded)
         play_tags = _tags(raw.get("tags"))
+        self.play_defaults = {k: raw[k] for k in PLAY_DEFAULTS if k in raw}
         self.roles = []
         tasks: list[Node] = []
         for i, ref in enumerate(raw.get("roles") or []):
@@ -244,7 +250,8 @@ class _Loader:
             return None
         module = modules[0]
         args = self.module_args(module, raw[module], raw.at(module), f"{path}.{module}")
-        keywords = {k: v for k, v in _inherit(inherited or {}, raw).items() if k not in ("name", "tags")}
+        keywords = {k: v for k, v in _inherit(self.play_defaults, PosDict(_inherit(inherited or {}, raw))).items()
+                    if k not in ("name", "tags")}
         self.check_templates({k: v for k, v in raw.items() if k != module}, path, raw)
         self.check_templates(args, f"{path}.{module}")
         for key in ("when", "until", "changed_when", "failed_when"):
@@ -374,10 +381,12 @@ def _inherit(outer: dict[str, Any], raw: PosDict) -> dict[str, Any]:
     """A task's keywords with its enclosing blocks' applied: `when` conditions all apply,
     `vars` merge (inner wins), `ignore_errors` is the default."""
     own = {k: v for k, v in raw.items() if k in TASK_KEYWORDS}
-    merged = {**{k: v for k, v in outer.items() if k in ("ignore_errors",)}, **own}
+    merged = {**{k: v for k, v in outer.items() if k in INHERITED}, **own}
     when = _as_list(outer.get("when")) + _as_list(own.get("when"))
     if when:
         merged["when"] = when
+    if isinstance(outer.get("environment"), dict) and isinstance(own.get("environment"), dict):
+        merged["environment"] = {**outer["environment"], **own["environment"]}  # as Ansible: both apply
     if outer.get("vars") or own.get("vars"):
         merged["vars"] = {**(outer.get("vars") or {}), **(own.get("vars") or {})}
     return merged

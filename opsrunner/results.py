@@ -62,6 +62,7 @@ class TaskResult:
     check_mode_unsupported: bool = False
     items: list[TaskResult] = field(default_factory=list)
     item: Any = None
+    label: Any = None  # loop_control.label: what the console shows for the item
 
     @property
     def failed(self) -> bool:
