@@ -204,6 +204,8 @@ class Engine:
         order = {id(t): i for i, t in enumerate(iter_tasks(play.tasks))}
         iters = {h: HostIterator(play.tasks, lambda t: self._selected(play, t), self._rescuer(h))
                  for h in batch if h not in self._dead}
+        if play.gather_facts:
+            self._gather_facts(play, [h for h in batch if h in iters], play_hosts, pool, iters)
         fatal = False
         while True:
             # A failed host's walk ends at its failure, except that `always` tasks still run.
@@ -224,6 +226,15 @@ class Engine:
             self.emit(Notice("any_errors_fatal: a host failed; stopping the run"))
             raise _PlayAborted
         self._flush(play, batch, play_hosts, pool, notes)
+
+    def _gather_facts(self, play: Play, hosts: list[str], play_hosts: list[str], pool: ThreadPoolExecutor,
+                      iters: dict[str, HostIterator]) -> None:
+        """gather_facts: true - the setup module first, as ansible-core's "Gathering Facts"."""
+        task = Task(name="Gathering Facts", module="setup", args={}, pos=play.pos, keywords={},
+                    base_dir=play.base_dir)
+        for host, result in self._run_task(play, task, hosts, play_hosts, pool, handler=False).items():
+            if result.failed:
+                iters[host].stop()
 
     def _flush(self, play: Play, batch: list[str], play_hosts: list[str], pool: ThreadPoolExecutor,
                notes: Notifications) -> None:
@@ -374,20 +385,26 @@ class Engine:
             return self._run_task(play, task, hosts, play_hosts, pool, handler=False)
         first = self._run_task(play, task, hosts[:1], play_hosts, pool, handler=False)[hosts[0]]
         results = {hosts[0]: first}
-        name = task.kw("register")
         for host in hosts[1:]:
             results[host] = dataclasses.replace(first)
-            if name:
-                self.vars.register(host, name, first.registered())
+            self._store(host, task, first)
             if first.failed and not first.ignored:
                 self._dead.add(host)
                 self.summary.host(host).count(first)
         return results
 
-    def _record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
+    def _store(self, host: str, task: Task, result: TaskResult) -> None:
+        """`register:`, and the facts of set_fact / include_vars / gather_facts, on the host."""
         name = task.kw("register")
         if name:
             self.vars.register(host, name, result.registered())
+        if not result.failed:
+            for item in result.items or [result]:
+                for key, value in (item.data.get("ansible_facts") or {}).items():
+                    self.vars.register(host, key, value)
+
+    def _record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
+        self._store(host, task, result)
         if task.module != "meta":  # as ansible-core: meta tasks are not in the recap
             self.summary.host(host).count(result)
         if result.failed and not result.ignored:

@@ -9,6 +9,7 @@ from typing import Any
 from opsrunner.connections.base import ConnectionSpec
 from opsrunner.connections.wrappers import parse_chain
 from opsrunner.errors import TemplateError
+from opsrunner.includes import load_dynamic_vars_files
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Play, Task
 from opsrunner.templating import LazyVars
@@ -30,6 +31,7 @@ class VariableManager:
         self.check_mode = check_mode
         self.registered: dict[str, dict[str, Any]] = {h: {} for h in inventory.hosts}
         self._groups = inventory.groups_map()
+        self._files_cache: dict[tuple[int, str], dict[str, Any]] = {}
 
     def for_task(self, play: Play, task: Task | None, host: str, play_hosts: list[str],
                  all_hosts: list[str] | None = None) -> LazyVars:
@@ -37,7 +39,11 @@ class VariableManager:
         if task and task.role:
             layers.append(task.role.defaults)
         layers += self.inventory.var_layers(host)
-        layers += [play.vars, play.role_vars]
+        layers.append(play.vars)
+        if play.vars_files:
+            magic = self._magic(play, host, play_hosts, all_hosts)
+            layers.append(self._vars_files(play, host, [*layers, self.extra_vars, magic]))
+        layers.append(play.role_vars)
         if task and task.role:
             layers += [task.role.vars, task.role_params]
         if task:
@@ -61,7 +67,14 @@ class VariableManager:
             "opsrunner_playbook": play.pos.file,
         }
 
-    def register(self, host: str, name: str, value: dict[str, Any]) -> None:
+    def _vars_files(self, play: Play, host: str, layers: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """The play's templated vars_files for one host, read once per play and host."""
+        key = (id(play), host)
+        if key not in self._files_cache:
+            self._files_cache[key] = load_dynamic_vars_files(play.vars_files, play.base_dir, LazyVars(layers))
+        return self._files_cache[key]
+
+    def register(self, host: str, name: str, value: Any) -> None:
         self.registered[host][name] = value
 
 

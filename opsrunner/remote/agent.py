@@ -6,7 +6,7 @@ import os
 
 OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
-       "delete": op_delete, "read": op_read}
+       "delete": op_delete, "read": op_read, "facts": op_facts}
 
 
 PATH_ARGS = ("pidfile", "log", "chdir", "dest")

@@ -157,3 +157,110 @@ def test_become_sudo_password_needed_is_a_clear_error(tmp_path: Path, inv: Path,
     assert rc == 2
     assert "become: sudo on h1 needs a password to run as root" in out
     assert "sudo -n" in out
+
+
+INCLUDES = {
+    "first.yml": "- hosts: h1\n  tasks:\n    - {name: first play, debug: {msg: first}}\n",
+    "more.yml": "- name: inner\n  debug: {msg: \"inner {{ inc_var }}\"}\n",
+    "vars/common.yml": "common: c\n", "vars/h1.yml": "per_host: p-h1\n", "vars/default.yml": "per_host: default\n",
+    "vars/extra.yml": "e: 5\n", "roles/r2/vars/main.yml": "r2_var: from r2\n",
+    "roles/r2/tasks/other.yml": "- name: in r2\n  command: echo {{ rp }} {{ r2_var }}\n  notify: r2 handler\n",
+    "roles/r2/handlers/main.yml": "- name: r2 handler\n  debug: {msg: r2 handler ran}\n",
+    "pb.yml": """
+- import_playbook: first.yml
+- hosts: h1,h2
+  vars: {which: special}
+  vars_files:
+    - vars/common.yml
+    - ["vars/{{ inventory_hostname }}.yml", vars/default.yml]
+  tasks:
+    - name: show files
+      debug: {msg: "{{ common }} {{ per_host }}"}
+    - name: sf
+      set_fact: {fact_a: "{{ inventory_hostname }}-a", fact_n: 3}
+    - name: iv
+      include_vars: {file: vars/extra.yml, name: extra}
+    - name: show facts
+      debug: {msg: "{{ fact_a }} {{ fact_n + 1 }} {{ extra.e }}"}
+    - import_tasks: more.yml
+      vars: {inc_var: imported}
+      when: inventory_hostname == 'h1'
+    - include_tasks: more.yml
+      vars: {inc_var: included}
+    - include_role: {name: r2, tasks_from: other}
+      vars: {rp: param}
+    - name: role var private
+      debug: {msg: "{{ r2_var | default('private') }}"}
+- hosts: h1
+  tasks:
+    - import_role: {name: r2, tasks_from: other}
+      vars: {rp: p2}
+    - name: role var public
+      debug: {msg: "{{ r2_var }}"}
+""",
+}
+
+
+def test_vars_files_set_fact_include_vars_and_includes(tmp_path: Path, inv: Path) -> None:
+    for name, text in INCLUDES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    rc, out, ev = play(tmp_path, inv, INCLUDES["pb.yml"])
+    assert rc == 0, out
+    msgs = {(e["task"], e["host"]): e["msg"] for e in task_ends(ev) if e["module"] == "debug"}
+    assert msgs[("first play", "h1")] == "first"
+    assert msgs[("show files", "h1")] == "c p-h1" and msgs[("show files", "h2")] == "c default"
+    assert msgs[("show facts", "h1")] == "h1-a 4 5" and msgs[("show facts", "h2")] == "h2-a 4 5"
+    inner = [(e["host"], e["status"], e["msg"]) for e in task_ends(ev, "inner")]
+    inner = sorted(inner[:2]) + sorted(inner[2:])  # per task, hosts finish in any order
+    assert inner == [("h1", "ok", "inner imported"), ("h2", "skipped", "Conditional result was False"),
+                     ("h1", "ok", "inner included"), ("h2", "ok", "inner included")]
+    assert [e["stdout_tail"] for e in task_ends(ev, "in r2")] == ["param from r2", "param from r2", "p2 from r2"]
+    assert msgs[("role var private", "h1")] == "private"
+    assert msgs[("role var public", "h1")] == "from r2"
+    assert sorted((e["task"], e["host"]) for e in ev if e["event"] == "handler_end") == \
+        [("r2 handler", "h1"), ("r2 handler", "h1"), ("r2 handler", "h2")]
+    # ansible-core 2.19: h1 ok=15 changed=2, h2 ok=10 changed=1 skipped=1; it also counts the
+    # include_tasks and include_role lines themselves (2 per host), which opsrunner reads statically.
+    assert recap(ev, "h1") == {"ok": 13, "changed": 2, "unreachable": 0, "failed": 0, "skipped": 0,
+                               "rescued": 0, "ignored": 0}
+    assert recap(ev, "h2") == {"ok": 8, "changed": 1, "unreachable": 0, "failed": 0, "skipped": 1,
+                               "rescued": 0, "ignored": 0}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("- hosts: h1\n  vars_files: [missing.yml]\n  tasks: []\n", "vars file not found: missing.yml"),
+    ("- hosts: h1\n  vars_files: [[a.yml, b.yml]]\n  tasks: []\n", "vars file not found: a.yml or b.yml"),
+    ("- hosts: h1\n  tasks:\n    - import_tasks: nope.yml\n", "import_tasks 'nope.yml' not found"),
+    ("- hosts: h1\n  tasks:\n    - include_tasks: '{{ x }}.yml'\n",
+     "include_tasks needs a file name without templates"),
+    ("- hosts: h1\n  tasks:\n    - include_tasks: pb.yml\n      loop: [1]\n",
+     "'loop' is not supported on include_tasks"),
+    ("- import_playbook: pb.yml\n", "import_playbook 'pb.yml' includes itself"),
+])
+def test_bad_includes_exit_4_with_file_and_line(tmp_path: Path, inv: Path, body: str, message: str) -> None:
+    rc, out, ev = play(tmp_path, inv, body)
+    assert rc == 4, out
+    assert message in out and "pb.yml:" in out
+    assert ev == []
+
+
+def test_gather_facts(tmp_path: Path, inv: Path) -> None:
+    import getpass
+    import platform
+    import socket
+
+    rc, out, ev = play(tmp_path, inv, """
+- hosts: h1
+  gather_facts: true
+  tasks:
+    - name: facts
+      debug:
+        msg: "{{ ansible_hostname }}|{{ ansible_user_id }}|{{ ansible_facts.system }}|{{
+          ansible_python_version }}|{{ ansible_nvidia_gpus is sequence }}"
+""")
+    assert rc == 0, out
+    assert [e["task"] for e in task_ends(ev)] == ["Gathering Facts", "facts"]
+    expected = f"{socket.gethostname().split('.')[0]}|{getpass.getuser()}|Linux|" \
+               f"{platform.python_version()}|True"
+    assert [e["msg"] for e in task_ends(ev, "facts")] == [expected]
