@@ -382,7 +382,8 @@ class _Loader(IncludeLoader):
             if not isinstance(value, str) or "{{" in value or (Path(value).expanduser().is_absolute() \
                     and Path(value).expanduser().exists()):
                 continue
-            dirs = ([self.current_role.path / "files", self.current_role.path] if self.current_role else [])
+            dirs = ([self.current_role.path / "files", self.current_role.path / "templates", self.current_role.path]
+                    if self.current_role else [])
             dirs.append(self.base_dir)
             if not any((d / Path(value).expanduser()).exists() for d in dirs):
                 where = ", ".join(str(d) for d in dirs)
