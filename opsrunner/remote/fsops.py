@@ -140,57 +140,67 @@ def op_fs_put(args):
     return reply
 
 
-def op_fs_file(args):
-    path, state, check = args["path"], args["state"], args.get("check")
+def _absent(path, check):
+    if not os.path.lexists(path):
+        return False
+    _guard(path, "delete")
+    if not check:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    return True
+
+
+def _link(path, src, check):
+    current = os.readlink(path) if os.path.islink(path) else None
+    if current == src:
+        return False
+    if os.path.lexists(path):
+        if current is None:
+            raise ValueError("%s exists and is not a symlink (refusing to replace it)" % path)
+        _guard(path, "replace")
+    if not check:
+        tmp = "%s.opsrunner-link" % path
+        os.symlink(src, tmp)
+        os.replace(tmp, path)
+    return True
+
+
+def _present(path, state, check):
     exists = os.path.lexists(path)
-    changed = False
-    if state == "absent":
-        if exists:
-            _guard(path, "delete")
-            changed = True
-            if not check:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
-                else:
-                    os.unlink(path)
-        return {"changed": changed, "path": path, "state": "absent"}
     if state == "directory":
         if exists and not os.path.isdir(path):
             raise ValueError("%s exists and is not a directory" % path)
-        if not exists:
-            changed = True
-            if not check:
-                os.makedirs(path)
-    elif state == "touch":
-        changed = True
+        if not exists and not check:
+            os.makedirs(path)
+        return not exists
+    if state == "touch":  # as ansible-core: touching is a change every time
         if not check:
             with open(path, "ab"):
                 pass
             os.utime(path, None)
-    elif state == "link":
-        src = args["src"]
-        current = os.readlink(path) if os.path.islink(path) else None
-        if current != src:
-            if exists and current is None:
-                raise ValueError("%s exists and is not a symlink (refusing to replace it)" % path)
-            if exists:
-                _guard(path, "replace")
-            changed = True
-            if not check:
-                tmp = "%s.opsrunner-link" % path
-                os.symlink(src, tmp)
-                os.replace(tmp, path)
-    elif state == "file":
-        if not exists:
-            raise ValueError("file %s does not exist (use state: touch to create it)" % path)
-    if os.path.lexists(path) and state != "link":
+        return True
+    if not exists:
+        raise ValueError("file %s does not exist (use state: touch to create it)" % path)
+    return False
+
+
+def op_fs_file(args):
+    path, state, check = args["path"], args["state"], args.get("check")
+    if state == "absent":
+        return {"changed": _absent(path, check), "path": path, "state": state}
+    if state == "link":
+        return {"changed": _link(path, args["src"], check), "path": path, "state": state}
+    changed = _present(path, state, check)
+    if os.path.lexists(path):
         changed = _attrs(path, args.get("mode"), args.get("owner"), args.get("group"), check) or changed
     return {"changed": changed, "path": path, "state": state}
 
 
 def _lines_after(lines, args):
     """lineinfile's edit of a list of lines: (new lines, message)."""
-    line, state = args.get("line"), args.get("state", "present")
+    line, state = args.get("line"), args.get("state") or "present"
     regexp = re.compile(args["regexp"]) if args.get("regexp") else None
     matches = [i for i, text in enumerate(lines) if (regexp.search(text) if regexp else text == line)]
     if state == "absent":
@@ -254,7 +264,7 @@ def _port_open(host, port):
 
 
 def _wait_condition(args):
-    state = args.get("state", "started")
+    state = args.get("state") or "started"
     if args.get("port") is not None:
         is_open = _port_open(args.get("host") or "127.0.0.1", int(args["port"]))
         return is_open if state in ("started", "present") else not is_open

@@ -107,10 +107,9 @@ def test_wait_for_port_path_regex_and_timeout(edge_target: Target, tmp_path: Pat
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     port = listener.getsockname()[1]
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    free_port = closed.getsockname()[1]
-    closed.close()
+    # Port 1: nothing listens there, and outside the ephemeral range a retried connect can
+    # never meet itself (TCP simultaneous open), which a just-freed high port sometimes does.
+    free_port = 1
     log = tmp_path / "train.log"
     timer = threading.Timer(1.0, lambda: log.write_text("step 1\nREADY on 8080\n"))
     timer.start()
