@@ -9,6 +9,7 @@ from typing import Any
 
 from opsrunner.errors import TemplateError, ValidationError
 from opsrunner.templating import is_template, render
+from opsrunner.validation import load_schema, schema_problems
 from opsrunner.yamlsource import load_yaml_file
 
 INCLUDE_TASK_KEYS = ("import_tasks", "include_tasks")
@@ -89,13 +90,46 @@ class IncludeLoader:
     file_stack: list[Path]
     private_roles: set[Path]
     roles: list[Any]
+    importers: tuple[Path, ...]
+    problems: list[Any]
 
     def fail(self, pos: Any, message: str, key_path: str = "") -> None:
         raise NotImplementedError
 
+    def task_list(self, raw: Any, path: str, tags: frozenset[str], role: Any, params: dict[str, Any] | None = None,
+                  base_dir: Path | None = None, inherited: dict[str, Any] | None = None) -> list[Any]:
+        raise NotImplementedError
+
+    def import_playbook(self, raw: Any, path: str) -> list[Any]:
+        name = raw["import_playbook"]
+        file = include_file(name, [self.base_dir])
+        if file is None or is_template(name) or file.resolve() in self.importers:
+            why = "includes itself" if file is not None and not is_template(name) else "not found"
+            self.fail(raw.at("import_playbook"), f"import_playbook '{name}' {why}", f"{path}.import_playbook")
+            return []
+        try:
+            return list(type(self)(file, self.importers).load().plays)  # type: ignore[call-arg,attr-defined]
+        except ValidationError as exc:
+            self.problems += exc.problems
+            return []
+
     def task_list_from_file(self, file: Path, path: str, tags: frozenset[str], role: Any, params: dict[str, Any],
                             base_dir: Path, inherited: dict[str, Any]) -> list[Any] | None:
-        raise NotImplementedError
+        try:
+            raw = load_yaml_file(file)
+        except ValidationError as exc:
+            self.problems += exc.problems
+            return None
+        schema = load_schema("playbook")
+        found = schema_problems(raw or [], schema["$defs"]["task_list"] | {"$defs": schema["$defs"]}, str(file))
+        self.problems += found
+        if found:
+            return None
+        self.file_stack.append(file)
+        try:
+            return self.task_list(raw, path, tags, role, params, base_dir, inherited)
+        finally:
+            self.file_stack.pop()
 
     def role_tasks(self, ref: Any, pos: Any, path: str, play_tags: frozenset[str], kind: str = "tasks",
                    inherited: dict[str, Any] | None = None) -> list[Any]:

@@ -15,13 +15,12 @@ from opsrunner.includes import (
     IncludeLoader,
     entry_names,
     first_found,
-    include_file,
     is_dynamic,
     read_vars_file,
 )
 from opsrunner.modules.registry import module_info, module_names
 from opsrunner.tasks import Block, Node, Role, Task, iter_tasks
-from opsrunner.templating import check_syntax, is_template
+from opsrunner.templating import check_syntax
 from opsrunner.validation import load_schema, schema_problems, suggest
 from opsrunner.yamlsource import PosDict, PosList, load_yaml_file
 
@@ -115,19 +114,6 @@ class _Loader(IncludeLoader):
         if self.problems:
             raise ValidationError(self.problems)
         return Playbook(self.path, tuple(plays))
-
-    def import_playbook(self, raw: PosDict, path: str) -> list[Play]:
-        name = raw["import_playbook"]
-        file = include_file(name, [self.base_dir])
-        if file is None or is_template(name) or file.resolve() in self.importers:
-            why = "includes itself" if file is not None and not is_template(name) else "not found"
-            self.fail(raw.at("import_playbook"), f"import_playbook '{name}' {why}", f"{path}.import_playbook")
-            return []
-        try:
-            return list(_Loader(file, self.importers).load().plays)
-        except ValidationError as exc:
-            self.problems += exc.problems
-            return []
 
     def play(self, raw: PosDict, path: str) -> Play:
         play_vars = dict(raw.get("vars") or {})
@@ -268,24 +254,6 @@ class _Loader(IncludeLoader):
         self.check_templates({k: v for k, v in raw.items() if k in INCLUDE_KEYWORDS}, name, raw)
         block = Block(str(raw.get("name") or name), raw.pos, tuple(nodes))
         return block, tags | _tags(raw.get("tags")), _inherit(inherited, raw)
-
-    def task_list_from_file(self, file: Path, path: str, tags: frozenset[str], role: Any, params: dict[str, Any],
-                            base_dir: Path, inherited: dict[str, Any]) -> list[Any] | None:
-        try:
-            raw = load_yaml_file(file)
-        except ValidationError as exc:
-            self.problems += exc.problems
-            return None
-        found = schema_problems(raw or [], load_schema("playbook")["$defs"]["task_list"] | {
-            "$defs": load_schema("playbook")["$defs"]}, str(file))
-        self.problems += found
-        if found:
-            return None
-        self.file_stack.append(file)
-        try:
-            return self.task_list(raw, path, tags, role, params, base_dir, inherited)
-        finally:
-            self.file_stack.pop()
 
     def block(self, raw: PosDict, path: str, tags: frozenset[str], role: Role | None,
               params: dict[str, Any], base_dir: Path, inherited: dict[str, Any]) -> Block | None:

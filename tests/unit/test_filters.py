@@ -139,3 +139,21 @@ def test_attribute_of_an_undefined_variable_takes_a_default_but_is_strict_otherw
         render("{{ nope.name }}", v)
     with pytest.raises(TemplateError, match="has no attribute 'missing'"):
         render("x{{ d.missing.deeper }}", v)
+
+
+def test_readme_ansible_users_modules_exist_with_a_reference_section() -> None:
+    import re
+    from pathlib import Path
+
+    from opsrunner.modules.registry import module_names
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text[text.index("## Ansible users"):]
+    bullet = section[section.index("- Modules beside the restart ones:"):]
+    bullet = bullet[:bullet.index("\n- ")]
+    named = {n for n in re.findall(r"`([a-z_]+)`", bullet) if not n.startswith(("state", "path", "port"))}
+    mentioned = named & {"template", "copy", "file", "stat", "lineinfile", "wait_for"}
+    assert mentioned == {"template", "copy", "file", "stat", "lineinfile", "wait_for"}
+    for name in mentioned:
+        assert name in module_names()
+        assert f"### `{name}`" in text  # the generated reference documents it
