@@ -128,3 +128,14 @@ def test_wait_for_port_path_regex_and_timeout(edge_target: Target, tmp_path: Pat
     end = run.end("too long")
     assert end["status"] == "failed" and end["msg"] == f"Timeout when waiting for 127.0.0.1:{free_port}"
     assert 1 <= end["data"]["elapsed"] < 10
+
+
+def test_gather_facts_through_the_agent(edge_target: Target) -> None:
+    import getpass
+    import socket
+
+    run = edge_target.play([{"name": "g", "setup": {}},
+                            {"name": "show", "debug": {"msg": "{{ ansible_hostname }}|{{ ansible_facts.user_id }}|"
+                                                              "{{ ansible_nvidia_gpus | length >= 0 }}"}}])
+    assert run.rc == 0, run.out
+    assert run.end("show")["msg"] == f"{socket.gethostname().split('.')[0]}|{getpass.getuser()}|True"
