@@ -7,7 +7,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import IO
 
+from opsrunner.connections.agent import AgentSession
 from opsrunner.connections.base import Connection, ConnectionSpec
+from opsrunner.connections.streams import Stream
 from opsrunner.connections.wrappers import ArgvLayer, Layer, ShellLayer
 from opsrunner.errors import TemplateError
 from opsrunner.playbook import Task
@@ -67,27 +69,25 @@ def environment(task: Task, variables: LazyVars) -> dict[str, str]:
 
 
 class EnvConnection(Connection):
-    """A connection whose every command gets the task's `environment` (agent ops included)."""
+    """A connection whose every command gets the task's `environment`."""
 
     def __init__(self, inner: Connection, env: Mapping[str, str]) -> None:
         super().__init__(inner.spec, inner.log)
         self._inner = inner
         self._env = dict(env)
 
-    @property
-    def agent_dir(self) -> str | None:
-        return self._inner.agent_dir
-
-    @agent_dir.setter
-    def agent_dir(self, value: str | None) -> None:
-        if hasattr(self, "_inner"):
-            self._inner.agent_dir = value
-
     def open(self) -> None:
         self._inner.open()
 
     def close(self) -> None:
         """The wrapped connection is shared by the run; closing it is the factory's job."""
+
+    def agent(self) -> AgentSession:
+        """The host's long-lived agent is shared; `environment` applies to commands."""
+        return self._inner.agent()
+
+    def _spawn(self, argv: Sequence[str]) -> Stream:
+        return self._inner._spawn(argv)
 
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:
