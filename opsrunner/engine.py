@@ -202,7 +202,7 @@ class Engine:
         self._batch = batch
         notes = Notifications(play.handlers)
         order = {id(t): i for i, t in enumerate(iter_tasks(play.tasks))}
-        iters = {h: HostIterator(play.tasks, lambda t: self._selected(play, t), self._rescuer(h))
+        iters = {h: HostIterator(play.tasks, lambda t: self._selected(t, play), self._rescuer(h))
                  for h in batch if h not in self._dead}
         if play.gather_facts:
             self._gather_facts(play, [h for h in batch if h in iters], play_hosts, pool, iters)
@@ -260,14 +260,17 @@ class Engine:
             self.emit(Notice(f"meta: end_play: ending play '{play.name}'"))
             raise _PlayEnded
 
-    def _selected(self, play: Play, task: Task) -> bool:
+    def _selected(self, task: Task, play: Play | None = None) -> bool:
         tags = task.tags
         if any("{{" in t for t in tags):
             # Templated tags, rendered with the play's and extra vars, as ansible-core does.
-            variables = LazyVars([play.vars, self.options.extra_vars])
+            variables = LazyVars([play.vars if play else {}, self.options.extra_vars])
             rendered: set[str] = set()
             for tag in tags:
-                value = render(tag, variables)
+                try:
+                    value = render(tag, variables)
+                except TemplateError:
+                    return True  # preflight (no play at hand): keep the task; the run decides
                 rendered.update(str(v) for v in (value if isinstance(value, list) else [value]))
             tags = frozenset(rendered)
         return tags_selected(tags, self.options.tags, self.options.skip_tags)
