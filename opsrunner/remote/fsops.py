@@ -1,6 +1,6 @@
 # opsrunner-agent part: file operations for stat, copy, template, file, lineinfile and wait_for
 # (Python >= 3.8, stdlib only; runs on targets). Every op takes a `check` flag and changes
-# nothing when it is set; every op that overwrites or deletes asks the path guard first.
+# nothing when it is set; every op that overwrites or deletes asks guards.py's guard_path first.
 import base64
 import grp
 import hashlib
@@ -15,15 +15,8 @@ import time
 
 
 def _guard(path, purpose):
-    """The target path guard (guards.py part). Until that part is in the agent, refuse at
-    least the paths whose loss is never intended: empty, "/", and top-level directories."""
-    guard = globals().get("guard_path")
-    if guard is not None:
-        return guard(path, purpose)
-    norm = os.path.normpath(path)
-    if not path or norm == "/" or (norm.count("/") == 1 and norm.startswith("/") and os.path.isdir(norm)):
-        raise ValueError("refusing to %s %r: a top-level path" % (purpose, path))
-    return norm
+    """The target path guard (guards.py part): raises Refused, naming the rule, or returns."""
+    return guard_path(path, purpose)  # noqa: F821 (the guards part, concatenated before this one)
 
 
 def _sha1(path):

@@ -7,7 +7,23 @@ import socket
 import threading
 from pathlib import Path
 
-from tests.modules.conftest import Target
+import pytest
+
+from tests.modules.conftest import Target, _target_for
+
+# These tests read and write the target's files from the test itself, so they run over the
+# transports whose target shares this machine's filesystem (not the LXC container ones).
+SHARED_FS = ["local", "ssh", "ssh+reaper", "ssh+reaper+fd_holder"]
+
+
+@pytest.fixture(params=SHARED_FS)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    return _target_for(str(request.param), request, tmp_path)
+
+
+@pytest.fixture(params=["local", "ssh+reaper+fd_holder"])
+def edge_target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    return _target_for(str(request.param), request, tmp_path)
 
 
 def test_copy_content_idempotent_mode_check_and_diff(target: Target, tmp_path: Path) -> None:
