@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--skip-tags", action="append", default=[], help="skip tasks with these tags")
     play.add_argument("-C", "--check", action="store_true", help="dry run: change nothing")
     play.add_argument("-D", "--diff", action="store_true", help="show content changes")
+    play.add_argument("--force-handlers", action="store_true", help="run notified handlers even on failed hosts")
     play.add_argument("-f", "--forks", type=int, default=10, help="hosts in parallel (default 10)")
     play.add_argument("-v", "--verbose", action="count", default=0,
                       help="more output; -vvv prints every command exactly as sent")
@@ -176,7 +177,7 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         raise UsageError("--forks must be at least 1")
     options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=_split_tags(args.tags),
                          skip_tags=_split_tags(args.skip_tags), forks=args.forks, extra_vars=extra,
-                         verbosity=args.verbose)
+                         verbosity=args.verbose, force_handlers=args.force_handlers)
     from opsrunner.targets import require_targets
 
     require_targets(playbook, inventory, options)  # bad or empty patterns fail before any host is contacted

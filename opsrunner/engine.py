@@ -6,6 +6,7 @@ reporters, and returns a RunSummary. It prints nothing itself.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -13,19 +14,22 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.errors import Problem, TemplateError, Terminated, ValidationError
 from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, Reporter, TaskEnd, TaskStart
 from opsrunner.executor import TaskExecutor
+from opsrunner.handlers import Notifications
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
+from opsrunner.keywords import EnvConnection, environment, flag, password_hint, run_once, task_spec
 from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import masker_for, no_log_enabled
-from opsrunner.templating import LazyVars, mark_unsafe, render
+from opsrunner.templating import LazyVars, mark_unsafe, render, template_value
 
 
 @dataclass
@@ -38,6 +42,7 @@ class RunOptions:
     forks: int = 10
     extra_vars: dict[str, Any] = field(default_factory=dict)
     verbosity: int = 0
+    force_handlers: bool = False
 
 
 def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:
@@ -57,16 +62,26 @@ def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozens
     return bool(task_tags & tags)
 
 
-def batches(hosts: list[str], serial: int | str | None) -> list[list[str]]:
+def _batch_size(serial: int | str, total: int) -> int:
+    if isinstance(serial, str) and serial.endswith("%"):
+        return max(1, math.floor(total * int(serial[:-1]) / 100))
+    size = int(serial)
+    return size if size > 0 else total
+
+
+def batches(hosts: list[str], serial: int | str | list[int | str] | None) -> list[list[str]]:
+    """Ansible's serial: a size, a percentage of the play's hosts, or a list of them whose
+    last one repeats (`[1, "50%"]`: one canary, then half of the hosts at a time)."""
     if not serial:
         return [hosts]
-    if isinstance(serial, str) and serial.endswith("%"):
-        size = max(1, math.floor(len(hosts) * int(serial[:-1]) / 100))
-    else:
-        size = int(serial)
-    if size <= 0:
-        return [hosts]
-    return [hosts[i:i + size] for i in range(0, len(hosts), size)]
+    sizes = serial if isinstance(serial, list) else [serial]
+    out: list[list[str]] = []
+    start = 0
+    while start < len(hosts):
+        size = _batch_size(sizes[min(len(out), len(sizes) - 1)], len(hosts))
+        out.append(hosts[start:start + size])
+        start += size
+    return out
 
 
 def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions) -> list[str]:
@@ -79,7 +94,11 @@ def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions) -> 
 
 
 class _PlayAborted(Exception):
-    pass
+    """Stop the run: any_errors_fatal, max_fail_percentage."""
+
+
+class _PlayEnded(Exception):
+    """meta: end_play - the play ends for every host; the run goes on with the next play."""
 
 
 class Engine:
@@ -100,6 +119,9 @@ class Engine:
         #: the secrets of play, role and task vars as tasks reach them.
         self.masker = masker_for(inventory, options.extra_vars)
         self._no_log_hosts: set[str] = set()  # hosts running a no_log task: -vvv echo hidden
+        self._batch: list[str] = []  # the hosts of the batch being run (serial)
+        self._forced: set[str] = set()  # sent to rescue by another host's any_errors_fatal failure
+        self._failures: dict[str, tuple[Task, TaskResult]] = {}  # for ansible_failed_task/result
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -149,9 +171,8 @@ class Engine:
         if not self._fail_preflight(play, hosts):
             return False
         try:
-            serial = render(str(play.serial), LazyVars([play.vars, self.options.extra_vars])) \
-                if isinstance(play.serial, str) else play.serial
-            plan = batches(hosts, serial)
+            variables = LazyVars([play.vars, self.options.extra_vars])
+            plan = batches(hosts, template_value(play.serial, variables))
         except (TemplateError, ValueError) as exc:
             self.emit(Notice(f"{play.pos}: bad serial {play.serial!r}: {exc}"))
             for host in hosts:
@@ -162,6 +183,8 @@ class Engine:
                 self._run_batch(play, batch, hosts, pool)
             except _PlayAborted:
                 return False
+            except _PlayEnded:
+                return True
             if all(h in self._dead for h in batch):
                 self.emit(Notice(f"every host of the batch failed: stopping play '{play.name}'"))
                 return False
@@ -187,9 +210,14 @@ class Engine:
         return True
 
     def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str], pool: ThreadPoolExecutor) -> None:
-        notified: dict[str, set[str]] = {}
+        self._batch = batch
+        notes = Notifications(play.handlers)
         order = {id(t): i for i, t in enumerate(iter_tasks(play.tasks))}
-        iters = {h: HostIterator(play.tasks, self._selected, self._rescuer(h)) for h in batch if h not in self._dead}
+        iters = {h: HostIterator(play.tasks, lambda t: self._selected(t, play), self._rescuer(h))
+                 for h in batch if h not in self._dead}
+        if play.gather_facts:
+            self._gather_facts(play, [h for h in batch if h in iters], play_hosts, pool, iters)
+        fatal = False
         while True:
             # A failed host's walk ends at its failure, except that `always` tasks still run.
             waiting = {h: it.current for h, it in iters.items() if it.current is not None}
@@ -197,43 +225,105 @@ class Engine:
                 break
             task = min(waiting.values(), key=lambda t: order[id(t)])
             hosts = [h for h in batch if waiting.get(h) is task]
-            results = self._run_task(play, task, hosts, play_hosts, pool, handler=False)
+            results = self._run_step(play, task, hosts, play_hosts, pool)
             for host, result in results.items():
                 iters[host].advance(result)
                 if result.changed and not result.failed:
-                    for name in task.notify:
-                        notified.setdefault(name, set()).add(host)
-            self._check_abort(play, batch, results)
-        for handler in play.handlers:
-            targets = [h for h in batch if h in notified.get(handler.name, set()) and h not in self._dead]
-            if targets:
-                self._run_task(play, handler, targets, play_hosts, pool, handler=True)
+                    notes.notify(task.notify, host)
+            if task.module == "meta":
+                self._meta(play, batch, play_hosts, pool, results, iters, notes)
+            fatal = self._check_abort(play, batch, results, iters) or fatal
+        if fatal and any(h in self._dead for h in batch):
+            self.emit(Notice("any_errors_fatal: a host failed; stopping the run"))
+            raise _PlayAborted
+        self._flush(play, batch, play_hosts, pool, notes)
 
-    def _selected(self, task: Task) -> bool:
-        return tags_selected(task.tags, self.options.tags, self.options.skip_tags)
+    def _gather_facts(self, play: Play, hosts: list[str], play_hosts: list[str], pool: ThreadPoolExecutor,
+                      iters: dict[str, HostIterator]) -> None:
+        """gather_facts: true - the setup module first, as ansible-core's "Gathering Facts"."""
+        task = Task(name="Gathering Facts", module="setup", args={}, pos=play.pos, keywords={},
+                    base_dir=play.base_dir)
+        for host, result in self._run_task(play, task, hosts, play_hosts, pool, handler=False).items():
+            if result.failed:
+                iters[host].stop()
+
+    def _flush(self, play: Play, batch: list[str], play_hosts: list[str], pool: ThreadPoolExecutor,
+               notes: Notifications) -> None:
+        force = self.options.force_handlers or play.force_handlers
+
+        def eligible(host: str) -> bool:
+            return host not in self._dead or (force and not self.summary.host(host).unreachable)
+
+        notes.flush(lambda handler, hosts: self._run_task(play, handler, hosts, play_hosts, pool,
+                                                          handler=True), batch, eligible)
+
+    def _meta(self, play: Play, batch: list[str], play_hosts: list[str], pool: ThreadPoolExecutor,
+              results: dict[str, TaskResult], iters: dict[str, HostIterator], notes: Notifications) -> None:
+        acting = [h for h, r in results.items() if r.data.get("meta") and not r.failed]
+        action = next((results[h].data["meta"] for h in acting), None)
+        if action == "flush_handlers":
+            self._flush(play, batch, play_hosts, pool, notes)
+        elif action == "end_host":
+            for host in acting:
+                iters[host].stop()
+                notes.forget(host)
+        elif action == "end_play":
+            self.emit(Notice(f"meta: end_play: ending play '{play.name}'"))
+            raise _PlayEnded
+
+    def _selected(self, task: Task, play: Play | None = None) -> bool:
+        tags = task.tags
+        if any("{{" in t for t in tags):
+            # Templated tags, rendered with the play's and extra vars, as ansible-core does.
+            variables = LazyVars([play.vars if play else {}, self.options.extra_vars])
+            rendered: set[str] = set()
+            for tag in tags:
+                try:
+                    value = render(tag, variables)
+                except TemplateError:
+                    return True  # preflight (no play at hand): keep the task; the run decides
+                rendered.update(str(v) for v in (value if isinstance(value, list) else [value]))
+            tags = frozenset(rendered)
+        return tags_selected(tags, self.options.tags, self.options.skip_tags)
 
     def _rescuer(self, host: str) -> Callable[[], None]:
         """Called when a block's rescue takes over a failure: Ansible counts it as rescued."""
 
         def rescued() -> None:
+            if host in self._forced:  # another host's fatal failure: nothing of its own to rescue
+                self._forced.discard(host)
+                return
             stats = self.summary.host(host)
             stats.failed -= 1
             stats.rescued += 1
             self._dead.discard(host)
+            if host in self._failures:
+                task, result = self._failures[host]
+                self.vars.register(host, "ansible_failed_task", {"name": task.name, "action": task.module})
+                self.vars.register(host, "ansible_failed_result", result.registered())
 
         return rescued
 
-    def _check_abort(self, play: Play, batch: list[str], results: dict[str, TaskResult]) -> None:
-        failed = [h for h in results if h in self._dead]  # failed, not ignored, not rescued
+    def _check_abort(self, play: Play, batch: list[str], results: dict[str, TaskResult],
+                     iters: dict[str, HostIterator]) -> bool:
+        """True when any_errors_fatal was triggered: every other host of the batch fails where it
+        stands (its rescue and always sections run, as in ansible-core); the caller stops the run
+        once the batch has walked them unless every failure was rescued."""
+        failed = [h for h, r in results.items() if r.failed and not r.ignored]  # rescued or not
         if failed and play.any_errors_fatal:
-            self.emit(Notice(f"any_errors_fatal: {', '.join(failed)} failed; stopping the run"))
-            raise _PlayAborted
+            for host, walk in iters.items():
+                if host not in failed and walk.current is not None:
+                    self._forced.add(host)
+                    walk.fail()
+                    self._forced.discard(host)
+            return True
         if play.max_fail_percentage is not None and batch:
             pct = 100.0 * sum(1 for h in batch if h in self._dead) / len(batch)
             if pct > play.max_fail_percentage:
                 self.emit(Notice(f"max_fail_percentage {play.max_fail_percentage:g}% exceeded "
                                  f"({pct:.0f}% of the batch failed); stopping the run"))
                 raise _PlayAborted
+        return False
 
     def _run_task(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str],
                   pool: ThreadPoolExecutor, handler: bool) -> dict[str, TaskResult]:
@@ -252,10 +342,16 @@ class Engine:
                 self._record(play, task, host, results[host], handler)
         return {h: results[h] for h in hosts}
 
+    def _vars(self, play: Play, task: Task | None, host: str, play_hosts: list[str]) -> LazyVars:
+        """play_hosts / ansible_play_batch: the batch's active hosts; ansible_play_hosts: the play's."""
+        batch = [h for h in self._batch or play_hosts if h not in self._dead]
+        active = [h for h in play_hosts if h not in self._dead]
+        return self.vars.for_task(play, task, host, batch, all_hosts=active)
+
     def _task_title(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str]) -> str:
         """The task name, templated with the first host's vars when that works (as Ansible does)."""
         try:
-            variables = self.vars.for_task(play, task, hosts[0], play_hosts)
+            variables = self._vars(play, task, hosts[0], play_hosts)
             self.masker.add_vars(variables)
             return str(render(task.name, variables))
         except TemplateError:
@@ -263,14 +359,20 @@ class Engine:
 
     def _run_on_host(self, play: Play, task: Task, host: str, play_hosts: list[str]) -> TaskResult:
         try:
-            variables = self.vars.for_task(play, task, host, play_hosts)
-            spec = connection_spec(host, self.vars.for_task(play, None, host, play_hosts))
-            connection = self.connections.get(spec)
+            variables = self._vars(play, task, host, play_hosts)
+            spec = connection_spec(host, self._vars(play, None, host, play_hosts))
+            spec = task_spec(task, spec, variables, self._local_spec(play, play_hosts))
+            connection: Connection = self.connections.get(spec)
+            env = environment(task, variables)
+            if env:
+                connection = EnvConnection(connection, env)
+            check = flag(task, "check_mode", variables, self.options.check)
+            diff = flag(task, "diff", variables, self.options.diff)
         except TemplateError as exc:
             return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}", no_log=self._no_log(play, task, None))
         self.masker.add_vars(variables)
         no_log = self._no_log(play, task, variables)
-        executor = TaskExecutor(task, host, variables, connection, self.options.check, self.options.diff,
+        executor = TaskExecutor(task, host, variables, connection, check, diff,
                                 ledger=self._ledgers.setdefault(host, CheckLedger()), play_timeout=play.timeout)
         if no_log:
             self._no_log_hosts.add(host)
@@ -279,6 +381,9 @@ class Engine:
         finally:
             self._no_log_hosts.discard(host)
         result.no_log = no_log
+        hint = password_hint(task, host, f"{result.stderr}\n{result.msg}") if result.failed else None
+        if hint:
+            result.msg = hint
         ignore = task.kw("ignore_errors")
         if result.failed and result.status != Status.UNREACHABLE and ignore is not None:
             try:
@@ -297,11 +402,48 @@ class Engine:
         except TemplateError:
             return True  # when in doubt, hide
 
-    def _record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
+    def _local_spec(self, play: Play, play_hosts: list[str]) -> ConnectionSpec:
+        """delegate_to: localhost - the inventory's localhost if it has one, else a local connection."""
+        if "localhost" in self.inventory.hosts:
+            return connection_spec("localhost", self._vars(play, None, "localhost", play_hosts))
+        return connection_spec("localhost", LazyVars([{"connection": "local"}]))
+
+    def _run_step(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str],
+                  pool: ThreadPoolExecutor) -> dict[str, TaskResult]:
+        """One task on its hosts; with run_once, on the first host only, and every other host of
+        the batch gets that result (registered too), as in ansible-core."""
+        try:
+            once = len(hosts) > 1 and run_once(task, self._vars(play, task, hosts[0], play_hosts))
+        except TemplateError:
+            once = False
+        if not once:
+            return self._run_task(play, task, hosts, play_hosts, pool, handler=False)
+        first = self._run_task(play, task, hosts[:1], play_hosts, pool, handler=False)[hosts[0]]
+        results = {hosts[0]: first}
+        for host in hosts[1:]:
+            results[host] = dataclasses.replace(first)
+            self._store(host, task, first)
+            if first.failed and not first.ignored:
+                self._dead.add(host)
+                self.summary.host(host).count(first)
+        return results
+
+    def _store(self, host: str, task: Task, result: TaskResult) -> None:
+        """`register:`, and the facts of set_fact / include_vars / gather_facts, on the host."""
         name = task.kw("register")
         if name:
             self.vars.register(host, name, mark_unsafe(result.registered()))  # host data: never templated
-        self.summary.host(host).count(result)
+        if not result.failed:
+            for item in result.items or [result]:
+                for key, value in (item.data.get("ansible_facts") or {}).items():
+                    # gathered facts are host data (never templated); set_fact/include_vars values are ours
+                    self.vars.register(host, key, mark_unsafe(value) if task.module == "setup" else value)
+
+    def _record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
+        self._store(host, task, result)
+        if task.module != "meta":  # as ansible-core: meta tasks are not in the recap
+            self.summary.host(host).count(result)
         if result.failed and not result.ignored:
             self._dead.add(host)
+            self._failures[host] = (task, result)
         self.emit(TaskEnd(play.name, task.name, task.module, host, result, handler))

@@ -15,6 +15,7 @@ from opsrunner.playbook import Task
 from opsrunner.preflight import check_args, keyword_number
 from opsrunner.results import Status, TaskResult
 from opsrunner.templating import LazyVars, mark_unsafe, template_value, truthy
+from opsrunner.templating.filters import flatten
 
 
 class TaskExecutor:
@@ -46,43 +47,78 @@ class TaskExecutor:
 
     def _run(self) -> TaskResult:
         when = self.task.kw("when")
-        if when is not None and not truthy(when, self.variables):
-            return TaskResult(Status.SKIPPED, msg="conditional result was False")
-        loop = self.task.kw("loop")
-        if loop is None:
+        if self.task.kw("loop") is None and self.task.kw("with_items") is None:
+            if when is not None and not truthy(when, self.variables):
+                return _skipped(when)
             return self._run_with_retries(self.variables)
-        items = template_value(loop, self.variables)
+        try:
+            items = self._loop_items()
+        except TemplateError:
+            # As ansible-core: a loop that cannot be templated is no error when `when` is false.
+            if when is not None and not truthy(when, self.variables):
+                return _skipped(when)
+            raise
+        return self._run_loop(items, when)
+
+    def _loop_items(self) -> list[Any]:
+        with_items = self.task.kw("with_items")
+        items = template_value(self.task.kw("loop") if with_items is None else with_items, self.variables)
+        if with_items is not None:  # with_items flattens one level, and takes a single value
+            items = flatten(items if isinstance(items, list) else [items], levels=1, skip_nulls=False)
         if not isinstance(items, list):
             raise TemplateError(f"loop must be a list, got {type(items).__name__}", self.task.pos, "loop")
+        return items
+
+    def _run_loop(self, items: list[Any], when: Any) -> TaskResult:
+        control = {k: v if k == "label" else template_value(v, self.variables)  # label: per item
+                   for k, v in (self.task.kw("loop_control") or {}).items()}
+        loop_var = str(control.get("loop_var", "item"))
         results = []
-        for item in items:
-            item_vars = self.variables.child({"item": item})
-            r = self._run_with_retries(item_vars)
+        for index, item in enumerate(items):
+            if index and control.get("pause"):
+                time.sleep(float(control["pause"]))
+            layer = _loop_layer(items, index, loop_var, control)
+            item_vars = self.variables.child(layer)
+            # `when` is evaluated per item, with the loop variable set (loop first, then when).
+            r = _skipped(when) if when is not None and not truthy(when, item_vars) \
+                else self._run_with_retries(item_vars)
             r.item = item
+            r.data.update({k: v for k, v in layer.items() if k != "item"})
+            if control.get("index_var"):
+                r.data["ansible_index_var"] = str(control["index_var"])
+            if "label" in control:
+                r.label = template_value(control["label"], item_vars)
             results.append(r)
             if r.status == Status.UNREACHABLE:
                 break
         return _aggregate(results)
 
     def _run_with_retries(self, variables: LazyVars) -> TaskResult:
+        """until/retries as ansible-core: `retries` alone retries until the task succeeds; the
+        registered `attempts` is the run that passed, or `retries` when they ran out; a
+        `failed_when` on the task decides the final status when they run out."""
         until = self.task.kw("until")
-        retries = 0
-        if until is not None:
-            retries = int(keyword_number(self.task, "retries", variables)) if self.task.kw("retries") is not None else 3
+        retries_kw = self.task.kw("retries")
+        if until is None and retries_kw is None:
+            return self._run_once(variables)
+        retries = max(0, int(keyword_number(self.task, "retries", variables))) if retries_kw is not None else 3
         delay = keyword_number(self.task, "delay", variables) if self.task.kw("delay") is not None else 5.0
         attempt = 0
         while True:
             attempt += 1
             result = self._run_once(variables)
-            if until is None or result.status == Status.UNREACHABLE:
+            if result.status == Status.UNREACHABLE:
                 return result
-            if truthy(until, self._with_registered(variables, result)):
+            done = truthy(until, self._with_registered(variables, result)) if until is not None \
+                else not result.failed
+            if done:
                 result.data["attempts"] = attempt
                 return result
             if attempt > retries:
-                result.data["attempts"] = attempt
-                result.status = Status.FAILED
-                result.msg = f"retries exhausted ({attempt} attempts): {result.msg}".rstrip(": ")
+                result.data["attempts"] = retries
+                if self.task.kw("failed_when") is None:
+                    result.status = Status.FAILED
+                    result.msg = f"retries exhausted ({attempt} attempts): {result.msg}".rstrip(": ")
                 return result
             time.sleep(delay)
 
@@ -154,6 +190,27 @@ class TaskExecutor:
         return result
 
 
+def _loop_layer(items: list[Any], index: int, loop_var: str, control: dict[str, Any]) -> dict[str, Any]:
+    """The loop variables of one item: loop_var, index_var, and ansible_loop when extended."""
+    layer: dict[str, Any] = {loop_var: items[index], "ansible_loop_var": loop_var}
+    if control.get("index_var"):
+        layer[str(control["index_var"])] = index
+    if control.get("extended"):
+        last = len(items) - 1
+        layer["ansible_loop"] = {
+            "allitems": items, "index": index + 1, "index0": index, "revindex": len(items) - index,
+            "revindex0": last - index, "first": index == 0, "last": index == last, "length": len(items),
+            **({"previtem": items[index - 1]} if index > 0 else {}),
+            **({"nextitem": items[index + 1]} if index < last else {}),
+        }
+    return layer
+
+
+def _skipped(when: Any) -> TaskResult:
+    return TaskResult(Status.SKIPPED, msg="Conditional result was False",
+                      data={"false_condition": when})
+
+
 def _aggregate(results: list[TaskResult]) -> TaskResult:
     if not results:
         return TaskResult(Status.SKIPPED, msg="no items in loop")
@@ -166,7 +223,7 @@ def _aggregate(results: list[TaskResult]) -> TaskResult:
         else:
             status = Status.CHANGED if changed else Status.OK
     failed = [r for r in results if r.failed]
-    msg = failed[0].msg if failed else f"{len(results)} items"
+    msg = failed[0].msg if failed else "All items skipped" if status == Status.SKIPPED else "All items completed"
     return TaskResult(status, msg=msg, changed=changed, items=results,
                       warnings=[w for r in results for w in r.warnings],
                       stdout="\n".join(r.stdout for r in results if r.stdout),

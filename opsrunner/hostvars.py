@@ -8,6 +8,7 @@ from typing import Any
 
 from opsrunner.connections.base import ConnectionSpec
 from opsrunner.errors import TemplateError
+from opsrunner.includes import load_dynamic_vars_files
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Play, Task
 from opsrunner.templating import LazyVars
@@ -19,8 +20,9 @@ class VariableManager:
 
     role defaults (every role of the play; the task's own role above the others)
     < inventory `all` < parent groups < child groups < host vars < play vars
-    (and vars_files) < role vars (and role params) < task vars < registered results
-    < extra vars (-e) < magic vars (inventory_hostname, groups, hostvars, play_hosts, item).
+    (and vars_files) < vars of the play's roles < the task's role vars (and role params)
+    < task vars < registered results < extra vars (-e)
+    < magic vars (inventory_hostname, groups, hostvars, play_hosts, item).
     """
 
     def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], check_mode: bool) -> None:
@@ -29,21 +31,27 @@ class VariableManager:
         self.check_mode = check_mode
         self.registered: dict[str, dict[str, Any]] = {h: {} for h in inventory.hosts}
         self._groups = inventory.groups_map()
+        self._files_cache: dict[tuple[int, str], dict[str, Any]] = {}
 
-    def for_task(self, play: Play, task: Task | None, host: str, play_hosts: list[str]) -> LazyVars:
+    def for_task(self, play: Play, task: Task | None, host: str, play_hosts: list[str],
+                 all_hosts: list[str] | None = None) -> LazyVars:
         layers: list[Mapping[str, Any]] = [play.role_defaults]
         if task and task.role:
             layers.append(task.role.defaults)
         layers += self.inventory.var_layers(host)
         layers.append(play.vars)
+        if play.vars_files:
+            magic = self._magic(play, host, play_hosts, all_hosts)
+            layers.append(self._vars_files(play, host, [*layers, self.extra_vars, magic]))
+        layers.append(play.role_vars)
         if task and task.role:
             layers += [task.role.vars, task.role_params]
         if task:
             layers.append(task.kw("vars") or {})
-        layers += [self.registered[host], self.extra_vars, self._magic(play, host, play_hosts)]
+        layers += [self.registered[host], self.extra_vars, self._magic(play, host, play_hosts, all_hosts)]
         return LazyVars(layers)
 
-    def _magic(self, play: Play, host: str, play_hosts: list[str]) -> dict[str, Any]:
+    def _magic(self, play: Play, host: str, play_hosts: list[str], all_hosts: list[str] | None) -> dict[str, Any]:
         return {
             "inventory_hostname": host,
             "inventory_hostname_short": host.split(".")[0],
@@ -51,14 +59,22 @@ class VariableManager:
             "group_names": [g for g in self.inventory.hosts[host].groups if g not in ("all", "ungrouped")],
             "hostvars": HostVars(self, play, play_hosts),
             "play_hosts": play_hosts,
-            "ansible_play_hosts": play_hosts,
+            "ansible_play_batch": play_hosts,
+            "ansible_play_hosts": play_hosts if all_hosts is None else all_hosts,
             "check_mode": self.check_mode,
             "ansible_check_mode": self.check_mode,
             "playbook_dir": str(play.base_dir),
             "opsrunner_playbook": play.pos.file,
         }
 
-    def register(self, host: str, name: str, value: dict[str, Any]) -> None:
+    def _vars_files(self, play: Play, host: str, layers: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """The play's templated vars_files for one host, read once per play and host."""
+        key = (id(play), host)
+        if key not in self._files_cache:
+            self._files_cache[key] = load_dynamic_vars_files(play.vars_files, play.base_dir, LazyVars(layers))
+        return self._files_cache[key]
+
+    def register(self, host: str, name: str, value: Any) -> None:
         self.registered[host][name] = value
 
 

@@ -69,6 +69,15 @@ class HostIterator:
         if result.status == Status.UNREACHABLE:
             self.current = None
 
+    def fail(self) -> None:
+        """Fail the host where it stands (any_errors_fatal): its blocks' rescue and always run."""
+        if self.current is None:
+            return
+        try:
+            self.current = self._walk.throw(HostFailed())
+        except (StopIteration, HostFailed):
+            self.current = None
+
     def stop(self) -> None:
         self.current = None
         self._walk.close()

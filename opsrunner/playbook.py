@@ -7,7 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.coercion import coerce_args
-from opsrunner.errors import Problem, SourcePos, ValidationError
+from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
+from opsrunner.includes import (
+    INCLUDE_KEYWORDS,
+    INCLUDE_ROLE_KEYS,
+    INCLUDE_TASK_KEYS,
+    IncludeLoader,
+    entry_names,
+    first_found,
+    is_dynamic,
+    read_vars_file,
+)
 from opsrunner.modules.registry import module_info, module_names
 from opsrunner.tasks import Block, Node, Role, Task, iter_tasks
 from opsrunner.templating import check_syntax
@@ -21,7 +31,11 @@ __all__ = ["Block", "Node", "Play", "Playbook", "Role", "Task", "iter_tasks", "l
 BLOCK_KEYS = frozenset({"block", "rescue", "always"})
 TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"]) - BLOCK_KEYS
 CONDITION_KEYS = ("when", "until", "changed_when", "failed_when")
-BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", "ignore_errors", "no_log"}) | BLOCK_KEYS
+#: Keywords a block (or, where they exist, a play) passes down to its tasks, as in Ansible.
+INHERITED = ("ignore_errors", "no_log", "become", "become_user", "become_method", "environment", "check_mode",
+             "diff", "run_once", "delegate_to")
+PLAY_DEFAULTS = ("become", "become_user", "become_method", "environment")
+BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", *INHERITED}) | BLOCK_KEYS
 
 
 @dataclass(frozen=True)
@@ -32,13 +46,17 @@ class Play:
     vars: dict[str, Any]
     tasks: tuple[Node, ...]
     handlers: tuple[Task, ...]
-    serial: int | str | None = None
+    serial: int | str | list[int | str] | None = None
     any_errors_fatal: bool = False
+    force_handlers: bool = False
+    gather_facts: bool = False
     max_fail_percentage: float | None = None
     base_dir: Path = Path(".")
+    vars_files: tuple[Any, ...] = ()  # templated entries, resolved per host at run time
     role_defaults: dict[str, Any] = field(default_factory=dict)
     no_log: bool | str = False
     timeout: float | str | None = None
+    role_vars: dict[str, Any] = field(default_factory=dict)  # visible to every task of the play
 
 
 @dataclass(frozen=True)
@@ -59,15 +77,20 @@ def resolve_playbook_path(name: str, cwd: Path) -> Path:
     return candidate
 
 
-class _Loader:
+class _Loader(IncludeLoader):
     """Builds plays from parsed YAML, collecting every problem instead of stopping at one."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, importers: tuple[Path, ...] = ()) -> None:
         self.path = path
+        self.importers = (*importers, path.resolve())  # import_playbook chain, to refuse cycles
+        self.file_stack = [path]
+        self.role_refs: list[tuple[Any, SourcePos, str, frozenset[str]]] = []
+        self.private_roles: set[Path] = set()  # include_role: its vars stay with its own tasks
         self.base_dir = path.parent.resolve()
         self.problems: list[Problem] = []
         self.roles: list[Role] = []
         self.current_role: Role | None = None
+        self.play_defaults: dict[str, Any] = {}
 
     def fail(self, pos: SourcePos, message: str, key_path: str = "") -> None:
         self.problems.append(Problem(pos, message, key_path))
@@ -87,7 +110,9 @@ class _Loader:
         for index, raw in enumerate(data):
             if f"[{index}]" in broken:
                 continue
-            if isinstance(raw, PosDict) and isinstance(raw.get("hosts"), str | list):
+            if isinstance(raw, PosDict) and isinstance(raw.get("import_playbook"), str):
+                plays += self.import_playbook(raw, f"[{index}]")
+            elif isinstance(raw, PosDict) and isinstance(raw.get("hosts"), str | list):
                 plays.append(self.play(raw, f"[{index}]"))
         if self.problems:
             raise ValidationError(self.problems)
@@ -96,28 +121,32 @@ class _Loader:
     def play(self, raw: PosDict, path: str) -> Play:
         play_vars = dict(raw.get("vars") or {})
         self.check_templates(raw.get("vars") or {}, f"{path}.vars")
-        for i, vf in enumerate(raw.get("vars_files") or []):
-            vpos = raw["vars_files"].at(i)
-            vfile = self.base_dir / vf
+        dynamic_files: list[Any] = []
+        for i, entry in enumerate(raw.get("vars_files") or []):
+            vpos, key_path = raw["vars_files"].at(i), f"{path}.vars_files[{i}]"
+            if is_dynamic(entry):
+                dynamic_files.append(entry)  # templated: resolved per host when the play runs
+                continue
+            found = first_found(entry, self.base_dir)
+            if found is None:
+                self.fail(vpos, f"vars file not found: {' or '.join(entry_names(entry))}", key_path)
+                continue
             try:
-                loaded = load_yaml_file(vfile) or {}
+                play_vars.update(read_vars_file(found))
             except ValidationError as exc:
-                self.problems += exc.problems if vfile.exists() else [
-                    Problem(vpos, f"vars file not found: {vf}", f"{path}.vars_files[{i}]")]
-                continue
-            if not isinstance(loaded, dict):
-                self.fail(vpos, f"vars file {vf} must hold a mapping", f"{path}.vars_files[{i}]")
-                continue
-            play_vars.update(loaded)
+                self.problems += exc.problems
+            except TemplateError as exc:
+                self.fail(vpos, exc.bare_message, key_path)
         play_tags = _tags(raw.get("tags"))
-        self.roles = []
+        self.play_defaults = {k: raw[k] for k in PLAY_DEFAULTS if k in raw}
+        self.roles, self.role_refs, self.private_roles = [], [], set()
         tasks: list[Node] = []
         for i, ref in enumerate(raw.get("roles") or []):
             tasks += self.role_tasks(ref, raw["roles"].at(i), f"{path}.roles[{i}]", play_tags)
-        handlers: list[Node] = []
-        for i, ref in enumerate(raw.get("roles") or []):
-            handlers += self.role_tasks(ref, raw["roles"].at(i), f"{path}.roles[{i}]", play_tags, "handlers")
         tasks += self.task_list(raw.get("tasks"), f"{path}.tasks", play_tags, None)
+        handlers: list[Node] = []
+        for ref, ref_pos, ref_path, ref_tags in self.role_refs:  # roles: and imported roles
+            handlers += self.role_tasks(ref, ref_pos, ref_path, ref_tags, "handlers")
         handlers += self.task_list(raw.get("handlers"), f"{path}.handlers", play_tags, None)
         if any(isinstance(h, Block) for h in handlers):
             self.fail(raw.pos, "handlers cannot be blocks", f"{path}.handlers")
@@ -135,9 +164,13 @@ class _Loader:
             any_errors_fatal=bool(raw.get("any_errors_fatal", False)),
             max_fail_percentage=raw.get("max_fail_percentage"),
             base_dir=self.base_dir,
-            role_defaults=_merge([r.defaults for r in self.roles]),
             no_log=raw.get("no_log", False),
             timeout=raw.get("timeout"),
+            vars_files=tuple(dynamic_files),
+            role_defaults=_merge([r.defaults for r in self.roles if r.path not in self.private_roles]),
+            role_vars=_merge([r.vars for r in self.roles if r.path not in self.private_roles]),
+            force_handlers=bool(raw.get("force_handlers", False)),
+            gather_facts=bool(raw.get("gather_facts", False)),
         )
 
     def find_role(self, name: str) -> Path | None:
@@ -147,7 +180,7 @@ class _Loader:
         return None
 
     def role_tasks(self, ref: Any, pos: SourcePos, path: str, play_tags: frozenset[str],
-                   kind: str = "tasks") -> list[Node]:
+                   kind: str = "tasks", inherited: dict[str, Any] | None = None) -> list[Node]:
         name = ref if isinstance(ref, str) else ref["role"]
         params = {} if isinstance(ref, str) else dict(ref.get("vars") or {})
         tags = play_tags | (frozenset() if isinstance(ref, str) else _tags(ref.get("tags")))
@@ -161,6 +194,7 @@ class _Loader:
                     self.role_mapping(role_dir / "vars/main.yml"))
         if kind == "tasks":
             self.roles.append(role)
+            self.role_refs.append((ref, pos, path, play_tags))
         entry = "main" if isinstance(ref, str) or kind != "tasks" else ref.get("tasks_from", "main")
         main = role_dir / kind / f"{entry}.yml"
         if not main.exists():
@@ -179,11 +213,13 @@ class _Loader:
         self.problems += found
         if found or not isinstance(raw, list):
             return []
-        self.current_role = role
+        self.current_role, outer_role = role, self.current_role
+        self.file_stack.append(main)
         try:
-            return self.task_list(raw, kind, tags, role, params, base_dir=role_dir)
+            return self.task_list(raw, kind, tags, role, params, base_dir=role_dir, inherited=inherited)
         finally:
-            self.current_role = None
+            self.current_role = outer_role
+            self.file_stack.pop()
 
     def role_mapping(self, file: Path) -> dict[str, Any]:
         if not file.exists():
@@ -207,10 +243,22 @@ class _Loader:
             if not isinstance(item, PosDict):
                 continue
             args = (f"{path}[{i}]", tags, role, params or {}, base_dir or self.base_dir, inherited or {})
-            node = self.block(item, *args) if BLOCK_KEYS & set(item) else self.task(item, *args)
+            if any(k in item for k in INCLUDE_TASK_KEYS):
+                node = self.include_tasks(item, *args)
+            elif any(k in item for k in INCLUDE_ROLE_KEYS):
+                node = self.include_role(item, f"{path}[{i}]", tags, inherited or {})
+            else:
+                node = self.block(item, *args) if BLOCK_KEYS & set(item) else self.task(item, *args)
             if node:
                 out.append(node)
         return out
+
+    def make_block(self, raw: Any, nodes: list[Any], name: str, tags: frozenset[str],
+                   inherited: dict[str, Any]) -> tuple[Block, frozenset[str], dict[str, Any]]:
+        """An include as a block: its keywords apply to every included task, as import_* does."""
+        self.check_templates({k: v for k, v in raw.items() if k in INCLUDE_KEYWORDS}, name, raw)
+        block = Block(str(raw.get("name") or name), raw.pos, tuple(nodes))
+        return block, tags | _tags(raw.get("tags")), _inherit(inherited, raw)
 
     def block(self, raw: PosDict, path: str, tags: frozenset[str], role: Role | None,
               params: dict[str, Any], base_dir: Path, inherited: dict[str, Any]) -> Block | None:
@@ -245,7 +293,8 @@ class _Loader:
             return None
         module = modules[0]
         args = self.module_args(module, raw[module], raw.at(module), f"{path}.{module}")
-        keywords = {k: v for k, v in _inherit(inherited or {}, raw).items() if k not in ("name", "tags")}
+        keywords = {k: v for k, v in _inherit(self.play_defaults, PosDict(_inherit(inherited or {}, raw))).items()
+                    if k not in ("name", "tags")}
         # Conditions are bare expressions (a literal '{{' inside one is fine): checked below.
         self.check_templates({k: v for k, v in raw.items() if k != module and k not in CONDITION_KEYS}, path, raw)
         self.check_templates(args, f"{path}.{module}")
@@ -307,7 +356,8 @@ class _Loader:
             if not isinstance(value, str) or "{{" in value or (Path(value).expanduser().is_absolute() \
                     and Path(value).expanduser().exists()):
                 continue
-            dirs = ([self.current_role.path / "files", self.current_role.path] if self.current_role else [])
+            dirs = ([self.current_role.path / "files", self.current_role.path / "templates", self.current_role.path]
+                    if self.current_role else [])
             dirs.append(self.base_dir)
             if not any((d / Path(value).expanduser()).exists() for d in dirs):
                 where = ", ".join(str(d) for d in dirs)
@@ -331,7 +381,10 @@ class _Loader:
 
     def check_notify(self, tasks: list[Task], handlers: list[Task]) -> None:
         names = {h.name for h in handlers}
-        for task in tasks:
+        for handler in handlers:
+            listen = handler.kw("listen") or []
+            names.update([listen] if isinstance(listen, str) else listen)
+        for task in [*tasks, *handlers]:
             for name in task.notify:
                 if name not in names and "{{" not in name:
                     self.fail(task.pos, f"notify names unknown handler '{name}'{suggest(name, names)}",
@@ -373,10 +426,12 @@ def _inherit(outer: dict[str, Any], raw: PosDict) -> dict[str, Any]:
     """A task's keywords with its enclosing blocks' applied: `when` conditions all apply,
     `vars` merge (inner wins), `ignore_errors` and `no_log` are the defaults."""
     own = {k: v for k, v in raw.items() if k in TASK_KEYWORDS}
-    merged = {**{k: v for k, v in outer.items() if k in ("ignore_errors", "no_log")}, **own}
+    merged = {**{k: v for k, v in outer.items() if k in INHERITED}, **own}
     when = _as_list(outer.get("when")) + _as_list(own.get("when"))
     if when:
         merged["when"] = when
+    if isinstance(outer.get("environment"), dict) and isinstance(own.get("environment"), dict):
+        merged["environment"] = {**outer["environment"], **own["environment"]}  # as Ansible: both apply
     if outer.get("vars") or own.get("vars"):
         merged["vars"] = {**(outer.get("vars") or {}), **(own.get("vars") or {})}
     return merged

@@ -210,18 +210,22 @@ def _will_run(task: Task, variables: LazyVars, deferred: frozenset[str]) -> bool
 
 def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: Memo | None = None) -> list[Problem]:
     """Every problem of one task for one host that can be seen before the run."""
+    control = task.kw("loop_control")
+    control = control if isinstance(control, Mapping) else {}
+    loop_var, index_var = str(control.get("loop_var", "item")), control.get("index_var")
+    looped = task.kw("loop") is not None or task.kw("with_items") is not None
+    # `when` is evaluated per loop item (ansible-core): the loop's variables are not known here.
+    loop_names = frozenset({loop_var, "ansible_loop", "ansible_loop_var", *([str(index_var)] if index_var else [])})
     try:
-        if not _will_run(task, variables, deferred):
+        if not _will_run(task, variables, deferred | loop_names if looped else deferred):
             return []
     except TemplateError as exc:
         return [Problem(task.pos, exc.bare_message, "when")]
     problems = _keyword_problems(task, variables, deferred)
     loop = task.kw("loop")
     if loop is None:
-        return problems + render_args(task, variables, deferred, memo).problems
-    control = task.kw("loop_control")
-    control = control if isinstance(control, Mapping) else {}
-    loop_var, index_var = str(control.get("loop_var", "item")), control.get("index_var")
+        extra = loop_names if task.kw("with_items") is not None else frozenset()
+        return problems + render_args(task, variables, deferred | extra, memo).problems
     try:
         items = render(loop, variables, deferred)
     except Deferred:

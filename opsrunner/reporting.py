@@ -79,7 +79,8 @@ class ConsoleReporter:
     def _task_end(self, event: TaskEnd) -> None:
         r = event.result
         for item in r.items:
-            self._line(event.host, item, f" => (item={_short(item.item)})")
+            shown = item.item if item.label is None else item.label
+            self._line(event.host, item, f" => (item={_short(shown)})")
         self._line(event.host, r, "")
 
     def _line(self, host: str, r: TaskResult, suffix: str) -> None:

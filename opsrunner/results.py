@@ -67,6 +67,7 @@ class TaskResult:
     warnings: list[str] = field(default_factory=list)
     #: The task ran with `no_log`: outputs show only its outcome (see secrets.censor).
     no_log: bool = False
+    label: Any = None  # loop_control.label: what the console shows for the item
 
     @property
     def failed(self) -> bool:
@@ -75,6 +76,10 @@ class TaskResult:
     def registered(self) -> dict[str, Any]:
         """The view a later task sees through `register:` (Ansible's field names)."""
         view: dict[str, Any] = dict(self.data)
+        if self.status == Status.SKIPPED and not self.items:
+            # As ansible-core: a skipped task ran nothing, so it has no rc/stdout to read.
+            view.update(status=str(self.status), changed=False, skipped=True, skip_reason=self.msg)
+            return view
         view.update(
             status=str(self.status),
             changed=self.changed,
@@ -114,6 +119,7 @@ class HostStats:
         elif result.failed and result.ignored:
             self.ignored += 1
             self.ok += 1
+            self.changed += int(result.changed)  # as ansible-core: an ignored failure may have changed
         elif result.failed:
             self.failed += 1
         else:

@@ -64,7 +64,8 @@ BACKUP_GRACE_S = 5.0
 #: The agent's parts, concatenated in this order into one script (procs first: it carries
 #: the `opsrunner-agent` marker that kill_old and verify use to never select the agent;
 #: server last: it holds the entry point).
-AGENT_PARTS = ("procs", "reads", "guards", "launch", "verify", "diagnose", "files", "agent", "server")
+AGENT_PARTS = ("procs", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops", "agent",
+               "server")
 
 
 @lru_cache(maxsize=1)

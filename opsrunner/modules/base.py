@@ -83,7 +83,8 @@ class Module(abc.ABC):
 
 
 def command_result(res: CommandResult, *, changed: bool = True, msg: str = "") -> TaskResult:
-    """A TaskResult for a plain command: failed on non-zero rc, timed_out on timeout."""
+    """A TaskResult for a plain command: failed on non-zero rc, timed_out on timeout. A command
+    that ran is changed even when it failed, as in ansible-core (a suppressed failure counts)."""
     if res.timed_out:
         status = Status.TIMED_OUT
         msg = msg or f"timed out after {res.duration_s:.1f}s; the command and its processes were killed"
@@ -92,7 +93,7 @@ def command_result(res: CommandResult, *, changed: bool = True, msg: str = "") -
         msg = msg or f"non-zero return code {res.rc}"
     else:
         status = Status.CHANGED if changed else Status.OK
-    return TaskResult(status=status, msg=msg, changed=changed and status == Status.CHANGED,
+    return TaskResult(status=status, msg=msg, changed=changed and status in (Status.CHANGED, Status.FAILED),
                       rc=res.rc, stdout=res.stdout.removesuffix("\n"),
                       stderr=res.stderr.removesuffix("\n"), warnings=list(res.warnings),
                       data={"cmd": res.command, "delta": round(res.duration_s, 3)})

@@ -6,10 +6,12 @@ import os
 
 OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
-       "delete": op_delete, "read": op_read, "tail": op_tail}
+       "delete": op_delete, "read": op_read, "tail": op_tail, "facts": op_facts,
+       "fs_stat": op_fs_stat, "fs_put": op_fs_put, "fs_file": op_fs_file, "lineinfile": op_lineinfile,
+       "wait_for": op_wait_for}
 
 
-PATH_ARGS = ("pidfile", "log", "chdir", "dest")
+PATH_ARGS = ("pidfile", "log", "chdir", "dest", "path")
 
 
 def dispatch(request):

@@ -44,8 +44,8 @@ CASES = [
 """, "pb.yml:2:3: 'hosts' is required (at [0])"),
     ("wrong type", """
 - hosts: all
-  serial: [1]
-""", "pb.yml:3:3: [1] is not valid here: expected integer >= 1 or string matching ^([1-9][0-9]?|100)%$ or a {{ template }} (at [0].serial)"),
+  serial: {a: 1}
+""", "pb.yml:3:3: {'a': 1} is not valid here: expected integer >= 1 or string matching ^([1-9][0-9]?|100)%$ or a {{ template }} or array (at [0].serial)"),
     ("module argument typo", """
 - hosts: all
   tasks:

@@ -7,52 +7,69 @@ lazily, so a var may refer to other vars, and an unrelated undefined var is no e
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 import jinja2
+from jinja2 import nodes
+from jinja2.compiler import Frame
+from jinja2.lexer import TOKEN_STRING, TOKEN_VARIABLE_BEGIN, TOKEN_VARIABLE_END, Lexer
 from jinja2.nativetypes import NativeCodeGenerator
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from opsrunner.errors import TemplateError
+from opsrunner.templating.filters import FILTERS
+from opsrunner.templating.tests import TESTS
 
 
-def _quote(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return " ".join(shlex.quote(str(v)) for v in value)
-    return shlex.quote(str(value))
+class _Lexer(Lexer):
+    """Backslashes in string constants inside `{{ }}` stay literal, as in ansible-core: YAML has
+    already processed them once, so `regex_replace('(a)', '\\1')` keeps its back-reference."""
+
+    def tokeniter(self, *args: Any, **kwargs: Any) -> Iterator[tuple[int, str, str]]:
+        in_variable = False
+        for lineno, kind, value in super().tokeniter(*args, **kwargs):
+            if kind == TOKEN_VARIABLE_BEGIN:
+                in_variable = True
+            elif kind == TOKEN_VARIABLE_END:
+                in_variable = False
+            elif in_variable and kind == TOKEN_STRING:
+                value = value.replace("\\", "\\\\")
+            yield lineno, kind, value
 
 
-def _bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("yes", "true", "1", "on", "y")
-    return bool(value)
+class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """Strict when used, but `a.b.c | default(x)` works when `a` is undefined, as in ansible-core."""
+
+    __slots__ = ()
 
 
-def _regex_search(value: Any, pattern: str) -> str | None:
-    import re
+class _CodeGenerator(NativeCodeGenerator):
+    """No compile-time folding of expressions: a folded constant is emitted as its text, so
+    `{{ [1, 2] }}` or `{{ '[1]' | from_json }}` would lose its type."""
 
-    match = re.search(pattern, str(value), re.MULTILINE)
-    return match.group(0) if match else None
+    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> Any:
+        if not isinstance(node, nodes.TemplateData):
+            raise nodes.Impossible()
+        return super()._output_child_to_const(node, frame, finalize)
 
 
 class _Env(ImmutableSandboxedEnvironment):
-    code_generator_class = NativeCodeGenerator
+    code_generator_class = _CodeGenerator
+
+    @property
+    def lexer(self) -> Lexer:
+        lexer: Lexer | None = self.__dict__.get("_opsrunner_lexer")
+        if lexer is None:
+            lexer = self.__dict__["_opsrunner_lexer"] = _Lexer(self)
+        return lexer
 
 
 def _make_env() -> _Env:
-    env = _Env(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    env.filters["quote"] = _quote
-    env.filters["bool"] = _bool
-    env.filters["regex_search"] = _regex_search
-    env.filters["basename"] = lambda p: str(p).rstrip("/").rsplit("/", 1)[-1]
-    env.filters["dirname"] = lambda p: str(p).rsplit("/", 1)[0] if "/" in str(p) else ""
-    env.tests["failed"] = lambda r: bool(r.get("failed")) if isinstance(r, Mapping) else False
-    env.tests["changed"] = lambda r: bool(r.get("changed")) if isinstance(r, Mapping) else False
-    env.tests["succeeded"] = lambda r: not r.get("failed") if isinstance(r, Mapping) else True
-    env.tests["skipped"] = lambda r: bool(r.get("skipped")) if isinstance(r, Mapping) else False
+    env = _Env(undefined=_Undefined, keep_trailing_newline=True, autoescape=False)
+    env.filters.update(FILTERS)
+    env.tests.update(TESTS)
     return env
 
 
@@ -213,8 +230,15 @@ def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
 
 
 def truthy(expression: Any, variables: Mapping[str, Any]) -> bool:
+    """A conditional (`when`, `until`, `failed_when`, `assert`): as in ansible-core 2.19, its
+    result must be a boolean; a string, number, list or None is an error, not a silent guess."""
     if isinstance(expression, bool):
         return expression
     if isinstance(expression, list):
         return all(truthy(e, variables) for e in expression)
-    return _bool(evaluate(str(expression), variables))
+    result = evaluate(str(expression), variables)
+    if not isinstance(result, bool):
+        raise TemplateError(f"Conditional result ({bool(result)}) was derived from value of type "
+                            f"'{type(result).__name__}' in '{expression}'. Conditionals must have a "
+                            "boolean result.")
+    return result

@@ -1,0 +1,122 @@
+"""Task keywords that change where and how a task runs: become, delegate_to, environment,
+check_mode/diff per task, run_once. The engine asks here; modules never see the keywords."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping, Sequence
+from typing import IO
+
+from opsrunner.connections.agent import AgentSession
+from opsrunner.connections.base import Connection, ConnectionSpec
+from opsrunner.connections.streams import Stream
+from opsrunner.connections.wrappers import ArgvLayer, Layer, ShellLayer
+from opsrunner.errors import TemplateError
+from opsrunner.playbook import Task
+from opsrunner.results import CommandResult
+from opsrunner.templating import LazyVars, template_value
+from opsrunner.templating.filters import to_bool
+
+SUDO_PASSWORD_HINTS = ("a password is required", "a terminal is required")
+
+
+def flag(task: Task, key: str, variables: LazyVars, default: bool) -> bool:
+    """A boolean task keyword (possibly templated); `default` when the task does not set it."""
+    value = task.kw(key)
+    if value is None:
+        return default
+    return to_bool(template_value(value, variables))
+
+
+def become_layer(task: Task, variables: LazyVars) -> Layer | None:
+    """The privilege layer, innermost in the wrapper chain (inside `pct exec` and the like).
+
+    sudo runs with -n so that it fails at once instead of waiting for a password nobody
+    will type; su gets the command as one quoted string for its shell.
+    """
+    if not flag(task, "become", variables, False):
+        return None
+    user = str(template_value(task.kw("become_user") or "root", variables))
+    method = str(template_value(task.kw("become_method") or "sudo", variables))
+    if method == "sudo":
+        return ArgvLayer(("sudo", "-n", "-H", "-u", user, "--"))
+    if method == "su":
+        return ShellLayer(("su", user, "-s", "/bin/sh", "-c"))
+    raise TemplateError(f"become_method must be sudo or su, not {method!r}", task.pos, "become_method")
+
+
+def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
+              local_spec: ConnectionSpec) -> ConnectionSpec:
+    """The connection settings this task runs with: delegated to the controller, and/or become."""
+    delegate = task.kw("delegate_to")
+    if delegate is not None:
+        target = str(template_value(delegate, variables))
+        if target not in ("localhost", "127.0.0.1"):
+            raise TemplateError(f"delegate_to supports only localhost, not {target!r}", task.pos, "delegate_to")
+        spec = local_spec
+    layer = become_layer(task, variables)
+    if layer is None:
+        return spec
+    # Behind a chain a local host runs helpers with the system's python3, as hostvars does: the
+    # become user may not be able to reach the controller's own interpreter (a venv in /root).
+    python = "python3" if spec.kind == "local" and spec.python == sys.executable else spec.python
+    # A separate cached connection per become user, so plain tasks keep theirs open.
+    return dataclasses.replace(spec, name=f"{spec.name}#become", wrapper=(*spec.wrapper, layer), python=python)
+
+
+def environment(task: Task, variables: LazyVars) -> dict[str, str]:
+    value = template_value(task.kw("environment") or {}, variables)
+    if not isinstance(value, Mapping):
+        raise TemplateError(f"environment must be a mapping, got {type(value).__name__}", task.pos, "environment")
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+class EnvConnection(Connection):
+    """A connection whose every command gets the task's `environment`."""
+
+    def __init__(self, inner: Connection, env: Mapping[str, str]) -> None:
+        super().__init__(inner.spec, inner.log)
+        self._inner = inner
+        self._env = dict(env)
+
+    def open(self) -> None:
+        self._inner.open()
+
+    def close(self) -> None:
+        """The wrapped connection is shared by the run; closing it is the factory's job."""
+
+    def agent(self) -> AgentSession:
+        """The host's long-lived agent is shared; `environment` applies to commands."""
+        return self._inner.agent()
+
+    def _spawn(self, argv: Sequence[str]) -> Stream:
+        return self._inner._spawn(argv)
+
+    def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
+                 timeout: float | None) -> CommandResult:
+        raise NotImplementedError  # run() below goes through the wrapped connection
+
+    def run(self, argv: Sequence[str], *, stdin: bytes | IO[bytes] | None = None,
+            env: Mapping[str, str] | None = None, cwd: str | None = None,
+            timeout: float | None = None, script: str | None = None) -> CommandResult:
+        return self._inner.run(argv, stdin=stdin, env={**self._env, **(env or {})}, cwd=cwd, timeout=timeout,
+                               script=script)
+
+
+def password_hint(task: Task, host: str, text: str) -> str | None:
+    """A clear message when sudo -n refused because it would have asked for a password."""
+    if not flag_raw(task, "become") or not any(h in text for h in SUDO_PASSWORD_HINTS):
+        return None
+    user = task.kw("become_user") or "root"
+    return (f"become: sudo on {host} needs a password to run as {user}, and opsrunner never types "
+            "one (sudo -n); allow the connecting user NOPASSWD in sudoers, or connect as that user")
+
+
+def flag_raw(task: Task, key: str) -> bool:
+    value = task.kw(key)
+    return bool(value) and str(value).lower() not in ("false", "no", "0")
+
+
+def run_once(task: Task, variables: LazyVars) -> bool:
+    return flag(task, "run_once", variables, False)

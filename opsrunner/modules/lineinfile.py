@@ -1,0 +1,33 @@
+"""lineinfile: make sure one line is in a file (or is not), found by regexp or by itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opsrunner.errors import ModuleFailure
+from opsrunner.modules.base import Module, TaskContext
+from opsrunner.modules.fsutil import mode_arg, unified
+from opsrunner.results import Status, TaskResult
+
+
+class LineInFileModule(Module):
+    name = "lineinfile"
+
+    def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        state = args.get("state", "present")
+        if state == "present" and "line" not in args:
+            raise ModuleFailure("lineinfile: state present needs line")
+        if state == "absent" and "line" not in args and "regexp" not in args:
+            raise ModuleFailure("lineinfile: state absent needs line or regexp")
+        request = {k: args.get(k) for k in ("path", "line", "regexp", "insertafter", "insertbefore", "create",
+                                            "backup")}
+        request.update(state=state, mode=mode_arg(args.get("mode")), check=ctx.check_mode)
+        reply = ctx.agent("lineinfile", request)
+        if not reply["changed"]:
+            return TaskResult(Status.OK, msg=reply.get("msg", ""), data={"backup": ""})
+        diff = unified(reply["before"], reply["after"], str(args["path"])) if ctx.diff_mode else ""
+        data = {"backup": reply.get("backup_file", "")}
+        return TaskResult(Status.CHANGED, changed=True, msg=reply["msg"], diff=diff, data=data)
+
+
+MODULE = LineInFileModule()
