@@ -96,6 +96,28 @@ def host_vars_for(transport: str, sshd: PrivateSSHD | None, lxc_files: Path | No
     return sshd.host_vars(wrapper=wrappers) if wrappers else sshd.host_vars()
 
 
+def marked_host(host_vars: dict[str, Any], folder: Path, python: str) -> dict[str, Any]:
+    """The same host, with every process opsrunner starts there naming `folder` on its command
+    line: the hostile wrapper scripts are copies in `folder`, and the agent and watchdog run
+    from a link to `python` in it. Name `folder` after the test's marker, and a kill pattern of
+    that marker alone matches the test's own agent, shell and wrapper chain (the self-matching
+    trap of the field notes) and nothing else on the machine. `folder` must be visible at the
+    same path on the target (the test's tmp dir, or the container's shared directory)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "python3"
+    link.symlink_to(python if python.startswith("/") else f"/usr/bin/{python}")
+    chain = []
+    for layer in host_vars.get("wrapper") or []:
+        if isinstance(layer, str):
+            for script in ("session_reaper.py", "fd_holder.py"):
+                for word in layer.split():
+                    if word.endswith("/" + script):
+                        shutil.copy(WRAPPERS / script, folder / script)
+                        layer = layer.replace(word, str(folder / script))
+        chain.append(layer)
+    return {**host_vars, "wrapper": chain, "python_interpreter": str(link)}
+
+
 def side_for(transport: str, request: pytest.FixtureRequest, tmp_path: Path) -> lxc_rig.TargetSide:
     """The target side of a transport: this machine, or the container (same paths both sides)."""
     if transport not in LXC_TRANSPORTS:

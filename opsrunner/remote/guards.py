@@ -6,7 +6,6 @@
 # trailing-/ symlink is refused only for delete); `dest` confines the result to a resolved
 # directory. Then: `guard_delete_root(dest)` for a directory deleted under, `tree_usage` and
 # `remove` to size and delete what was judged. Build one `Context()` per op and pass it.
-import json
 import os
 import re
 import time
@@ -249,24 +248,9 @@ def started_at(proc):
     return None if boot is None else boot + float(proc.start) / os.sysconf("SC_CLK_TCK")
 
 
-def _read_regular(path, limit):
-    """At most `limit` bytes of a regular file; a FIFO or device is refused, never read."""
-    import stat
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Refused("not-regular", "%s is not a regular file, refusing to read it" % path)
-        return os.read(fd, limit).decode("utf-8", "replace")
-    finally:
-        os.close(fd)
-
-
 def launch_record(pidfile):
-    try:
-        meta = json.loads(_read_regular(pidfile_paths(pidfile)["meta"], 1 << 20))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
+    """The launch record beside a pidfile (reads.py: bounded, never a FIFO), or None."""
+    return read_json(pidfile_paths(pidfile)["meta"], "launch record")
 
 
 def trusted_pid(pidfile, procs, pattern=None):
@@ -274,9 +258,12 @@ def trusted_pid(pidfile, procs, pattern=None):
 
     Trusted: the launch record beside the pidfile names this pid and its start time, or the
     task's pattern matches the process's command line too."""
+    data = read_small(pidfile, "pidfile")  # NotRegular for a FIFO or device: refused, never read
     try:
-        pid = int(_read_regular(pidfile, 4096).split()[0])
-    except (OSError, ValueError, IndexError):
+        pid = int(data.split()[0]) if data else None
+    except (ValueError, IndexError):
+        pid = None
+    if not pid or pid < 1:
         return None
     proc = procs.get(pid)
     if proc is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import pids_with, side_for, vars_for, wait_for, write_inventory, write_yaml
+from tests.conftest import marked_host, pids_with, side_for, vars_for, wait_for, write_inventory, write_yaml
 from tests.helpers import cli_subprocess, read_events, task_ends
 from tests.lxc import TargetSide
 
@@ -65,11 +65,14 @@ def test_incident_1_kill_pattern_matching_its_own_shell(tmp_path: Path, request:
     old = pids_with(cleanup_marker)
     assert len(old) == 1
     old_on_target = side.target_pid(old[0])  # its pid as the target's kill reports it
-    # The target is this same machine, so the pattern may name only what is unique to the
-    # remote side: the job's marker and the agent/shell/wrapper chain carrying the kill
-    # (the login shell's command line holds the agent's source, so it matches too; in the
-    # container, lxc-attach and everything else on the host side are out of its sight).
-    self_matching = f"{cleanup_marker}|opsrunner-agent|opsrunner-watchdog|session_reaper|lxc-attach"
+    # The agent, its shell and the wrapper chain carrying the kill all name the marker
+    # (marked_host), so the marker alone matches them and the old job - and nothing this test
+    # did not start (the target is this same machine). In the container, lxc-attach and all
+    # on the host side are out of the kill's sight.
+    host = yaml.safe_load(inv.read_text())["all"]["hosts"]["gpu-box"]
+    marked = marked_host(host, side.work / f"chain-{cleanup_marker}", side.python)
+    inv = write_inventory(tmp_path / "marked.yml", {"gpu-box": marked})
+    self_matching = cleanup_marker + ("|lxc-attach" if transport.endswith("lxc-attach") else "")
     rc, out, ev, _ = play(tmp_path, inv, restart_tasks(p, self_matching), "second.yml")
     assert rc == 0, out
     kill = task_ends(ev, "kill")[0]

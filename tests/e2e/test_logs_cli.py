@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, host_vars_for, kill_marked, wait_for, write_yaml
+from tests.conftest import ROOT, TRAINER, host_vars_for, kill_marked, wait_for, write_yaml
 from tests.helpers import cli_subprocess
-from tests.modules.conftest import trainer_command
 
 
 def _descendants(root: int) -> list[str]:
@@ -47,7 +46,8 @@ def test_logs_tail_and_follow(transport: str, request: pytest.FixtureRequest, tm
         "hosts": {"box": host_vars_for(transport, server)},
         "vars": {"log_path": str(log), "pidfile": str(pidfile)}}}}})
     pb = write_yaml(tmp_path / "launch.yml", [{"hosts": "all", "tasks": [{"name": "l", "launch_detached": {
-        "command": trainer_command(cleanup_marker, tmp_path / "ck.json", "--step-time", "0.1"),
+        "command": " ".join([sys.executable, "-u", str(TRAINER), "--run-name", cleanup_marker,
+                             "--checkpoint", str(tmp_path / "ck.json"), "--step-time", "0.1"]),
         "log": str(log), "pidfile": str(pidfile)}}]}])
     try:
         launched = cli_subprocess("play", str(pb), "-i", str(inv))

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.conftest import pids_with, wait_for
+from tests.conftest import marked_host, pids_with, wait_for
 from tests.modules.conftest import Target
 
 
@@ -104,14 +104,22 @@ def test_kill_pattern_matching_its_own_command_line_incident_1(target: Target, c
     # chain carrying it (the shape of `pkill -f python3` inside `bash -c '...python3...'`).
     run = target.play([launch_task(target, cleanup_marker)])
     assert run.rc == 0, run.out
-    # Only what is unique to the remote side: over ssh the target is this machine, so a
-    # broader pattern would also match the controller and the test runner.
-    pattern = f"{cleanup_marker}|opsrunner-agent|opsrunner-watchdog|session_reaper|fd_holder"
-    run = target.play([
-        {"name": "kill", "kill_old": {"pattern": pattern, "grace": 5}, "timeout": 60},
+    # The agent, its shell and the wrapper chain all name the marker (marked_host), so the
+    # marker alone matches them and the job - and nothing that this test did not start.
+    marked = Target(marked_host(target.host_vars, target.work / f"chain-{cleanup_marker}", target.python),
+                    target.side)
+    # How many of the task's ancestors name the chain folder (split in the script, so the
+    # script's own text cannot count).
+    ancestry = ("p=$$; while [ \"$p\" -gt 1 ]; do tr '\\0' ' ' < /proc/$p/cmdline; echo; "
+                f"p=$(awk '{{print $4}}' /proc/$p/stat); done | grep -c 'chai''n-{cleanup_marker}'")
+    run = marked.play([
+        {"name": "ancestry", "shell": ancestry},
+        {"name": "kill", "kill_old": {"pattern": cleanup_marker, "grace": 5}, "timeout": 60},
         {"name": "next", "shell": "echo still here"},
     ])
     assert run.rc == 0, run.out
+    # The chain carrying a task names the marker: the pattern really matched the killer's side.
+    assert int(run.end("ancestry")["stdout_tail"]) >= 1
     assert run.end("next")["stdout_tail"] == "still here"
     assert wait_for(lambda: pids_with(cleanup_marker) == [], 3)
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import pids_with, wait_for
-from tests.modules.conftest import Target, trainer_command
+from tests.modules.conftest import Target
 
 
 def _launch(target: Target, command: str, log: str, pidfile: str, **extra: object):
@@ -32,7 +32,7 @@ def _paths(target: Target) -> tuple[str, str]:
 def test_hung_job_fails_inside_the_stability_window(edge_target: Target, cleanup_marker: str) -> None:
     target = edge_target
     log, pid = _paths(target)
-    cmd = trainer_command(cleanup_marker, target.work / "ck.json", "--hang-after", "5", "--step-time", "0.2")
+    cmd = target.trainer_command(cleanup_marker, target.work / "ck.json", "--hang-after", "5", "--step-time", "0.2")
     launched = _launch(target, cmd, log, pid)
     assert launched.rc == 0, launched.out
     job = int(Path(pid).read_text())
@@ -48,14 +48,14 @@ def test_hung_job_fails_inside_the_stability_window(edge_target: Target, cleanup
         assert end["duration_s"] < 15, end["duration_s"]  # 1 s of output + the 2 s window, not 20 s
         assert "step 5: hanging (simulated)" in end["msg"]
     finally:
-        os.kill(job, signal.SIGKILL)
+        os.kill(target.host_pid(Path(pid)), signal.SIGKILL)
 
 
 def test_crash_is_reported_within_two_seconds_whatever_within_is(edge_target: Target,
                                                                  cleanup_marker: str) -> None:
     target = edge_target
     log, pid = _paths(target)
-    cmd = trainer_command(cleanup_marker, target.work / "ck.json", "--crash-after", "15", "--step-time", "0.2")
+    cmd = target.trainer_command(cleanup_marker, target.work / "ck.json", "--crash-after", "15", "--step-time", "0.2")
     launched = _launch(target, cmd, log, pid)
     assert launched.rc == 0, launched.out
     # The ready line never comes, so only the job's end can stop verify before `within`.
@@ -73,10 +73,10 @@ def test_crash_is_reported_within_two_seconds_whatever_within_is(edge_target: Ta
 def test_killed_by_signal_names_the_signal(edge_target: Target, cleanup_marker: str) -> None:
     target = edge_target
     log, pid = _paths(target)
-    launched = _launch(target, trainer_command(cleanup_marker, target.work / "ck.json"), log, pid)
+    launched = _launch(target, target.trainer_command(cleanup_marker, target.work / "ck.json"), log, pid)
     assert launched.rc == 0, launched.out
     job = int(Path(pid).read_text())
-    os.kill(job, signal.SIGSEGV)
+    os.kill(target.host_pid(Path(pid)), signal.SIGSEGV)  # job: the pid as the target reports it
     run = _verify(target, pidfile=pid, processes=1, log=log, within=60)
     assert f"diagnosis: the job (pid {job}) was killed by signal 11 (SIGSEGV), " in run.end("verify")["msg"]
     assert run.end("verify")["data"]["state"] == "killed by SIGSEGV"
@@ -134,7 +134,7 @@ def test_shell_builtin_command_runs_under_sh_and_the_pidfile_names_the_job(edge_
     log, pid = _paths(target)
     run = _launch(target, f"exec sleep {cleanup_marker}", log, pid, chdir=str(target.work))
     assert run.rc == 0, run.out
-    job = int(Path(pid).read_text())
+    job = target.host_pid(Path(pid))
     assert Path(f"/proc/{job}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", cleanup_marker.encode()]
     ulimit = _launch(target, f"ulimit -n 256; cd {target.work} && exec sleep {cleanup_marker}", log,
                      str(target.work / "u.pid"))
