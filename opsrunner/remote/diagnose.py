@@ -80,7 +80,16 @@ def _ended_text(record, meta):
                 text += "; OOM killer? %s" % oom
         return ("killed by %s" % name), text
     code = record.get("returncode")
-    return ("exited %s" % code), "the job (pid %s) exited with code %s%s" % (pid, code, after)
+    text = "the job (pid %s) exited with code %s%s" % (pid, code, after)
+    if isinstance(code, int) and 128 < code < 128 + 65:
+        # A shell's way of saying that the command it waited for died of a signal.
+        name = _signal_name(code - 128)
+        text += " (128+%d: a command it ran was killed by %s)" % (code - 128, name)
+        if name == "SIGKILL":
+            oom = _oom_evidence(record)
+            if oom:
+                text += "; OOM killer? %s" % oom
+    return ("exited %s" % code), text
 
 
 def _exit_record(pidfile, pid):

@@ -279,11 +279,12 @@ def supervise():
         record = {"pid": job, "start": start, "ended_at": time.time(), "returncode": None, "signal": None}
         if os.WIFSIGNALED(status):
             record["signal"] = os.WTERMSIG(status)
-            oom_after = oom_kill_count()
-            if oom_before is not None and oom_after is not None:
-                record["oom_kills"] = oom_after - oom_before
         else:
             record["returncode"] = os.WEXITSTATUS(status)
+        if record["signal"] == signal.SIGKILL or record["returncode"] == 128 + signal.SIGKILL:
+            oom_after = oom_kill_count()  # 137: a shell job whose command was SIGKILLed
+            if oom_before is not None and oom_after is not None:
+                record["oom_kills"] = oom_after - oom_before
         try:
             write_atomic(spec["exit_file"], json.dumps(record).encode())
         except OSError:
