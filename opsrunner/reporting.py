@@ -119,7 +119,7 @@ class ConsoleReporter:
             if r.stderr.strip():
                 parts.append("stderr:\n" + _indent(tail(r.stderr, 20)))
         # Notes say what happened besides the result (e.g. the remote agent was restarted).
-        parts.extend(f"[note: {note}]" for note in r.data.get("notes", []))
+        parts.extend(f"[note: {note}]" for note in r.data.get("notes", []) if note not in r.msg)
         if self.verbosity >= 1:
             parts.append(f"({r.duration_s:.2f}s)")
         return "\n".join(parts) if any("\n" in p for p in parts) else " ".join(parts)
