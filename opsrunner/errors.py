@@ -32,8 +32,13 @@ class Problem:
     key_path: str = ""
 
     def __str__(self) -> str:
-        where = f" (at {self.key_path})" if self.key_path else ""
-        return f"{self.pos}: {self.message}{where}"
+        where = f" (at {_one_line(self.key_path)})" if self.key_path else ""
+        return f"{self.pos}: {_one_line(self.message)}{where}"
+
+
+def _one_line(text: str) -> str:
+    """A problem is one line of output, whatever a key or a template held (newlines escaped)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class OpsrunnerError(Exception):

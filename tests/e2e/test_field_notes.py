@@ -124,6 +124,7 @@ def test_incident_3_crashed_never_started_and_hung_are_told_apart(tmp_path: Path
     rc, out, ev, _ = play(tmp_path, inv, [hang], "hang.yml")
     assert rc == 0, out
     assert wait_for(lambda: "hanging (simulated)" in Path(p["log"]).read_text(), 20)
+    time.sleep(2)  # longer than log_grows: the last growth is now too long ago
     rc, out, ev, _ = play(tmp_path, inv, [check], "hangcheck.yml")
     assert rc == 2
     assert "diagnosis: hung: the job (pid" in task_ends(ev)[0]["msg"]

@@ -100,8 +100,11 @@ def test_killed_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, sshd
     lock = demo / "train.lock"
     first = _play("-i", str(inv))
     try:
-        # Killed mid-verify: after the launch, while it holds the lock.
-        assert wait_for(lambda: _keeper_alive(lock) and len(pids_with(f"{demo}/code/train.py")) == 1, 60)
+        # Killed mid-verify: after the launch has finished (its pidfile written; a launch still in
+        # flight is stopped with its job, as every in-flight request is), while it holds the lock.
+        assert wait_for(lambda: _keeper_alive(lock) and len(pids_with(f"{demo}/code/train.py")) == 1
+                        and (demo / "train.pid").exists(), 60)
+        time.sleep(0.5)  # into verify
         keeper = _record(lock)["keeper_pid"]  # type: ignore[index]
         first.send_signal(sig)
     finally:
@@ -109,7 +112,7 @@ def test_killed_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, sshd
     assert wait_for(lambda: not Path(f"/proc/{keeper}").exists(), 15), "the keeper outlived its controller"
     second = cli_subprocess("play", "restart_training.yml", "-i", str(inv), "-e", "{\"verify_stable_for\": 1}")
     assert second.rc == 0, second.out
-    assert "killed 1:" in second.out  # the first run's job, stopped by the second run
+    assert "killed 1:" in second.out, second.out  # the first run's job, stopped by the second run
     assert wait_for(lambda: len(pids_with(f"{demo}/code/train.py")) == 1, 5)
     assert _ready_lines(demo) == 2
 

@@ -31,4 +31,5 @@ def test_hook_fails_a_broken_procedure(tmp_path: Path) -> None:
     write_yaml(tmp_path / "p.yml", [{"hosts": "all", "tasks": [{"kill_old": {"pidfile": "/x", "grace": "soon"}}]}])
     proc = subprocess.run(_hook_argv(["p.yml"]), cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 4
-    assert "ERROR: p.yml:5:7: 'soon' is not of type 'number' (at [0].tasks[0].kill_old.grace)" in proc.stderr
+    assert "ERROR: p.yml:5:7: kill_old argument 'grace': 'soon' is not a number (at [0].tasks[0].kill_old.grace)" \
+        in proc.stderr
