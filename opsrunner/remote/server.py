@@ -96,14 +96,10 @@ def _tree_of(root):
     return found
 
 
-def _kill_tree(worker):
-    """Kill a worker and everything it started (the worker, stopped, keeps the orphans)."""
-    try:
-        os.kill(worker, signal.SIGSTOP)
-    except OSError:
-        pass
-    for _ in range(10):
-        pids = _tree_of(worker)
+def _kill_descendants(root, rounds):
+    """SIGKILL root's descendants, again while new ones appear (a fork racing the kill)."""
+    for _ in range(rounds):
+        pids = _tree_of(root)
         if not pids:
             break
         for pid in pids:
@@ -112,6 +108,15 @@ def _kill_tree(worker):
             except OSError:
                 pass
         time.sleep(0.01)
+
+
+def _kill_tree(worker):
+    """Kill a worker and everything it started (the worker, stopped, keeps the orphans)."""
+    try:
+        os.kill(worker, signal.SIGSTOP)
+    except OSError:
+        pass
+    _kill_descendants(worker, 10)
     try:
         os.kill(worker, signal.SIGKILL)
     except OSError:
@@ -149,16 +154,7 @@ class _Worker(object):
 
 def _orphaned(_sig, _frame_):
     """The agent died (crashed, killed) while this worker ran: kill what it started, exit."""
-    for _ in range(5):
-        pids = _tree_of(os.getpid())
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.01)
+    _kill_descendants(os.getpid(), 5)
     os._exit(1)
 
 

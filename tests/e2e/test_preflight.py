@@ -8,19 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
+from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, wait_for, write_yaml
 from tests.helpers import cli, cli_subprocess, read_events, task_ends
 from tests.sshd import PrivateSSHD, accepted_logins
 
 ROLE_TASKS = ROOT / "roles" / "training_restart" / "tasks" / "main.yml"
 
-
-@pytest.fixture
-def home(tmp_path: Path):
-    h = tmp_path / "home"
-    h.mkdir()
-    yield h
-    kill_marked(str(h))
 
 
 def _line_of(path: Path, text: str) -> int:

@@ -17,15 +17,6 @@ from tests.conftest import ROOT, kill_marked, pids_with, side_for, vars_for, wai
 from tests.helpers import cli_subprocess
 
 
-@pytest.fixture
-def home(tmp_path: Path):
-    """A private HOME: the default inventory puts the demo under ~/opsrunner-demo."""
-    h = tmp_path / "home"
-    h.mkdir()
-    yield h
-    kill_marked(str(h))
-
-
 def trainer_pids(home: Path) -> list[int]:
     return pids_with(f"{home}/opsrunner-demo/code/train.py")
 

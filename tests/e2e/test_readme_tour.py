@@ -7,9 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import ROOT, kill_marked
+from tests.conftest import ROOT
 from tests.helpers import CliResult, cli_subprocess
 
 
@@ -44,13 +42,6 @@ def _sample_matches(sample: list[str], res: CliResult, home: Path) -> None:
         else:
             assert want in printed, (line, printed)
 
-
-@pytest.fixture
-def home(tmp_path: Path):
-    h = tmp_path / "home"
-    h.mkdir()
-    yield h
-    kill_marked(str(h))
 
 
 def test_readme_tour_prints_what_it_claims(home: Path) -> None:

@@ -7,19 +7,9 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, write_yaml
 from tests.helpers import cli_subprocess
 from tests.sshd import PrivateSSHD
-
-
-@pytest.fixture
-def home(tmp_path: Path):
-    h = tmp_path / "home"
-    h.mkdir()
-    yield h
-    kill_marked(str(h))
 
 
 def _ssh_inventory(tmp_path: Path, sshd: PrivateSSHD) -> tuple[Path, Path]:
