@@ -207,7 +207,11 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         with sigterm_as_interrupt():
             summary = Engine(playbook, inventory, options, reporters).run()
     except ValidationError as exc:  # preflight: problems may quote a variable's value
+        _end_history(reporters, EXIT_VALIDATION)
         raise mask_problems(exc, inventory, extra) from None
+    except OpsrunnerError as exc:
+        _end_history(reporters, exc.exit_code)
+        raise
     finally:
         for r in reporters:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):
@@ -215,6 +219,15 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         if lock is not None:
             lock.release()
     return summary.exit_code()
+
+
+def _end_history(reporters: list[Any], code: int) -> None:
+    """A run that ends without a recap is still recorded as ended, with its exit code."""
+    from opsrunner.history.recorder import HistoryRecorder
+
+    for reporter in reporters:
+        if isinstance(reporter, HistoryRecorder):
+            reporter.finish(code)
 
 
 def _cmd_logs(args: argparse.Namespace, out: IO[str]) -> int:

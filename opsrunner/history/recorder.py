@@ -63,6 +63,7 @@ class HistoryRecorder:
         self.store: HistoryStore | None = None
         self._seq = 0
         self._title = ""  # the templated task title of the task running now (hosts run in lockstep)
+        self.finished = False
         self._guard(self._open)
 
     def _open(self) -> None:
@@ -94,8 +95,14 @@ class HistoryRecorder:
             self._guard(lambda: self.store.add_task(self.run.id, seq, row) if self.store else None)
         elif isinstance(event, Recap):
             recap = {h: s.as_dict() for h, s in event.summary.stats.items()}
-            code = event.summary.exit_code()
-            self._guard(lambda: self.store.finish_run(self.run.id, code, recap) if self.store else None)
+            self.finish(event.summary.exit_code(), recap)
+
+    def finish(self, code: int, recap: dict[str, Any] | None = None) -> None:
+        """Record the run's end; a run stopped before its recap (preflight, exit 4) ends too."""
+        if self.finished:
+            return
+        self.finished = True
+        self._guard(lambda: self.store.finish_run(self.run.id, code, recap or {}) if self.store else None)
 
     def close(self) -> None:
         if self.store is not None:

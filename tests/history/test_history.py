@@ -77,6 +77,15 @@ def test_play_is_recorded_with_git_commit_and_masked_secrets(project: Path, tmp_
     assert data["inventory"] == ["inv.yml"] and data["command"].startswith("opsrunner play site.yml")
 
 
+def test_a_run_stopped_by_preflight_is_recorded_as_ended(project: Path, tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    write_yaml(project / "bad.yml", [{"hosts": "all", "tasks": [{"kill_old": {"pattern": "x", "grace": "{{ g }}"}}]}])
+    res = run(project, db, "play", "bad.yml", "-i", "inv.yml", "-e", "g=soon")
+    assert res.rc == 4, res.err
+    (row,) = run(project, db, "history").out.splitlines()[1:]
+    assert "error (4)" in row and "running" not in row
+
+
 def test_dirty_tree_is_recorded(project: Path, tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     (project / "site.yml").write_text((project / "site.yml").read_text() + "\n# edited\n")
