@@ -187,15 +187,9 @@ class SSHConnection(Connection):
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:
         command = shlex.join(argv)
-        self.open()
-        assert self._fabric is not None
+        self.open()  # connecting is not part of the command's time
         start = time.monotonic()
-        try:
-            chan = self._fabric.client.get_transport().open_session(timeout=self.spec.connect_timeout)
-            chan.exec_command(command)
-        except Exception as exc:
-            self.close()
-            raise ConnectionFailed(f"ssh channel failed: {exc}") from None
+        chan = self._open_channel(command)
         with self._lock:
             self._channels.add(chan)
         try:
