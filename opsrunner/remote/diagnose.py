@@ -92,6 +92,12 @@ def _ended_text(record, meta):
     return ("exited %s" % code), text
 
 
+def _torn_down(pid):
+    """A live pid without a cmdline: the job is exiting, its memory being released."""
+    p = read_proc(pid)
+    return p is not None and not p.cmdline
+
+
 def _exit_record(pidfile, pid):
     record = read_json(pidfile_paths(pidfile)["exit"], "exit file")
     return record if record and (pid is None or record.get("pid") == pid) else None
@@ -113,6 +119,9 @@ def _job_state(args, state, checks):
         return "unknown", "the log %s cannot be read: %s" % (log, state["log_error"])
     if pidfile and pid is None and log and state.get("log_size") is None:
         return "never started", "never started: no pidfile at %s and no log at %s" % (pidfile, log)
+    if running and not state.get("procs") and _torn_down(pid):
+        return "ending", ("ending: the job (pid %s) is being torn down (no cmdline left) and has not recorded "
+                          "an exit status yet" % pid)
     if pidfile and pid and not running:
         return "not running", "not running: pid %s from %s is gone and no exit status was recorded" % (pid, pidfile)
     if not pidfile and not state.get("procs") and log and state.get("log_size") is None:

@@ -159,6 +159,32 @@ def _ended(args, state):
     return not alive(pid, start) and not state.get("procs")
 
 
+def _await_exit_record(args, state, hard, wait_s=5.0):
+    """A failing verdict on a supervised job that is still dying waits for its exit record.
+
+    A process being torn down (an OOM-killed job freeing its memory) has no cmdline, so no
+    check sees it; its supervisor writes the exit status within ms of reaping it. Judging in
+    that gap would report "no matching process" instead of the signal that ended the job.
+    Returns True when it waited (the checks are then taken again)."""
+    meta = state.get("meta") or {}
+    if not args.get("pidfile") or not meta.get("exit_file"):
+        return False
+    end = min(time.time() + wait_s, hard if hard is not None else float("inf"))
+    waited = False
+    while time.time() < end:
+        pid, start = read_pidfile(args["pidfile"])
+        if pid is None or _exit_record(args["pidfile"], pid):
+            return waited
+        p = read_proc(pid)
+        if p is not None and p.state != "Z" and p.cmdline and (start is None or p.start == start):
+            return waited  # really running: the verdict stands as taken
+        if p is not None and start is not None and p.start != start:
+            return waited  # the pid was reused: the job is long gone
+        waited = True
+        time.sleep(0.05)
+    return waited
+
+
 def op_verify(args):
     """Poll until every check passes (up to `within`), then keep them passing for `stable_for`.
 
@@ -185,6 +211,8 @@ def op_verify(args):
             cut = True
             break
         time.sleep(POLL_S)
+    if _await_exit_record(args, state, hard):
+        checks = _checks(args, state)
     failed = [c for c in checks if not c[1]]
     status = job_status(args, state, checks)
     return {"ok": False, "checks": [list(c) for c in checks], "failed": [list(c) for c in failed],

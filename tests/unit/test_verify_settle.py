@@ -1,0 +1,68 @@
+"""verify's verdict on a supervised job that died a moment ago waits for its exit record.
+
+The job is a real child of this test that has exited but is not reaped yet (a zombie, as a
+job is between its death and its supervisor's waitpid); its exit record lands 0.6 s later,
+as it does when an OOM-killed job takes time to release its memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from opsrunner.modules.base import agent_source
+
+AGENT: dict[str, Any] = {}
+exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT)  # the shipped agent, loaded as pure logic
+
+
+def _dead_job(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, dict[str, str]]:
+    with open(tmp_path / "job.log", "wb") as log:
+        job = subprocess.Popen(["sh", "-c", "echo started; exit 0"], stdout=log)
+    deadline = time.monotonic() + 10
+    while AGENT["read_proc"](job.pid).state != "Z":  # exited, left unreaped: a zombie
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pidfile = tmp_path / "job.pid"
+    paths = AGENT["pidfile_paths"](str(pidfile))
+    record = {"pid": job.pid, "start": AGENT["read_proc"](job.pid).start, "argv": ["sh"],
+              "log": str(tmp_path / "job.log"), "log_offset": 0, "started_at": time.time(),
+              "boot_id": AGENT["boot_id"](), "exit_file": paths["exit"]}
+    Path(paths["meta"]).write_text(json.dumps(record))
+    pidfile.write_text(f"{job.pid}\n")
+    return job, pidfile, paths
+
+
+def test_a_late_exit_record_is_waited_for(tmp_path: Path) -> None:
+    job, pidfile, paths = _dead_job(tmp_path)
+    late = {"pid": job.pid, "start": None, "ended_at": time.time(), "returncode": None, "signal": 9, "oom_kills": 1}
+    writer = threading.Timer(0.6, lambda: Path(paths["exit"]).write_text(json.dumps(late)))
+    writer.start()
+    try:
+        result = AGENT["op_verify"]({"pidfile": str(pidfile), "processes": 1, "log": str(tmp_path / "job.log"),
+                                     "within": 0, "budget": 30})
+    finally:
+        writer.join()
+        job.wait()
+    assert result["ok"] is False
+    assert "was killed by signal 9 (SIGKILL)" in result["diagnosis"], result["diagnosis"]
+    assert result["status"]["state"] == "killed by SIGKILL"
+
+
+def test_without_a_supervisor_record_the_verdict_is_not_delayed(tmp_path: Path) -> None:
+    job, pidfile, paths = _dead_job(tmp_path)
+    meta = json.loads(Path(paths["meta"]).read_text())
+    Path(paths["meta"]).write_text(json.dumps(dict(meta, exit_file=None)))  # a launch without a supervisor
+    try:
+        t0 = time.monotonic()
+        result = AGENT["op_verify"]({"pidfile": str(pidfile), "processes": 1, "log": str(tmp_path / "job.log"),
+                                     "within": 0, "budget": 30})
+        took = time.monotonic() - t0
+    finally:
+        job.wait()
+    assert result["ok"] is False
+    assert "no exit status was recorded" in result["diagnosis"], result["diagnosis"]
+    assert took < 4, took  # not the 5 s wait for a record that nothing will write
