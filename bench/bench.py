@@ -52,7 +52,7 @@ class Bench:
         self.sshd = start_sshd(work / "sshd", (*limits, f"SetEnv HOME={work / 'home'}") if clean_home else limits)
         self.root = work / "targets"
         self.root.mkdir()
-        (self.root / "payload.bin").write_bytes(os.urandom(20 * 1024))
+        self.payload = os.urandom(20 * 1024)
         self.markers: list[str] = []
         self.rss: list[float] = []
         self.failures: list[str] = []
@@ -68,16 +68,26 @@ class Bench:
         return out
 
     # -- per tool: files and the command line --------------------------------------------
+    def tool_root(self, tool: str) -> Path:
+        """Each tool works in its own target directories, with its own job markers: opsrunner
+        rightly refuses to kill a job that another tool's run wrote into its pidfile."""
+        root = self.root / tool
+        if not root.exists():
+            root.mkdir()
+            (root / "payload.bin").write_bytes(self.payload)
+        return root
+
     def prepare(self, tool: str, workload: str, hosts: list[dict[str, object]], d: Path) -> list[str]:
         d.mkdir(parents=True)
         n = str(len(hosts))
+        root = self.tool_root(tool)
         if tool == "opsrunner":
             inv = {"all": {"hosts": {h["name"]: {"host": "127.0.0.1", "port": h["port"], "user": h["user"],
                                                  "key_file": h["key"], "marker": h["marker"],
                                                  "known_hosts_file": str(self.sshd.known_hosts)}
                                      for h in hosts}}}
             (d / "inv.yml").write_text(json.dumps(inv))
-            (d / "pb.yml").write_text(opsrunner_playbook(workload, self.root))
+            (d / "pb.yml").write_text(opsrunner_playbook(workload, root))
             return [sys.executable, "-m", "opsrunner", "play", str(d / "pb.yml"), "-i", str(d / "inv.yml"),
                     "-f", n]
         if tool == "ansible-core":
@@ -90,7 +100,7 @@ class Bench:
                                        f"ansible_ssh_common_args='{ssh_args}'\n")
             (d / "ansible.cfg").write_text("[defaults]\nhost_key_checking = True\nstdout_callback = default\n"
                                            "[ssh_connection]\npipelining = True\n")
-            (d / "pb.yml").write_text(ansible_playbook(workload, self.root))
+            (d / "pb.yml").write_text(ansible_playbook(workload, root))
             return [str(self.others / "bin" / "ansible-playbook"), "-i", str(d / "inv.ini"), str(d / "pb.yml"),
                     "-f", n]
         if tool == "pyinfra":
@@ -99,10 +109,10 @@ class Bench:
                 f"'ssh_key': {h['key']!r}, 'ssh_known_hosts_file': {str(self.sshd.known_hosts)!r}, "
                 f"'marker': {h['marker']!r}}})" for h in hosts)
             (d / "inventory.py").write_text(f"hosts = [{entries}]\n")
-            (d / "deploy.py").write_text(pyinfra_deploy(workload, self.root))
+            (d / "deploy.py").write_text(pyinfra_deploy(workload, root))
             return [str(self.others / "bin" / "pyinfra"), str(d / "inventory.py"), str(d / "deploy.py"), "-y",
                     "--parallel", n]
-        (d / "fab.py").write_text(fabric_script(workload, self.root, hosts))
+        (d / "fab.py").write_text(fabric_script(workload, root, hosts))
         return [sys.executable, str(d / "fab.py")]
 
     def time_run(self, cmd: list[str], cwd: Path) -> float:
@@ -124,14 +134,13 @@ class Bench:
     def run_case(self, workload: str, n: int, tools: tuple[str, ...]) -> tuple[dict[str, list[float]],
                                                                               dict[str, float]]:
         """Times per tool, and each tool's peak controller RSS in MiB (median over the runs)."""
-        hosts = self.hosts(n)
         if n > self.ansible_max_hosts:
             tools = tuple(t for t in tools if t != "ansible-core")
         cmds = {}
         rss: dict[str, list[float]] = {t: [] for t in tools}
         for tool in tools:
             d = self.work / f"{workload}-{n}-{tool}"
-            cmds[tool] = (self.prepare(tool, workload, hosts, d), d)
+            cmds[tool] = (self.prepare(tool, workload, self.hosts(n), d), d)
             self.time_run(*cmds[tool])  # warm-up: caches, ControlPersist masters
         times: dict[str, list[float]] = {t: [] for t in tools}
         for rep in range(self.reps):
@@ -168,7 +177,7 @@ class Bench:
             agent.call("read", {"paths": []})  # start it
             return {"agent call (read, no paths)": median_ms(lambda: agent.call("read", {"paths": []})),
                     "agent call (stat, 1 file)": median_ms(lambda: agent.call(
-                        "stat", {"dest": str(self.root), "files": ["payload.bin"]})),
+                        "stat", {"dest": str(self.tool_root("opsrunner")), "files": ["payload.bin"]})),
                     "bare exec `true` (channel + sh)": median_ms(lambda: conn.run(["true"])),
                     "exec `python3 -S -c pass`": median_ms(lambda: conn.run(["python3", "-S", "-c", "pass"]), 20),
                     "local fork+exec of `true` (what an agent-side exec adds)": median_ms(

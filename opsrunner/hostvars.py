@@ -130,6 +130,9 @@ def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
         raise TemplateError(f"host var 'connection' of {host} must be local or ssh, not {kind!r}")
     if checking not in ("strict", "accept-new", "off"):
         raise TemplateError(f"host var 'host_key_checking' of {host} must be strict, accept-new or off")
+    command_exec = str(get("command_exec", "auto"))
+    if command_exec not in ("auto", "agent", "bare"):
+        raise TemplateError(f"host var 'command_exec' of {host} must be auto, agent or bare, not {command_exec!r}")
     try:
         port = get("port")
         port = int(port) if port not in (None, "") else None
@@ -151,4 +154,5 @@ def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
         host_key_checking=checking,
         wrapper=chain,
         python=str(get("python_interpreter", sys.executable if kind == "local" and not chain else "python3")),
+        command_exec=command_exec,
     )

@@ -103,6 +103,12 @@ class EnvConnection(Connection):
         return self._inner.run(argv, stdin=stdin, env={**self._env, **(env or {})}, cwd=cwd, timeout=timeout,
                                script=script)
 
+    def run_command(self, argv: Sequence[str], *, stdin: bytes | IO[bytes] | None = None,
+                    env: Mapping[str, str] | None = None, cwd: str | None = None, timeout: float | None = None,
+                    script: str | None = None, notes: list[str] | None = None) -> CommandResult:
+        return self._inner.run_command(argv, stdin=stdin, env={**self._env, **(env or {})}, cwd=cwd,
+                                       timeout=timeout, script=script, notes=notes)
+
 
 def password_hint(task: Task, host: str, text: str) -> str | None:
     """A clear message when sudo -n refused because it would have asked for a password."""

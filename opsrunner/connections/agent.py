@@ -10,6 +10,7 @@ kills, with its whole tree, at the request's deadline or when the connection clo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shlex
@@ -22,7 +23,7 @@ from importlib import resources
 from typing import IO, Any, Protocol
 
 from opsrunner.connections.streams import Stream
-from opsrunner.errors import ModuleFailure
+from opsrunner.errors import ConnectionFailed, ModuleFailure
 from opsrunner.results import CommandResult
 
 
@@ -46,6 +47,8 @@ class AgentHost(Protocol):
 
     def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream: ...
 
+    def session_lost(self) -> bool: ...
+
     def run(self, argv: Sequence[str], *, stdin: bytes | IO[bytes] | None = None,
             timeout: float | None = None, env: Any = None, cwd: str | None = None) -> CommandResult: ...
 
@@ -60,12 +63,15 @@ MAX_PREAMBLE = 64 << 10
 #: Extra seconds past a request's deadline before the controller gives up on the agent
 #: itself (the agent normally answers "timed out" first).
 BACKUP_GRACE_S = 5.0
+#: An exec request's deadline in the agent is this much past the command's own, so that the
+#: worker, which returns the output so far, normally acts first.
+EXEC_GRACE_S = 2.0
 
 #: The agent's parts, concatenated in this order into one script (procs first: it carries
 #: the `opsrunner-agent` marker that kill_old and verify use to never select the agent;
 #: server last: it holds the entry point).
-AGENT_PARTS = ("procs", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops", "agent",
-               "server")
+AGENT_PARTS = ("procs", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops", "commands",
+               "agent", "server")
 
 
 @lru_cache(maxsize=1)
@@ -105,6 +111,10 @@ class AgentLost(ModuleFailure):
     """The agent process ended (crashed, killed, connection lost) while in use."""
 
 
+class AgentStartFailed(ModuleFailure):
+    """The agent could not be started on the host (no Python there, a wrapper that fails...)."""
+
+
 def _frame(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">cI", kind, len(body)) + body
 
@@ -124,7 +134,8 @@ class AgentSession:
 
     # -- requests ---------------------------------------------------------------------------
     def call(self, op: str, args: dict[str, Any], *, timeout: float | None = None,
-             payload: IO[bytes] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+             payload: IO[bytes] | None = None, notes: list[str] | None = None,
+             shown: str | None = None) -> dict[str, Any]:
         """Send one request and return the agent's reply ({"timed_out": True, ...} at the deadline).
 
         The agent acknowledges a request as soon as it has read it. An agent that is found
@@ -132,13 +143,17 @@ class AgentSession:
         started and the request sent once more, with a note. Lost after that, the request
         fails (it may have run in part) and the next one starts a new agent."""
         with self._lock:
-            if self.connection.log:
-                self.connection.log(self.connection.spec.name, f"agent {op} {json.dumps(args)}")
+            if self.connection.log:  # `shown`: what -vvv prints instead of the request
+                self.connection.log(self.connection.spec.name, shown or f"agent {op} {json.dumps(args)}")
             request = json.dumps({"op": op, "args": args, "timeout": timeout,
                                   "payload": payload is not None}).encode()
             rewind = payload.tell() if payload is not None and payload.seekable() else None
             backup = None if timeout is None else time.monotonic() + timeout + BACKUP_GRACE_S
-            stream = self._ensure_started(notes)
+            try:  # a start counts toward the request's time: a hung wrapper times out the task
+                stream = self._ensure_started(notes, None if timeout is None else time.monotonic() + timeout)
+            except TimeoutError:
+                return {"timed_out": True, "error": f"the remote agent did not start within {timeout:g}s "
+                                                    "(the host or a wrapper hangs); it was stopped"}
             try:
                 if not self._deliver(stream, request, payload, backup):
                     self._drop(f"ended before it read the request ({stream.exit_text()})")
@@ -146,7 +161,7 @@ class AgentSession:
                         raise EOFError("the agent ended before it read the request")
                     if payload is not None and rewind is not None:
                         payload.seek(rewind)
-                    stream = self._ensure_started(notes)
+                    stream = self._ensure_started(notes, backup)
                     if not self._deliver(stream, request, payload, backup):
                         raise EOFError("the new agent ended before it read the request")
                 return self._read_frame(stream, backup, b"J")
@@ -154,9 +169,30 @@ class AgentSession:
                 self._drop("did not answer within the task timeout; it was stopped")
                 return {"timed_out": True, "error": f"the agent did not answer within {timeout:g}s"}
             except (OSError, EOFError, ValueError) as exc:
+                if self.connection.session_lost():
+                    self._drop("lost with the connection")
+                    raise ConnectionFailed(f"ssh session lost while the agent ran '{op}'") from None
                 reason = self._drop(f"ended ({stream.exit_text() or exc})")
                 raise AgentLost(f"remote agent (pid {self.pid}) {reason} during '{op}'; "
                                 "a new agent will be started for the next task") from None
+
+    def exec(self, argv: Sequence[str], *, stdin: IO[bytes] | None, cwd: str | None, timeout: float | None,
+             notes: list[str] | None = None, shown: str | None = None) -> CommandResult:
+        """Run a plain command in an agent worker (remote/commands.py): a fork+exec on the
+        target, with the deadline, tree kill and held-output rules of the watchdog."""
+        start = time.monotonic()
+        command = shlex.join(argv)
+        reply = self.call("exec", {"argv": list(argv), "cwd": cwd, "timeout": timeout},
+                          timeout=None if timeout is None else timeout + EXEC_GRACE_S,
+                          payload=stdin, notes=notes, shown=shown or f"agent exec {command}")
+        took = time.monotonic() - start
+        if "rc" not in reply:
+            if reply.get("timed_out"):  # the worker itself did not answer: the agent stopped its tree
+                return CommandResult(command, 124, b"", str(reply.get("error", "")).encode(), took, timed_out=True)
+            raise AgentLost(f"remote agent could not run the command: {reply.get('error', reply)}")
+        return CommandResult(command, int(reply["rc"]), str(reply["stdout"]).encode("latin-1"),
+                             str(reply["stderr"]).encode("latin-1"), took, bool(reply.get("timed_out")),
+                             tuple(str(w) for w in reply.get("warnings") or ()))
 
     def _deliver(self, stream: Stream, request: bytes, payload: IO[bytes] | None,
                  deadline: float | None) -> bool:
@@ -187,48 +223,52 @@ class AgentSession:
         return reason
 
     # -- start and greeting -----------------------------------------------------------------
-    def _ensure_started(self, notes: list[str] | None) -> Stream:
+    def _ensure_started(self, notes: list[str] | None, deadline: float | None) -> Stream:
         if self._stream is not None:
             if self._stream.alive():
                 return self._stream
             self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
         lost, self._lost = self._lost, None
-        self._stream = self._start(notes)
+        self._stream = self._start(notes, time.monotonic() + START_TIMEOUT_S if deadline is None
+                                   else min(deadline, time.monotonic() + START_TIMEOUT_S))
         self.starts += 1
         if lost and notes is not None:
             notes.append(f"remote agent restarted (now pid {self.pid}): the previous one {lost}")
         return self._stream
 
-    def _start(self, notes: list[str] | None) -> Stream:
+    def _start(self, notes: list[str] | None, deadline: float) -> Stream:
+        """Start the agent (cached, else inline); TimeoutError when it has not greeted by `deadline`."""
         python = self.connection.spec.python
         source = agent_source().encode()
         if self._cacheable:
             stream = self.connection.spawn(["/bin/sh", "-c", _START, "opsrunner-agent", agent_module(),
                                             str(len(source)), python], shown="<agent source on stdin>")
-            stream.send(source)
-            hello, problem = self._greeting(stream)
+            with contextlib.suppress(OSError, EOFError):  # ended before reading it: see below
+                stream.send(source)
+            hello, problem = self._greeting(stream, deadline)
             if hello is not None:
                 return stream
             why = problem or stream.exit_text()
             stream.close()
             # Not cacheable here, or a cached file that is not this version (or broken): remove
             # it, so the next run stores a good one, and start this agent inline.
-            self.connection.run(["/bin/sh", "-c", _UNCACHE, "opsrunner-uncache", agent_module()])
+            self.connection.run(["/bin/sh", "-c", _UNCACHE, "opsrunner-uncache", agent_module()],
+                                timeout=max(1.0, deadline - time.monotonic()))
             if why and notes is not None:
                 notes.append(f"cached remote agent not used ({why}); started it inline")
             self._cacheable = False
         stream = self.connection.spawn([python, "-S", "-c", agent_source()],
                                        shown=shlex.join([python, "-S", "-c", "<opsrunner-agent>"]))
-        hello, problem = self._greeting(stream)
+        hello, problem = self._greeting(stream, deadline)
         if hello is None:
             detail = problem or stream.exit_text() or "no greeting"
             stream.close()
-            raise ModuleFailure(f"remote agent did not start: {detail}")
+            raise AgentStartFailed(f"remote agent did not start: {detail}")
         return stream
 
-    def _greeting(self, stream: Stream) -> tuple[dict[str, Any] | None, str]:
-        """(hello, "") when the agent is ours and current; (None, why) otherwise."""
-        deadline = time.monotonic() + START_TIMEOUT_S
+    def _greeting(self, stream: Stream, deadline: float) -> tuple[dict[str, Any] | None, str]:
+        """(hello, "") when the agent is ours and current; (None, why) otherwise. TimeoutError
+        (the stream closed: that stops what hangs) when nothing came by `deadline`."""
         self._buf = b""
         try:
             while MAGIC not in self._buf:
@@ -240,7 +280,10 @@ class AgentSession:
                 self._buf += chunk
             self._buf = self._buf[self._buf.index(MAGIC) + len(MAGIC):]
             hello = self._read_frame(stream, deadline, b"J")
-        except (OSError, EOFError, ValueError, TimeoutError):
+        except TimeoutError:
+            stream.close()
+            raise
+        except (OSError, EOFError, ValueError):
             return None, ""
         if hello.get("agent") != "opsrunner" or hello.get("protocol") != PROTOCOL \
                 or hello.get("version") != agent_version():

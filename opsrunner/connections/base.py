@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import abc
+import io
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
-from opsrunner.connections.agent import AgentSession
+from opsrunner.connections.agent import AgentSession, AgentStartFailed
 from opsrunner.connections.held import HeldCommand
 from opsrunner.connections.stdinscript import header, shell_script, with_env
 from opsrunner.connections.streams import Stream, prefixed
@@ -34,6 +35,17 @@ class ConnectionSpec:
     host_key_checking: str = "strict"
     wrapper: tuple[Layer, ...] = ()
     python: str = "python3"
+    #: How shell/command tasks run: "agent" (a fork+exec by the long-lived agent), "bare" (an
+    #: exec of their own on the connection, under the deadline watchdog), or "auto".
+    command_exec: str = "auto"
+
+    @property
+    def commands_via_agent(self) -> bool:
+        """auto: by the agent, unless there is a wrapper chain. Behind a chain each command
+        gets an exec session of its own, so that what the chain does when a session ends
+        (`pct exec` kills what the command left running) happens after that command, as the
+        user sees it by hand, and not only when the run's agent session ends."""
+        return self.command_exec == "agent" or (self.command_exec == "auto" and not self.wrapper)
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -51,6 +63,7 @@ class Connection(abc.ABC):
         #: Commands held open for the rest of the run (job lock keepers), by key; closed with the connection.
         self.held: dict[str, HeldCommand] = {}
         self._agent: AgentSession | None = None
+        self._agent_failed = False
 
     @abc.abstractmethod
     def open(self) -> None:
@@ -74,11 +87,19 @@ class Connection(abc.ABC):
         """Start a long-lived argv through the wrapper chain; its stdin/stdout as a Stream.
 
         `shown` replaces the innermost argv in the -vvv log (the agent's source is not printed)."""
-        full = build_argv(argv, self.spec.wrapper, python=self.spec.python)
+        # Behind a wrapper chain, the outer watchdog (no deadline) stops a hung wrapper or what
+        # the chain left behind when the stream is closed or the session goes.
+        full = build_argv(argv, self.spec.wrapper, python=self.spec.python, guard_chain=True)
         if self.log:
-            self.log(self.spec.name, shlex.join(build_argv(["{inner}"], self.spec.wrapper)).replace(
-                "{inner}", shown) if shown else shlex.join(full))
+            logged = build_argv(["{inner}"] if shown else argv, self.spec.wrapper, python=self.spec.python,
+                                guard_chain=True, watchdog="<opsrunner-watchdog>")
+            line = shlex.join(logged).replace("'<opsrunner-watchdog>'", "<opsrunner-watchdog>")
+            self.log(self.spec.name, line.replace("{inner}", shown) if shown else line)
         return self._spawn(full)
+
+    def session_lost(self) -> bool:
+        """True when the transport itself is gone (the host is then unreachable, not failed)."""
+        return False
 
     @abc.abstractmethod
     def _spawn(self, argv: Sequence[str]) -> Stream:
@@ -121,6 +142,38 @@ class Connection(abc.ABC):
             stdin = prefixed(header(body), stdin)
         return self._execute(full, stdin, timeout)
 
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | IO[bytes] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        script: str | None = None,
+        notes: list[str] | None = None,
+    ) -> CommandResult:
+        """A task's plain command, as `run` runs it, but through this host's long-lived agent:
+        one fork+exec on the target instead of a Python watchdog started per command (and two
+        behind a wrapper chain). Behind a wrapper chain (by default), with `command_exec: bare`,
+        or where the agent cannot start, it is a bare exec (`run`)."""
+        if self.spec.commands_via_agent and not self._agent_failed:
+            inner, body = list(argv), None
+            if script is not None:
+                inner, body = shell_script(argv, script, env)
+            elif env:
+                inner, body = with_env(argv, env)
+            data = stdin if body is None else prefixed(header(body), stdin)
+            payload = io.BytesIO(data) if isinstance(data, bytes) else data
+            try:
+                return self.agent().exec(inner, stdin=payload, cwd=cwd, timeout=timeout, notes=notes,
+                                         shown=_shown_exec(inner, body, cwd) if self.log else None)
+            except AgentStartFailed as exc:  # nothing was sent: the command runs as a bare exec
+                self._agent_failed = True
+                if notes is not None:
+                    notes.append(f"{exc}; commands on this host run as bare execs")
+        return self.run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, script=script)
+
     def hold(self, argv: Sequence[str]) -> HeldCommand:
         """Start argv (through the wrapper chain, no deadline) and keep its channel open.
 
@@ -156,3 +209,11 @@ class Connection(abc.ABC):
     def get(self, path: str, timeout: float | None = None) -> CommandResult:
         """Read a file's content from the target (inside the wrapper chain)."""
         return self.run(["cat", "--", path], timeout=timeout)
+
+
+def _shown_exec(argv: Sequence[str], body: str | None, cwd: str | None) -> str:
+    """How -vvv shows a command run by the agent: its argv once, and a script sent on stdin."""
+    shown = "agent exec " + shlex.join(argv) + (f" (in {cwd})" if cwd else "")
+    if body is not None:
+        shown += "\n    script on stdin:\n" + "\n".join("    | " + ln for ln in body.splitlines())
+    return shown

@@ -183,6 +183,11 @@ class SSHConnection(Connection):
                     self._fabric.close()
             self._fabric = None
 
+    def session_lost(self) -> bool:
+        fabric = self._fabric
+        transport = fabric.client.get_transport() if fabric is not None else None
+        return transport is not None and _transport_lost(transport)
+
     # -- commands ---------------------------------------------------------------------------
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:
@@ -315,7 +320,11 @@ def _session_lost(chan: paramiko.Channel) -> bool:
     """No exit status came: was the connection lost (rather than the command killed by a
     signal, which sshd reports as exit-signal and paramiko as -1)?"""
     transport = chan.get_transport()
+    return transport is None or _transport_lost(transport)
+
+
+def _transport_lost(transport: paramiko.Transport) -> bool:
     deadline = time.monotonic() + 1.0
-    while transport is not None and transport.is_active() and time.monotonic() < deadline:
+    while transport.is_active() and time.monotonic() < deadline:
         time.sleep(0.05)  # the transport notices EOF on its socket just after the channels close
-    return transport is None or not transport.is_active()
+    return not transport.is_active()

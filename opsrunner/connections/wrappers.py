@@ -75,6 +75,7 @@ def build_argv(
     python: str = "python3",
     watchdog: str | None = None,
     outer_python: str = "python3",
+    guard_chain: bool = False,
 ) -> list[str]:
     """Compose the full argv, innermost first: cwd, env, watchdog, wrappers outermost-last,
     and, when there are wrappers, an outer watchdog around the whole chain.
@@ -82,7 +83,9 @@ def build_argv(
     The outer watchdog runs where the chain starts. It kills a wrapper that hangs
     (OUTER_GRACE_S after the deadline) and notices the ssh session going away even when a
     wrapper keeps the inner watchdog's pipes open; it then kills the whole tree, wrappers
-    and all. Connection.run passes no `env`: task environments travel on stdin.
+    and all. With `guard_chain` and no timeout (a long-lived agent), the outer watchdog has no
+    deadline and only does the latter. Connection.run passes no `env`: task environments
+    travel on stdin.
     `watchdog` stands in for the watchdog's source (the -vvv log shows a placeholder)."""
     full = list(argv)
     if cwd:
@@ -93,6 +96,7 @@ def build_argv(
         full = [python, "-S", "-c", watchdog or watchdog_source(), f"{timeout:g}", *full]
     for layer in reversed(chain):
         full = layer.wrap(full)
-    if timeout and chain:
-        full = [outer_python, "-S", "-c", watchdog or watchdog_source(), f"{timeout + OUTER_GRACE_S:g}", *full]
+    if chain and (timeout or guard_chain):
+        limit = f"{timeout + OUTER_GRACE_S:g}" if timeout else "none"
+        full = [outer_python, "-S", "-c", watchdog or watchdog_source(), limit, *full]
     return full

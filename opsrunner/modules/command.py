@@ -13,13 +13,14 @@ def run_argv(ctx: TaskContext, argv: list[str], args: dict[str, Any], script: st
     """Run argv (or, with `script`, the shell argv running it); script and env go on stdin."""
     env = {str(k): _env_str(v) for k, v in (args.get("env") or {}).items()}
     stdin = args.get("stdin")
-    return ctx.connection.run(
+    return ctx.connection.run_command(
         argv,
         stdin=stdin.encode() if isinstance(stdin, str) else None,
         env=env or None,
         cwd=args.get("chdir"),
         timeout=ctx.timeout,
         script=script,
+        notes=ctx.notes,
     )
 
 
@@ -37,7 +38,7 @@ def precondition_skip(ctx: TaskContext, args: dict[str, Any]) -> TaskResult | No
             return TaskResult(Status.SKIPPED, msg="skipped in check mode: a command's effect "
                               "cannot be predicted", check_mode_unsupported=True)
         return None
-    probe = ctx.connection.run(["test", "-e", str(creates or removes)], timeout=ctx.timeout)
+    probe = ctx.connection.run_command(["test", "-e", str(creates or removes)], timeout=ctx.timeout, notes=ctx.notes)
     exists = probe.rc == 0
     if creates and exists:
         return TaskResult(Status.OK, msg=f"skipped, since {creates} exists")

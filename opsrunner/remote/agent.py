@@ -8,7 +8,7 @@ OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_v
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
        "delete": op_delete, "read": op_read, "tail": op_tail, "facts": op_facts,
        "fs_stat": op_fs_stat, "fs_put": op_fs_put, "fs_file": op_fs_file, "lineinfile": op_lineinfile,
-       "wait_for": op_wait_for}
+       "wait_for": op_wait_for, "exec": op_exec}
 
 
 PATH_ARGS = ("pidfile", "log", "chdir", "dest", "path")

@@ -235,10 +235,14 @@ def _await(worker, deadline, feeder):
     """(reply, gone, reaped): the worker's reply, a timeout or its death; gone = the controller left."""
     poller = _select_mod.poll()
     poller.register(worker.reply_r, _select_mod.POLLIN)
-    if feeder is None:
+    watching = feeder is None
+    if watching:
         poller.register(0, _select_mod.POLLIN)  # no request is sent mid-op: readable = EOF
     buf, status = b"", None
     while True:
+        if not watching and not feeder.thread.is_alive():
+            poller.register(0, _select_mod.POLLIN)  # the payload is in: from now on, as above
+            watching = True
         wait_ms = 200 if deadline is None else max(0, min(200, int((deadline - time.time()) * 1000)))
         for fd, _ev in poller.poll(wait_ms):
             if fd == 0:

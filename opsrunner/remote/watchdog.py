@@ -1,5 +1,5 @@
 # opsrunner-watchdog: runs ARGV with a deadline on the target host (Python >= 3.8, stdlib only).
-# usage: python3 -c SOURCE SECONDS ARGV...
+# usage: python3 -c SOURCE SECONDS ARGV...   (SECONDS "none": no deadline)
 # It becomes a child subreaper, so every process the command starts stays its descendant
 # even after double forks. At the deadline, or when the controller's channel goes away,
 # it kills that whole tree. When the command exits while a background descendant still
@@ -126,7 +126,9 @@ def channel_gone(poller):
 
 
 def main():
-    deadline = time.time() + float(sys.argv[1])
+    # "none": no deadline; it only stops the tree when the channel goes (a long-lived agent)
+    deadline = None if sys.argv[1] == "none" else time.time() + float(sys.argv[1])
+    tick = 0.02 if deadline is not None else 0.1
     argv = sys.argv[2:]
     try:
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
@@ -154,7 +156,7 @@ def main():
     poller.register(1, 0)
     status = None
     exited_at = None
-    while time.time() < deadline:
+    while deadline is None or time.time() < deadline:
         if status is None:
             pid, raw = os.waitpid(child, os.WNOHANG)
             if pid:
@@ -172,7 +174,7 @@ def main():
         if channel_gone(poller):
             kill_tree(me)
             sys.exit(255)
-        time.sleep(0.02)
+        time.sleep(tick)
     kill_tree(me)
     os.write(2, MARKER)
     sys.exit(124)

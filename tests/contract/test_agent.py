@@ -254,11 +254,13 @@ def test_closing_the_connection_stops_in_flight_work_and_leaves_nothing(rig: Rig
 
 
 # -- through the CLI --------------------------------------------------------------------------
-def _play(rig: Rig, transport: str, sshd: PrivateSSHD | None, body: str, *args: str) -> tuple[int, str, list[Any]]:
+def _play(rig: Rig, transport: str, sshd: PrivateSSHD | None, body: str, *args: str,
+          **host_vars: str) -> tuple[int, str, list[Any]]:
     """Run a play on one host with the rig's wrapper chain (and so its private HOME and PATH)."""
     layers = [*CHAINS[transport], f"env HOME={rig.home} PATH={rig.bin}:/usr/bin:/bin"]
     host = {"connection": "local", "wrapper": layers} if transport == "local" else \
         dict(sshd.host_vars(wrapper=layers)) if sshd else {}
+    host.update(host_vars)
     work = rig.home.parent
     inv = write_inventory(work / "inv.yml", {"h": host})
     pb = write_yaml(work / "pb.yml", body)
@@ -273,8 +275,9 @@ def test_play_reports_a_killed_agent_and_the_next_task_restarts_it(transport: st
     server = request.getfixturevalue("sshd") if transport != "local" else None
     rig = Rig(transport, server, tmp_path)
     try:
-        # The middle task kills this play's agent (found by its private HOME in its command
-        # line; anchored, so the killing shell does not match itself).
+        # The middle task kills this play's agent between two agent tasks (found by its private
+        # HOME in its command line; anchored, so the killing shell does not match itself). The
+        # shell task runs as a bare exec here, outside the agent it kills.
         rc, out, ev = _play(rig, transport, server, f"""
 - hosts: all
   tasks:
@@ -282,7 +285,7 @@ def test_play_reports_a_killed_agent_and_the_next_task_restarts_it(transport: st
     - name: crash the agent
       shell: pkill -KILL -f '^[^ ]*python[^ ]* -S -c . opsrunner-agent.*{rig.home}'
     - {{name: after, kill_old: {{pattern: "^nothing-{rig.marker}$"}}}}
-""")
+""", command_exec="bare")
         assert rc == 0, out
         (after,) = task_ends(ev, "after")
         assert after["status"] == "ok"
@@ -291,6 +294,36 @@ def test_play_reports_a_killed_agent_and_the_next_task_restarts_it(transport: st
         assert "[note: remote agent restarted" in out
         (first,) = task_ends(ev, "first")
         assert "notes" not in first["data"]
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("transport", sorted(CHAINS))
+def test_a_command_that_kills_its_own_agent_fails_and_the_next_task_restarts_it(
+        transport: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    server = request.getfixturevalue("sshd") if transport != "local" else None
+    rig = Rig(transport, server, tmp_path)
+    try:
+        # A shell task run by the agent that kills the agent (as `pkill -f python3` would): the
+        # task fails naming the lost agent, never passes; the next command gets a new agent.
+        rc, out, ev = _play(rig, transport, server, f"""
+- hosts: all
+  tasks:
+    - name: crash the agent
+      shell: pkill -KILL -f '^[^ ]*python[^ ]* -S -c . opsrunner-agent.*{rig.home}'; sleep 5
+      ignore_errors: true
+    - {{name: after, command: "echo {rig.marker}"}}
+""", command_exec="agent")
+        assert rc == 0, out
+        (crash,) = task_ends(ev, "crash the agent")
+        assert crash["status"] == "failed"
+        # killed by SIGKILL: reported as such, or as 137 where a wrapper's shell stands between
+        assert "remote agent (pid " in crash["msg"], crash["msg"]
+        assert "killed by signal 9" in crash["msg"] or "exit status 137" in crash["msg"], crash["msg"]
+        (after,) = task_ends(ev, "after")
+        assert after["status"] == "changed" and after["stdout_tail"] == rig.marker
+        assert "remote agent restarted" in after["data"]["notes"][0], after["data"]
+        assert wait_for(lambda: not rig.all_pids(), 15), [_cmdline(p) for p in rig.all_pids()]
     finally:
         rig.close()
 

@@ -293,7 +293,19 @@ def test_verbose_vvv_prints_commands_as_sent(tmp_path: Path, inv: Path) -> None:
     - shell: echo "quoted 'x'"
 """, "-vvv")
     assert rc == 0
-    # Under the deadline watchdog (default_timeout; its source abbreviated), the script on stdin.
+    # Run by the host's agent (its source is not printed), the script on stdin.
+    assert "<h1> SENT: agent exec /bin/sh -c 'IFS= read -r opsrunner_n" in out
+    assert "<h1> SENT: '<agent source on stdin>'" in out
+    assert '    script on stdin:\n    | echo "quoted \'x\'"' in out
+    assert "import" not in out  # no agent source
+    rc, out, _ = play(tmp_path, inv, """
+- hosts: h1
+  vars: {command_exec: bare}
+  tasks:
+    - shell: echo "quoted 'x'"
+""", "-vvv")
+    assert rc == 0
+    # A bare exec runs under the deadline watchdog (default_timeout; its source abbreviated).
     assert f"<h1> SENT: {sys.executable} -S -c <opsrunner-watchdog> 3600 /bin/sh -c 'IFS= read -r opsrunner_n" in out
     assert '    script on stdin:\n    | echo "quoted \'x\'"' in out
 
