@@ -105,6 +105,10 @@ class HistoryStore:
         self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
         self.db.execute("PRAGMA busy_timeout = 30000")
         self.db.execute("PRAGMA journal_mode = WAL")
+        # WAL with synchronous=NORMAL: a commit is not fsynced (checkpoints are), so a row per
+        # task costs ~0.05 ms instead of ~2 ms; a power cut may lose the last rows, never the
+        # database's consistency.
+        self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA foreign_keys = ON")
         self._migrate()
 

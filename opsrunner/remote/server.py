@@ -304,10 +304,22 @@ def _libc():
         _LIBC = None
 
 
+def _no_inheritance():
+    """Descriptors this agent inherited (a wrapper's extra session pipe, say) stay out of
+    everything it starts: commands get only their stdin, stdout and stderr."""
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2:
+            try:
+                os.set_inheritable(int(name), False)
+            except OSError:
+                pass
+
+
 def serve():
     global SOURCE
     SOURCE = _own_source()
     _libc()
+    _no_inheritance()
     hello = {"agent": "opsrunner", "protocol": PROTOCOL, "version": _version(), "pid": os.getpid(),
              "python": "%d.%d" % sys.version_info[:2]}
     try:
