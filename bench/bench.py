@@ -118,6 +118,9 @@ class Bench:
     def time_run(self, cmd: list[str], cwd: Path) -> float:
         """Wall seconds of one run; the tool's peak RSS (its main process) goes to self.rss."""
         env = dict(os.environ, ANSIBLE_CONFIG=str(cwd / "ansible.cfg"), PYTHONPATH=str(ROOT))
+        # Bytecode is cached as on any user's machine (a session may have turned that off:
+        # then every run would compile opsrunner's own modules, ~0.1 s, but not the others').
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         with tempfile.TemporaryFile() as out:
             start = time.perf_counter()
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)

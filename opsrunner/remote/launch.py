@@ -5,8 +5,6 @@ import signal
 import stat
 import time
 
-SUPERVISOR_BOOT = "import os;exec(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))"
-
 
 def write_atomic(path, data, mode=0o644):
     tmp = "%s.opsrunner-tmp-%d" % (path, os.getpid())
@@ -202,18 +200,9 @@ def resolve_program(name, env, chdir):
     return "program %s not found on the target (searched PATH=%s)" % (name, search), None
 
 
-def _supervisor_argv(env):
-    """A command line that names no job: imported from the agent cache, or code from env."""
-    if "__file__" in globals():
-        folder, name = os.path.split(__file__)
-        boot = "import sys;sys.path.insert(0,%r);import %s as agent;agent.main()" % (folder, name[:-3])
-        return ["opsrunner-supervisor", "-S", "-c", boot]
-    env["OPSRUNNER_SUPERVISOR_CODE"] = SOURCE
-    return ["opsrunner-supervisor", "-S", "-c", SUPERVISOR_BOOT]
-
-
 def _spawn(spec):
-    """Fork the supervisor (own session, neutral command line), which forks the job.
+    """Fork the supervisor (own session, the agent's command line: it names no job), which
+    forks the job. A fork, not a new Python: no interpreter start on the launch's path.
 
     Handshake: the job writes its pid to a close-on-exec pipe after its own setsid();
     EOF on that pipe means exec succeeded. Only then do we return: no sleep, no race
@@ -227,14 +216,14 @@ def _spawn(spec):
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            os.set_inheritable(w, True)
             os.closerange(3, w)
             os.closerange(w + 1, 65536)
-            env = dict(os.environ)
-            env["OPSRUNNER_SPEC"] = json.dumps(dict(spec, handshake_fd=w))
-            os.execve(os.readlink("/proc/self/exe"), _supervisor_argv(env), env)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the worker's orphan handler
+            if _LIBC is not None:
+                _LIBC.prctl(15, b"opsrunner-sup", 0, 0, 0)  # PR_SET_NAME: `ps -o comm`, top
+            supervise(dict(spec, handshake_fd=w))
         finally:
-            os._exit(127)
+            os._exit(0)
     os.close(w)
     data = b""
     deadline = time.time() + 30
@@ -253,9 +242,8 @@ def _spawn(spec):
     return pid, (errors[0] if errors else None)
 
 
-def supervise():
-    """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
-    spec = json.loads(os.environ.pop("OPSRUNNER_SPEC"))
+def supervise(spec):
+    """The supervisor: starts the job, waits for it, records its exit."""
     w = spec["handshake_fd"]
     oom_before = oom_kill_count()  # the job shares this cgroup unless something moves it
     job = os.fork()

@@ -9,7 +9,29 @@ AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog"
 
 
 class Proc(object):
-    __slots__ = ("cmdline", "pgid", "pid", "ppid", "sid", "start", "state", "uid")
+    """A /proc entry: stat read at once; cmdline and owner read on first use (a scan of a
+    busy host reads one file per process, not two and a stat)."""
+    __slots__ = ("_cmdline", "_uid", "pgid", "pid", "ppid", "sid", "start", "state")
+
+    @property
+    def cmdline(self):
+        if self._cmdline is None:
+            try:
+                with open("/proc/%d/cmdline" % self.pid, "rb") as fh:
+                    raw = fh.read()
+            except OSError:
+                raw = b""
+            self._cmdline = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+        return self._cmdline
+
+    @property
+    def uid(self):
+        if self._uid is None:
+            try:
+                self._uid = os.stat("/proc/%d" % self.pid).st_uid
+            except OSError:
+                self._uid = -1
+        return self._uid
 
     def as_dict(self):
         return {"pid": self.pid, "ppid": self.ppid, "pgid": self.pgid, "sid": self.sid,
@@ -20,9 +42,6 @@ def read_proc(pid):
     try:
         with open("/proc/%d/stat" % pid, "rb") as fh:
             stat = fh.read()
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            raw = fh.read()
-        uid = os.stat("/proc/%d" % pid).st_uid
     except OSError:
         return None
     fields = stat[stat.rindex(b")") + 2:].split()
@@ -31,9 +50,23 @@ def read_proc(pid):
     p.state = fields[0].decode()
     p.ppid, p.pgid, p.sid = int(fields[1]), int(fields[2]), int(fields[3])
     p.start = int(fields[19])
-    p.uid = uid
-    p.cmdline = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    p._cmdline = None
+    p._uid = None
     return p
+
+
+def table_for(args, tree):
+    """The processes select() needs: all of them, or, for a pidfile alone without its tree
+    (verify, which polls), just that pid (ancestors are read as they are walked)."""
+    if tree or args.get("pattern") or not args.get("pidfile"):
+        return table()
+    try:
+        data = read_small(args["pidfile"], "pidfile")
+        pid = int(data.split()[0]) if data else None
+    except (ValueError, IndexError, NotRegular):
+        return table()  # select() reports what is wrong with the pidfile
+    p = read_proc(pid) if pid and pid > 0 else None
+    return {pid: p} if p is not None and p.state != "Z" else {}
 
 
 def table():

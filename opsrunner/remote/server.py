@@ -356,9 +356,6 @@ def _loop():
 
 
 def main():
-    if "OPSRUNNER_SPEC" in os.environ:
-        supervise()
-        return
     serve()
 
 

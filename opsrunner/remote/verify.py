@@ -110,10 +110,10 @@ def _regex_checks(args, state, size, out):
 def _checks(args, state):
     """Evaluate every requested check once; returns a list of (name, ok, expected, actual)."""
     out = []
-    procs = table()
     sel_args = dict(args)
     if args.get("pattern"):
         sel_args.pop("pidfile", None)  # count what the pattern sees; the pidfile serves the diagnosis
+    procs = table_for(sel_args, tree=False)
     _, main = select(sel_args, procs, tree=False)
     state["procs"] = [procs[p].as_dict() for p in main]
     count = len(main)

@@ -1,5 +1,8 @@
 # opsrunner-watchdog: runs ARGV with a deadline on the target host (Python >= 3.8, stdlib only).
-# usage: python3 -c SOURCE SECONDS ARGV...   (SECONDS "none": no deadline)
+# usage: python3 -c SOURCE SECONDS ARGV...
+# SECONDS "none" (around a long-lived agent): no deadline, and no subreaper, so that a job
+# the agent launched (double-forked, in its own session) is not adopted, and not killed with
+# the tree when the connection closes.
 # It becomes a child subreaper, so every process the command starts stays its descendant
 # even after double forks. At the deadline, or when the controller's channel goes away,
 # it kills that whole tree. When the command exits while a background descendant still
@@ -130,10 +133,11 @@ def main():
     deadline = None if sys.argv[1] == "none" else time.time() + float(sys.argv[1])
     tick = 0.02 if deadline is not None else 0.1
     argv = sys.argv[2:]
-    try:
-        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except Exception:
-        pass
+    if deadline is not None:  # not around an agent: a job it launches must be able to leave
+        try:
+            ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        except Exception:
+            pass
     child = os.fork()
     if child == 0:
         try:
