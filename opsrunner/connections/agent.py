@@ -92,14 +92,15 @@ def agent_module() -> str:
 
 AGENT_CACHE = "$HOME/.cache/opsrunner"
 # Store the agent in the cache on first use (one file per version), then start it from
-# there, so Python compiles it once and keeps the bytecode. The source always follows on
-# stdin (exactly $2 bytes, read by `head -c`, which reads no further); where it is
-# cached already it is read and dropped. Exit 3: not cacheable (the controller then
-# starts the agent inline with -c).
+# there, so Python compiles it once and keeps the bytecode. Only when the file is missing
+# does the script ask for the source (NEED_SOURCE on stdout) and read exactly $2 bytes of
+# it (`head -c`, which reads no further); a cached agent costs no transfer. Exit 3: not
+# cacheable (the controller then starts the agent inline with -c).
+NEED_SOURCE = b"\0opsrunner-agent-needs-source\0"
 _START = (
     'd="' + AGENT_CACHE + '"; f="$d/$1.py"; '
-    'if [ -f "$f" ]; then head -c "$2" > /dev/null || exit 3; '
-    'else mkdir -p "$d" 2>/dev/null && t="$f.$$" && head -c "$2" > "$t" && mv -f "$t" "$f" '
+    'if [ ! -f "$f" ]; then printf "\\000opsrunner-agent-needs-source\\000"; '
+    'mkdir -p "$d" 2>/dev/null && t="$f.$$" && head -c "$2" > "$t" && mv -f "$t" "$f" '
     '|| { rm -f "$t"; exit 3; }; fi; '
     'exec "$3" -S -c "# opsrunner-agent (cached)' + "\n"
     'import sys;sys.path.insert(0,sys.argv[1]);import $1 as agent;agent.main()" "$d"'
@@ -243,9 +244,7 @@ class AgentSession:
         if self._cacheable:
             stream = self.connection.spawn(["/bin/sh", "-c", _START, "opsrunner-agent", agent_module(),
                                             str(len(source)), python], shown="<agent source on stdin>")
-            with contextlib.suppress(OSError, EOFError):  # ended before reading it: see below
-                stream.send(source)
-            hello, problem = self._greeting(stream, deadline)
+            hello, problem = self._greeting(stream, deadline, source)
             if hello is not None:
                 return stream
             why = problem or stream.exit_text()
@@ -266,12 +265,19 @@ class AgentSession:
             raise AgentStartFailed(f"remote agent did not start: {detail}")
         return stream
 
-    def _greeting(self, stream: Stream, deadline: float) -> tuple[dict[str, Any] | None, str]:
+    def _greeting(self, stream: Stream, deadline: float,
+                  source: bytes | None = None) -> tuple[dict[str, Any] | None, str]:
         """(hello, "") when the agent is ours and current; (None, why) otherwise. TimeoutError
-        (the stream closed: that stops what hangs) when nothing came by `deadline`."""
+        (the stream closed: that stops what hangs) when nothing came by `deadline`. `source`
+        is sent if the start script asks for it (the cache has no copy)."""
         self._buf = b""
         try:
             while MAGIC not in self._buf:
+                if source is not None and NEED_SOURCE in self._buf:
+                    self._buf = self._buf.replace(NEED_SOURCE, b"", 1)
+                    with contextlib.suppress(OSError, EOFError):  # it ended first: see the caller
+                        stream.send(source)
+                    source = None
                 if len(self._buf) > MAX_PREAMBLE:
                     return None, ""
                 chunk = stream.recv(1 << 16, max(0.0, deadline - time.monotonic()))

@@ -24,6 +24,7 @@ import pytest
 from opsrunner.connections.agent import MAGIC, AgentLost, agent_module, agent_source
 from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
+from opsrunner.connections.streams import Stream
 from opsrunner.connections.wrappers import parse_chain
 from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, sleep_marker, wait_for, write_inventory, write_yaml
 from tests.helpers import cli, read_events, task_ends
@@ -89,6 +90,46 @@ def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 def _read(rig: Rig) -> dict[str, Any]:
     return rig.conn.agent().call("read", {"paths": []})
+
+
+class _CountingStream(Stream):
+    """The real agent stream, counting the bytes the controller sends on it."""
+
+    def __init__(self, inner: Stream) -> None:
+        self.inner, self.sent = inner, 0
+
+    def send(self, data: bytes) -> None:
+        self.sent += len(data)
+        self.inner.send(data)
+
+    def recv(self, size: int, timeout: float | None) -> bytes:
+        return self.inner.recv(size, timeout)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def alive(self) -> bool:
+        return self.inner.alive()
+
+    def exit_text(self) -> str:
+        return self.inner.exit_text()
+
+
+def test_a_cached_agent_is_started_without_sending_its_source(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams: list[_CountingStream] = []
+    spawn = rig.conn._spawn
+
+    def counting(argv: Any) -> Stream:
+        streams.append(_CountingStream(spawn(argv)))
+        return streams[-1]
+
+    monkeypatch.setattr(rig.conn, "_spawn", counting)
+    size = len(agent_source().encode())
+    assert _read(rig) == {"contents": {}}
+    assert streams[0].sent > size  # first start on this HOME: the source, then the request
+    rig.conn.agent().close()
+    assert _read(rig) == {"contents": {}}  # a new agent, from the cache
+    assert len(streams) == 2 and streams[1].sent < 1000, streams[1].sent
 
 
 def test_one_agent_serves_every_request_and_greets_with_its_version(rig: Rig) -> None:
