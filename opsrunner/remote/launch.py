@@ -48,6 +48,7 @@ def op_launch(args):
     spec = dict(args)
     spec["exit_file"] = paths["exit"] if paths else None
     pid, error = _spawn(spec)
+    record["supervisor"] = spec.get("supervisor")
     if error:
         return _failed_launch(paths, record, "could not start the job: %s" % error)
     return _launched(args, paths, record, pid)
@@ -219,12 +220,13 @@ def _spawn(spec):
             os.closerange(3, w)
             os.closerange(w + 1, 65536)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the worker's orphan handler
-            if _LIBC is not None:
-                _LIBC.prctl(15, b"opsrunner-sup", 0, 0, 0)  # PR_SET_NAME: `ps -o comm`, top
+            _rename(b"opsrunner-supervisor")
             supervise(dict(spec, handshake_fd=w))
         finally:
             os._exit(0)
     os.close(w)
+    sup = read_proc(child)  # recorded: verify waits for an exit record only while it lives
+    spec["supervisor"] = [child, sup.start if sup is not None else None]
     data = b""
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -240,6 +242,29 @@ def _spawn(spec):
     if pid is None:
         return None, errors[0] if errors else "supervisor failed before starting the job"
     return pid, (errors[0] if errors else None)
+
+
+def _rename(name):
+    """Show `name` as this process's command line and name (ps, pgrep -f, top), as an exec'd
+    supervisor was shown, not the agent's command line it was forked with (with its Python
+    path, which a user's `pgrep -f python` would count). The command line is the argument
+    area of the initial stack, which the process may overwrite (setproctitle does the same);
+    it is written only after checking that the area read back is the current command line."""
+    if _LIBC is None:
+        return
+    try:
+        import ctypes
+        _LIBC.prctl(15, name[:15], 0, 0, 0)  # PR_SET_NAME
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (proc(5) fields 48, 49)
+        with open("/proc/self/cmdline", "rb") as fh:
+            current = fh.read()
+        if not start or end - start <= len(name) or ctypes.string_at(start, len(current)) != current:
+            return
+        ctypes.memmove(start, name + b"\0" * (end - start - len(name)), end - start)
+    except Exception:  # the name is cosmetic; the supervisor works without it
+        pass
 
 
 def supervise(spec):

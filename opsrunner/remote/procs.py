@@ -5,6 +5,7 @@ import re
 import signal
 import time
 
+# opsrunner-supervisor: the name of supervisors started by earlier versions, still running.
 AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 

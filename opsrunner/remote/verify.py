@@ -169,6 +169,7 @@ def _await_exit_record(args, state, hard, wait_s=5.0):
     meta = state.get("meta") or {}
     if not args.get("pidfile") or not meta.get("exit_file"):
         return False
+    sup = meta.get("supervisor")
     end = min(time.time() + wait_s, hard if hard is not None else float("inf"))
     waited = False
     while time.time() < end:
@@ -180,6 +181,8 @@ def _await_exit_record(args, state, hard, wait_s=5.0):
             return waited  # really running: the verdict stands as taken
         if p is not None and start is not None and p.start != start:
             return waited  # the pid was reused: the job is long gone
+        if isinstance(sup, list) and len(sup) == 2 and not alive(sup[0], sup[1]):
+            return waited  # its supervisor is gone too: no record will come
         waited = True
         time.sleep(0.05)
     return waited

@@ -66,3 +66,20 @@ def test_without_a_supervisor_record_the_verdict_is_not_delayed(tmp_path: Path) 
     assert result["ok"] is False
     assert "no exit status was recorded" in result["diagnosis"], result["diagnosis"]
     assert took < 4, took  # not the 5 s wait for a record that nothing will write
+
+
+def test_no_wait_once_the_supervisor_is_gone(tmp_path: Path) -> None:
+    job, pidfile, paths = _dead_job(tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a supervisor that was killed: it will write no record
+    meta = json.loads(Path(paths["meta"]).read_text())
+    Path(paths["meta"]).write_text(json.dumps(dict(meta, supervisor=[gone.pid, 1])))
+    try:
+        t0 = time.monotonic()
+        result = AGENT["op_verify"]({"pidfile": str(pidfile), "processes": 1, "log": str(tmp_path / "job.log"),
+                                     "within": 0, "budget": 30})
+        took = time.monotonic() - t0
+    finally:
+        job.wait()
+    assert "no exit status was recorded" in result["diagnosis"], result["diagnosis"]
+    assert took < 4, took
