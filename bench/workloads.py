@@ -59,7 +59,7 @@ server.shell(name="verify", commands=['test "$(pgrep -cf "^sleep ' + marker + '"
 """
 
 
-def fabric_script(workload: str, root: Path, hosts: list[dict]) -> str:
+def fabric_script(workload: str, root: Path, hosts: list[dict[str, object]]) -> str:
     """The floor: one Fabric connection per host, commands sent in sequence, threads across hosts."""
     if workload == "trivial":
         body = f"    for _ in range({TRIVIAL_TASKS}):\n        c.run('true', hide=True)\n"

@@ -27,8 +27,8 @@ def _uptime(pid):
 
 def _oom_evidence(record):
     """Why a SIGKILL looks like the OOM killer, from what is readable here; None if nothing says so."""
-    pid = record.get("pid")
     import subprocess
+    pid = record.get("pid")
     try:
         out = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=2).stdout
         for line in reversed(out[-(1 << 20):].decode("utf-8", "replace").splitlines()):

@@ -1,10 +1,6 @@
 # opsrunner-agent part: facts (Python >= 3.8, stdlib only; runs on targets). gather_facts asks
 # for a small set restart procedures use: who and where, the OS, Python, NVIDIA GPUs.
-import getpass
 import os
-import platform
-import socket
-import subprocess
 import sys
 
 
@@ -23,6 +19,7 @@ def _os_release():
 
 def _nvidia_gpus():
     """One dict per GPU from nvidia-smi; [] when there is no driver (not an error)."""
+    import subprocess
     query = "index,name,uuid,memory.total,memory.used,utilization.gpu"
     try:
         proc = subprocess.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"],
@@ -41,6 +38,9 @@ def _nvidia_gpus():
 
 
 def op_facts(args):
+    import getpass
+    import platform
+    import socket
     release = _os_release()
     uname = platform.uname()
     facts = {

@@ -107,12 +107,12 @@ def op_stat(args):
 
 def op_write(args):
     """Unpack a tar stream from stdin; each file lands atomically (temp file + rename)."""
+    import shutil
+    import tarfile
     dest = os.path.realpath(args["dest"])
     ctx = Context()
     written, backups = [], []
     stamp = time.strftime("%Y%m%d%H%M%S")
-    import shutil
-    import tarfile
     with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
         for member in tar:
             if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):

@@ -1,16 +1,10 @@
 # opsrunner-agent part: file operations for stat, copy, template, file, lineinfile and wait_for
 # (Python >= 3.8, stdlib only; runs on targets). Every op takes a `check` flag and changes
 # nothing when it is set; every op that overwrites or deletes asks guards.py's guard_path first.
-import base64
-import grp
 import hashlib
 import os
-import pwd
 import re
-import shutil
-import socket
 import stat as stat_mod
-import tempfile
 import time
 
 
@@ -28,6 +22,8 @@ def _sha1(path):
 
 
 def _owner_names(st):
+    import grp
+    import pwd
     try:
         owner = pwd.getpwuid(st.st_uid).pw_name
     except KeyError:
@@ -60,6 +56,8 @@ def op_fs_stat(args):
 
 def _attrs(path, mode, owner, group, check):
     """Apply mode/owner/group; True when something differed."""
+    import grp
+    import pwd
     st = os.lstat(path)
     changed = False
     if mode is not None and stat_mod.S_IMODE(st.st_mode) != int(str(mode), 8):
@@ -87,6 +85,7 @@ def _read_text(path, limit=1 << 20):
 
 
 def _write_atomic(dest, data, mode):
+    import tempfile
     folder = os.path.dirname(dest) or "."
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".opsrunner.")
     try:
@@ -107,6 +106,8 @@ def _write_atomic(dest, data, mode):
 
 def op_fs_put(args):
     """Write content to dest when it differs (atomically); then mode/owner/group."""
+    import base64
+    import shutil
     dest, check = args["dest"], args.get("check")
     data = base64.b64decode(args["content_b64"])
     if os.path.isdir(dest):
@@ -134,6 +135,7 @@ def op_fs_put(args):
 
 
 def _absent(path, check):
+    import shutil
     if not os.path.lexists(path):
         return False
     _guard(path, "delete")
@@ -224,6 +226,7 @@ def _lines_after(lines, args):
 
 
 def op_lineinfile(args):
+    import shutil
     path, check = args["path"], args.get("check")
     if not os.path.exists(path):
         if not args.get("create") or args.get("state") == "absent":
@@ -249,6 +252,7 @@ def op_lineinfile(args):
 
 
 def _port_open(host, port):
+    import socket
     try:
         with socket.create_connection((host, port), timeout=1):
             return True

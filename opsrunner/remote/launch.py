@@ -5,6 +5,8 @@ import signal
 import stat
 import time
 
+SUPERVISOR_BOOT = "import os;exec(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))"
+
 
 def write_atomic(path, data, mode=0o644):
     tmp = "%s.opsrunner-tmp-%d" % (path, os.getpid())
@@ -201,9 +203,23 @@ def resolve_program(name, env, chdir):
     return "program %s not found on the target (searched PATH=%s)" % (name, search), None
 
 
+def _supervisor_argv(env):
+    """A command line that names no job: imported from the agent cache, or code from env."""
+    if "__file__" in globals():
+        folder, name = os.path.split(__file__)
+        boot = "import sys;sys.path.insert(0,%r);import %s as agent;agent.main()" % (folder, name[:-3])
+        return ["opsrunner-supervisor", "-S", "-c", boot]
+    env["OPSRUNNER_SUPERVISOR_CODE"] = SOURCE
+    return ["opsrunner-supervisor", "-S", "-c", SUPERVISOR_BOOT]
+
+
 def _spawn(spec):
-    """Fork the supervisor (own session, the agent's command line: it names no job), which
-    forks the job. A fork, not a new Python: no interpreter start on the launch's path.
+    """Fork the supervisor (own session, neutral command line), which forks the job.
+
+    A new Python, not a plain fork of this worker: a fork would share the agent's pages
+    copy-on-write, and its first writes after the job's death would need new memory - in
+    a memory cgroup the OOM killer just emptied, that can get the supervisor killed before
+    it records the exit (seen in the OOM test).
 
     Handshake: the job writes its pid to a close-on-exec pipe after its own setsid();
     EOF on that pipe means exec succeeded. Only then do we return: no sleep, no race
@@ -217,13 +233,14 @@ def _spawn(spec):
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
+            os.set_inheritable(w, True)
             os.closerange(3, w)
             os.closerange(w + 1, 65536)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the worker's orphan handler
-            _rename(b"opsrunner-supervisor")
-            supervise(dict(spec, handshake_fd=w))
+            env = dict(os.environ)
+            env["OPSRUNNER_SPEC"] = json.dumps(dict(spec, handshake_fd=w))
+            os.execve(os.readlink("/proc/self/exe"), _supervisor_argv(env), env)
         finally:
-            os._exit(0)
+            os._exit(127)
     os.close(w)
     sup = read_proc(child)  # recorded: verify waits for an exit record only while it lives
     spec["supervisor"] = [child, sup.start if sup is not None else None]
@@ -244,31 +261,9 @@ def _spawn(spec):
     return pid, (errors[0] if errors else None)
 
 
-def _rename(name):
-    """Show `name` as this process's command line and name (ps, pgrep -f, top), as an exec'd
-    supervisor was shown, not the agent's command line it was forked with (with its Python
-    path, which a user's `pgrep -f python` would count). The command line is the argument
-    area of the initial stack, which the process may overwrite (setproctitle does the same);
-    it is written only after checking that the area read back is the current command line."""
-    if _LIBC is None:
-        return
-    try:
-        import ctypes
-        _LIBC.prctl(15, name[:15], 0, 0, 0)  # PR_SET_NAME
-        with open("/proc/self/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (proc(5) fields 48, 49)
-        with open("/proc/self/cmdline", "rb") as fh:
-            current = fh.read()
-        if not start or end - start <= len(name) or ctypes.string_at(start, len(current)) != current:
-            return
-        ctypes.memmove(start, name + b"\0" * (end - start - len(name)), end - start)
-    except Exception:  # the name is cosmetic; the supervisor works without it
-        pass
-
-
-def supervise(spec):
-    """The supervisor: starts the job, waits for it, records its exit."""
+def supervise():
+    """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
+    spec = json.loads(os.environ.pop("OPSRUNNER_SPEC"))
     w = spec["handshake_fd"]
     oom_before = oom_kill_count()  # the job shares this cgroup unless something moves it
     job = os.fork()

@@ -5,7 +5,6 @@ import re
 import signal
 import time
 
-# opsrunner-supervisor: the name of supervisors started by earlier versions, still running.
 AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 
@@ -115,11 +114,11 @@ def descendants(procs, roots):
 
 
 def uid_of(user):
+    import pwd
     if user is None:
         return None
     if isinstance(user, int) or str(user).isdigit():
         return int(user)
-    import pwd
     return pwd.getpwnam(str(user)).pw_uid
 
 

@@ -356,6 +356,9 @@ def _loop():
 
 
 def main():
+    if "OPSRUNNER_SPEC" in os.environ:
+        supervise()
+        return
     serve()
 
 
