@@ -130,6 +130,11 @@ class Engine:
             for reporter in self.reporters:
                 reporter.handle(event)
 
+    def _flush_reporters(self) -> None:
+        with self._emit_lock:
+            for reporter in self.reporters:
+                reporter.flush()
+
     def _log_command(self, host: str, command: str) -> None:
         if host in self._no_log_hosts:
             command = "(hidden: no_log)"
@@ -340,6 +345,7 @@ class Engine:
                 host = futures[fut]
                 results[host] = fut.result()
                 self._record(play, task, host, results[host], handler)
+            self._flush_reporters()  # before waiting again: what has arrived is visible
         return {h: results[h] for h in hosts}
 
     def _vars(self, play: Play, task: Task | None, host: str, play_hosts: list[str]) -> LazyVars:

@@ -64,4 +64,8 @@ Event = PlayStart | TaskStart | TaskEnd | CommandSent | Notice | Recap
 class Reporter(Protocol):
     def handle(self, event: Event) -> None: ...
 
+    def flush(self) -> None:
+        """Make what was handled so far visible (the engine calls it when it waits on hosts:
+        task results arriving together are then written together)."""
+
     def close(self) -> None: ...

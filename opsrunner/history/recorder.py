@@ -62,6 +62,7 @@ class HistoryRecorder:
         self.warn = warn
         self.store: HistoryStore | None = None
         self._seq = 0
+        self._rows: list[tuple[int, TaskRow]] = []
         self._title = ""  # the templated task title of the task running now (hosts run in lockstep)
         self.finished = False
         self._guard(self._open)
@@ -91,20 +92,26 @@ class HistoryRecorder:
             row = TaskRow(event.play, title, event.module, event.host, str(r.status), r.changed,
                           event.handler, mask_text(r.msg, self.secrets),
                           mask_text(str(r.data.get("diagnosis") or ""), self.secrets), round(r.duration_s, 3))
-            seq = self._seq
-            self._guard(lambda: self.store.add_task(self.run.id, seq, row) if self.store else None)
+            self._rows.append((self._seq, row))  # written at flush(): one transaction for those
         elif isinstance(event, Recap):
             recap = {h: s.as_dict() for h, s in event.summary.stats.items()}
             self.finish(event.summary.exit_code(), recap)
+
+    def flush(self) -> None:
+        rows, self._rows = self._rows, []
+        if rows:
+            self._guard(lambda: self.store.add_tasks(self.run.id, rows) if self.store else None)
 
     def finish(self, code: int, recap: dict[str, Any] | None = None) -> None:
         """Record the run's end; a run stopped before its recap (preflight, exit 4) ends too."""
         if self.finished:
             return
         self.finished = True
+        self.flush()
         self._guard(lambda: self.store.finish_run(self.run.id, code, recap or {}) if self.store else None)
 
     def close(self) -> None:
+        self.flush()
         if self.store is not None:
             self.store.close()
             self.store = None

@@ -142,10 +142,15 @@ class HistoryStore:
                             f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
 
     def add_task(self, run_id: str, seq: int, row: TaskRow) -> None:
+        self.add_tasks(run_id, [(seq, row)])
+
+    def add_tasks(self, run_id: str, rows: list[tuple[int, TaskRow]]) -> None:
+        """Task results in one transaction (a task's results on many hosts arrive together)."""
         with self._tx():
-            self.db.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            (run_id, seq, row.play, row.task, row.module, row.host, row.status, int(row.changed),
-                             int(row.handler), row.msg, row.diagnosis, row.duration))
+            self.db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [(run_id, seq, row.play, row.task, row.module, row.host, row.status,
+                                  int(row.changed), int(row.handler), row.msg, row.diagnosis, row.duration)
+                                 for seq, row in rows])
 
     def finish_run(self, run_id: str, exit_code: int, recap: dict[str, dict[str, int]]) -> None:
         with self._tx():
