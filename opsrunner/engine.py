@@ -32,6 +32,18 @@ from opsrunner.secrets import masker_for, no_log_enabled
 from opsrunner.templating import LazyVars, mark_unsafe, render, template_value
 
 
+def _started_pool(workers: int) -> ThreadPoolExecutor:
+    """A pool whose threads all run already. ThreadPoolExecutor starts a thread per submit and
+    waits for it to run; during the first task, behind the ssh transport threads of the hosts
+    already connecting, that took ~40 ms a thread at 200 hosts (8 s), here ~0.1 ms."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
+    gate = threading.Barrier(workers + 1)
+    for _ in range(workers):
+        pool.submit(gate.wait)  # each holds its thread until all are started
+    gate.wait()
+    return pool
+
+
 @dataclass
 class RunOptions:
     check: bool = False
@@ -144,12 +156,12 @@ class Engine:
     def run(self) -> RunSummary:
         """Run the playbook. Raises ValidationError (nothing run) when preflight fails the same
         way on every host: then the mistake is in the files or the command line."""
-        report = run_preflight(self.playbook, [select_play_hosts(p, self.inventory, self.options)
-                                               for p in self.playbook.plays], self.vars, self._selected)
+        play_hosts = [select_play_hosts(p, self.inventory, self.options) for p in self.playbook.plays]
+        report = run_preflight(self.playbook, play_hosts, self.vars, self._selected)
         if report.static_problems():
             raise ValidationError(report.static_problems())
         self._preflight = report.problems
-        pool = ThreadPoolExecutor(max_workers=max(1, self.options.forks), thread_name_prefix="host")
+        pool = _started_pool(min(max(1, self.options.forks), max((len(h) for h in play_hosts), default=1)))
         try:
             for play in self.playbook.plays:
                 if not self._run_play(play, pool):

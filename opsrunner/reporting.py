@@ -30,6 +30,7 @@ class ConsoleReporter:
         self.diff = diff
         self._lock = threading.RLock()
         self._spinner: _Spinner | None = None
+        self._held: list[str] = []
 
     # -- output helpers ---------------------------------------------------------------------
     def _paint(self, text: str, code: str) -> str:
@@ -37,11 +38,14 @@ class ConsoleReporter:
 
     def _write(self, text: str, flush: bool = True) -> None:
         with self._lock:
+            if not flush and not self.tty:  # a result line: written with the others at flush()
+                self._held.append(text + "\n")
+                return
             if self._spinner:
                 self._spinner.clear()
-            self.stream.write(text + "\n")
-            if flush or self.tty:
-                self.stream.flush()
+            self.stream.write("".join(self._held) + text + "\n")
+            self._held.clear()
+            self.stream.flush()
 
     def _banner(self, title: str) -> None:
         width = min(shutil.get_terminal_size((80, 20)).columns, 100)
@@ -145,6 +149,9 @@ class ConsoleReporter:
 
     def flush(self) -> None:
         with self._lock:
+            if self._held:  # one write for the lot: each write waits for the GIL at 200 hosts
+                self.stream.write("".join(self._held))
+                self._held.clear()
             self.stream.flush()
 
     def close(self) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import getpass
 import os
+import queue
 import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -63,6 +65,8 @@ class HistoryRecorder:
         self.store: HistoryStore | None = None
         self._seq = 0
         self._rows: list[tuple[int, TaskRow]] = []
+        self._jobs: queue.SimpleQueue[list[tuple[int, TaskRow]] | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
         self._title = ""  # the templated task title of the task running now (hosts run in lockstep)
         self.finished = False
         self._guard(self._open)
@@ -98,9 +102,27 @@ class HistoryRecorder:
             self.finish(event.summary.exit_code(), recap)
 
     def flush(self) -> None:
+        """Hand the results so far to the writer thread: with many hosts, every sqlite call
+        made on the engine's thread waited for the GIL behind the host threads (~2 ms a row at
+        200 hosts), and the next task waited for that."""
         rows, self._rows = self._rows, []
-        if rows:
+        if not rows or self.store is None:
+            return
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_loop, name="opsrunner-history", daemon=True)
+            self._writer.start()
+        self._jobs.put(rows)
+
+    def _write_loop(self) -> None:
+        while (rows := self._jobs.get()) is not None:
             self._guard(lambda: self.store.add_tasks(self.run.id, rows) if self.store else None)
+
+    def _drain(self) -> None:
+        """Wait until every result handed over is written."""
+        if self._writer is not None:
+            self._jobs.put(None)
+            self._writer.join()
+            self._writer = None
 
     def finish(self, code: int, recap: dict[str, Any] | None = None) -> None:
         """Record the run's end; a run stopped before its recap (preflight, exit 4) ends too."""
@@ -108,10 +130,12 @@ class HistoryRecorder:
             return
         self.finished = True
         self.flush()
+        self._drain()
         self._guard(lambda: self.store.finish_run(self.run.id, code, recap or {}) if self.store else None)
 
     def close(self) -> None:
         self.flush()
+        self._drain()
         if self.store is not None:
             self.store.close()
             self.store = None

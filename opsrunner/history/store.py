@@ -102,7 +102,8 @@ class HistoryStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():  # command lines and messages: readable by its owner only (-wal/-shm follow)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        # Used by one thread at a time: the recorder's writer thread, then the thread that ends the run.
+        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA busy_timeout = 30000")
         self.db.execute("PRAGMA journal_mode = WAL")
         # WAL with synchronous=NORMAL: a commit is not fsynced (checkpoints are), so a row per
