@@ -125,19 +125,13 @@ class Connection(abc.ABC):
         The script and `env` go on stdin ahead of `stdin` (stdinscript.py), so neither
         shows in the target's process list.
         """
-        body = None
-        if script is not None:
-            argv, body = shell_script(argv, script, env)
-        elif env:
-            argv, body = with_env(argv, env)
+        argv, body = _on_stdin(argv, script, env)
         full = build_argv(argv, self.spec.wrapper, cwd=cwd, timeout=timeout, python=self.spec.python)
         if self.log:  # once per command, with the watchdog's source left out
             shown = shlex.join(build_argv(argv, self.spec.wrapper, cwd=cwd, timeout=timeout,
                                           python=self.spec.python, watchdog="<opsrunner-watchdog>"))
-            shown = shown.replace("'<opsrunner-watchdog>'", "<opsrunner-watchdog>")
-            if body is not None:
-                shown += "\n    script on stdin:\n" + "\n".join("    | " + ln for ln in body.splitlines())
-            self.log(self.spec.name, shown)
+            self.log(self.spec.name, _with_script(shown.replace("'<opsrunner-watchdog>'", "<opsrunner-watchdog>"),
+                                                  body))
         if body is not None:
             stdin = prefixed(header(body), stdin)
         return self._execute(full, stdin, timeout)
@@ -158,11 +152,7 @@ class Connection(abc.ABC):
         behind a wrapper chain). Behind a wrapper chain (by default), with `command_exec: bare`,
         or where the agent cannot start, it is a bare exec (`run`)."""
         if self.spec.commands_via_agent and not self._agent_failed:
-            inner, body = list(argv), None
-            if script is not None:
-                inner, body = shell_script(argv, script, env)
-            elif env:
-                inner, body = with_env(argv, env)
+            inner, body = _on_stdin(argv, script, env)
             data = stdin if body is None else prefixed(header(body), stdin)
             payload = io.BytesIO(data) if isinstance(data, bytes) else data
             try:
@@ -211,9 +201,22 @@ class Connection(abc.ABC):
         return self.run(["cat", "--", path], timeout=timeout)
 
 
+def _on_stdin(argv: Sequence[str], script: str | None,
+              env: Mapping[str, str] | None) -> tuple[list[str], str | None]:
+    """The argv to run and the body that goes on stdin ahead of the command's own stdin."""
+    if script is not None:
+        return shell_script(argv, script, env)
+    if env:
+        return with_env(argv, env)
+    return list(argv), None
+
+
+def _with_script(shown: str, body: str | None) -> str:
+    if body is None:
+        return shown
+    return shown + "\n    script on stdin:\n" + "\n".join("    | " + ln for ln in body.splitlines())
+
+
 def _shown_exec(argv: Sequence[str], body: str | None, cwd: str | None) -> str:
     """How -vvv shows a command run by the agent: its argv once, and a script sent on stdin."""
-    shown = "agent exec " + shlex.join(argv) + (f" (in {cwd})" if cwd else "")
-    if body is not None:
-        shown += "\n    script on stdin:\n" + "\n".join("    | " + ln for ln in body.splitlines())
-    return shown
+    return _with_script("agent exec " + shlex.join(argv) + (f" (in {cwd})" if cwd else ""), body)

@@ -93,16 +93,20 @@ def _exec_collect(child, streams, held, deadline, reply):
         if deadline is not None:
             wait = min(wait, max(0.0, deadline - now))
         for fd, _ev in poller.poll(int(wait * 1000) or 1):
-            if fd == exit_fd:
-                continue  # the loop's waitpid takes it
-            chunk = os.read(fd, 1 << 16)
-            if chunk:
-                _keep(reply, streams[fd], chunk)
-            else:
-                poller.unregister(fd)
-                open_fds.discard(fd)
-                os.close(fd)
+            if fd != exit_fd:  # the child's exit: the loop's waitpid takes it
+                _read_ready(fd, poller, streams, open_fds, reply)
     _reap_orphans()
+
+
+def _read_ready(fd, poller, streams, open_fds, reply):
+    """Keep what fd has; at EOF, stop polling it and close it."""
+    chunk = os.read(fd, 1 << 16)
+    if chunk:
+        _keep(reply, streams[fd], chunk)
+    else:
+        poller.unregister(fd)
+        open_fds.discard(fd)
+        os.close(fd)
 
 
 def _drain(poller, streams, open_fds, reply):
@@ -110,12 +114,7 @@ def _drain(poller, streams, open_fds, reply):
     end = time.time() + 0.5
     while open_fds and time.time() < end:
         for fd, _ev in poller.poll(50):
-            chunk = os.read(fd, 1 << 16)
-            if chunk:
-                _keep(reply, streams[fd], chunk)
-            else:
-                poller.unregister(fd)
-                open_fds.discard(fd)
+            _read_ready(fd, poller, streams, open_fds, reply)
     for fd in open_fds:
         os.close(fd)
 
