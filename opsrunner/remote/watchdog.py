@@ -178,7 +178,7 @@ def main():
         if channel_gone(poller):
             kill_tree(me)
             sys.exit(255)
-        time.sleep(tick)
+        poller.poll(tick * 1000)  # a tick, or at once when the channel goes (POLLERR/POLLHUP on fd 1)
     kill_tree(me)
     os.write(2, MARKER)
     sys.exit(124)
