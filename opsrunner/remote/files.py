@@ -60,9 +60,10 @@ def _clear_matches(pattern, limit, ctx):
 
 
 # -- deploy_code -----------------------------------------------------------------------------
-def _sha256(path):
+def file_digest(path, name):
+    """Hex digest of a file read in 1 MiB chunks: sha256 for deploy_code, sha1 for stat/copy."""
     import hashlib
-    h = hashlib.sha256()
+    h = hashlib.new(name)
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
@@ -93,7 +94,7 @@ def op_stat(args):
         if not stat.S_ISREG(st.st_mode):
             files[rel] = {"type": "other"}
             continue
-        files[rel] = {"sha256": _sha256(path), "mode": stat.S_IMODE(st.st_mode), "size": st.st_size}
+        files[rel] = {"sha256": file_digest(path, "sha256"), "mode": stat.S_IMODE(st.st_mode), "size": st.st_size}
     extra = []
     if args.get("list_extra") and os.path.isdir(dest):
         wanted = set(args["files"])

@@ -10,15 +10,7 @@ import time
 
 def _guard(path, purpose):
     """The target path guard (guards.py part): raises Refused, naming the rule, or returns."""
-    return guard_path(path, purpose)  # noqa: F821 (the guards part, concatenated before this one)
-
-
-def _sha1(path):
-    digest = hashlib.sha1()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return guard_path(path, purpose)  # the guards part, concatenated before this one
 
 
 def _owner_names(st):
@@ -50,7 +42,7 @@ def op_fs_stat(args):
         info["lnk_source"] = os.path.realpath(path)
         info["lnk_target"] = os.readlink(path)
     if info["isreg"] and args.get("checksum", True):
-        info["checksum"] = _sha1(path)
+        info["checksum"] = file_digest(path, "sha1")
     return {"stat": info}
 
 
@@ -113,7 +105,7 @@ def op_fs_put(args):
     if os.path.isdir(dest):
         raise ValueError("dest %s is a directory" % dest)
     exists = os.path.exists(dest)
-    same = exists and _sha1(dest) == hashlib.sha1(data).hexdigest()
+    same = exists and file_digest(dest, "sha1") == hashlib.sha1(data).hexdigest()
     backup = None
     reply = {"checksum": hashlib.sha1(data).hexdigest(), "dest": dest}
     if args.get("diff") and not same:
