@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fnmatch
+import functools
 import json
 import re
 import shlex
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from opsrunner.errors import ValidationError
@@ -58,8 +59,14 @@ class SecretStr(str):
 
 
 def is_secret_name(name: str, patterns: Iterable[str] = DEFAULT_SECRET_NAMES) -> bool:
-    lowered = name.lower()
-    return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in patterns)
+    return _names_matcher(tuple(patterns))(name.lower()) is not None
+
+
+@functools.lru_cache(maxsize=32)
+def _names_matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One regex for all the (case-insensitive) glob patterns: every variable name of every
+    host is tested on every task, 5 fnmatch calls each took ~0.3 ms a host-task."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns)).match
 
 
 def _spellings(value: str) -> set[str]:

@@ -7,12 +7,14 @@ import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from importlib import resources
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from opsrunner.errors import Problem, SourcePos
+from opsrunner.schemafast import conforms
 from opsrunner.yamlsource import pos_of
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 @lru_cache(maxsize=64)
@@ -80,6 +82,8 @@ _VALIDATORS: dict[int, Any] = {}
 
 def _validator(schema: dict[str, Any]) -> Any:
     """One validator per schema object: module arguments are checked per host per task."""
+    import jsonschema  # ~0.1 s: only for documents the fast check does not pass
+
     found = _VALIDATORS.get(id(schema))
     if found is None or found.schema is not schema:  # `is`: an id can be reused once freed
         found = _VALIDATORS[id(schema)] = jsonschema.Draft202012Validator(schema)
@@ -94,6 +98,8 @@ def schema_problems(
     root: Any = None,
 ) -> list[Problem]:
     """Validate `data` against `schema`; each error becomes a positioned Problem."""
+    if conforms(data, schema):  # the common case, without jsonschema (schemafast.py)
+        return []
     validator = _validator(schema)
     problems = []
     root = data if root is None else root

@@ -74,10 +74,23 @@ AGENT_PARTS = ("procs", "reads", "guards", "launch", "verify", "diagnose", "file
                "agent", "server")
 
 
+def _remote_text(name: str) -> str:
+    return resources.files("opsrunner").joinpath("remote", f"{name}.py").read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def supervisor_source() -> str:
+    """The job supervisor (remote/supervisor.py): launch runs it alone, in a fresh Python."""
+    return _remote_text("supervisor")
+
+
 @lru_cache(maxsize=1)
 def agent_source() -> str:
-    folder = resources.files("opsrunner").joinpath("remote")
-    return "\n".join(folder.joinpath(f"{part}.py").read_text("utf-8") for part in AGENT_PARTS)
+    """The parts, concatenated, with the supervisor's source as a string (SUPERVISOR_SOURCE)
+    after the first part (whose first line is the marker)."""
+    texts = [_remote_text(part) for part in AGENT_PARTS]
+    texts.insert(1, f"SUPERVISOR_SOURCE = {supervisor_source()!r}\n")
+    return "\n".join(texts)
 
 
 @lru_cache(maxsize=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 from opsrunner.connections.base import CommandLogger, Connection, ConnectionSpec
 
 
@@ -31,7 +33,13 @@ class ConnectionFactory:
 
         return SSHConnection(spec, self.log)
 
-    def close_all(self) -> None:
-        for conn in list(self._open.values()):
-            conn.close()
+    def close_all(self, pool: Executor | None = None) -> None:
+        """Close every connection; with `pool` (idle threads: the run is over), side by side:
+        a close sends messages behind the other hosts' transport threads, ~2 ms each in turn."""
+        conns = list(self._open.values())
         self._open.clear()
+        if pool is not None and len(conns) > 1:
+            list(pool.map(lambda conn: conn.close(), conns))
+            return
+        for conn in conns:
+            conn.close()

@@ -119,13 +119,6 @@ def _drain(poller, streams, open_fds, reply):
         os.close(fd)
 
 
-def _pidfd(pid):
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
 def _exec_status(child, now):
     pid, status = os.waitpid(child, os.WNOHANG)
     return (_exit_code(status), now) if pid else (None, None)

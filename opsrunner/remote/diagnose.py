@@ -41,31 +41,6 @@ def _oom_evidence(record):
     return None
 
 
-def oom_kill_count():
-    """oom_kill events of this process's memory cgroup (v2 memory.events, v1 memory.oom_control)."""
-    data = read_small("/proc/self/cgroup", "cgroup list") or b""
-    for line in data.decode("utf-8", "replace").splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            files = ["/sys/fs/cgroup%s/memory.events" % parts[2], "/sys/fs/cgroup/unified%s/memory.events" % parts[2]]
-        elif "memory" in parts[1].split(","):
-            files = ["/sys/fs/cgroup/memory%s/memory.oom_control" % parts[2]]
-        else:
-            continue
-        for name in files:
-            try:
-                text = (read_small(name, "cgroup file") or b"").decode("ascii", "replace")
-            except NotRegular:
-                continue
-            for row in text.splitlines():
-                words = row.split()
-                if len(words) == 2 and words[0] == "oom_kill" and words[1].isdigit():
-                    return int(words[1])
-    return None
-
-
 def _ended_text(record, meta):
     pid = record.get("pid")
     after = ""
@@ -161,7 +136,8 @@ def job_status(args, state, checks):
         out["log_age_s"] = round(max(0.0, time.time() - last), 1) if last else None
         lines = [ln for ln in tail_lines(args["log"], state["offset"], 5).splitlines() if ln.strip()]
         out["last_line"] = lines[-1][:300] if lines else None
-    out["gpu_memory_mb"] = gpu_memory(args.get("gpus"))
+    # The checks' reading when they just took one: nvidia-smi takes ~0.1 s on a GPU host.
+    out["gpu_memory_mb"] = state["gpu_memory_mb"] if "gpu_memory_mb" in state else gpu_memory(args.get("gpus"))
     return out
 
 

@@ -1,7 +1,6 @@
 # opsrunner-agent part: file operations for stat, copy, template, file, lineinfile and wait_for
 # (Python >= 3.8, stdlib only; runs on targets). Every op takes a `check` flag and changes
 # nothing when it is set; every op that overwrites or deletes asks guards.py's guard_path first.
-import hashlib
 import os
 import re
 import stat as stat_mod
@@ -99,6 +98,7 @@ def _write_atomic(dest, data, mode):
 def op_fs_put(args):
     """Write content to dest when it differs (atomically); then mode/owner/group."""
     import base64
+    import hashlib
     import shutil
     dest, check = args["dest"], args.get("check")
     data = base64.b64decode(args["content_b64"])

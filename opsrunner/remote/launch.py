@@ -204,19 +204,16 @@ def resolve_program(name, env, chdir):
 
 
 def _supervisor_argv(env):
-    """A command line that names no job: imported from the agent cache, or code from env."""
-    if "__file__" in globals():
-        folder, name = os.path.split(__file__)
-        boot = "import sys;sys.path.insert(0,%r);import %s as agent;agent.main()" % (folder, name[:-3])
-        return ["opsrunner-supervisor", "-S", "-c", boot]
-    env["OPSRUNNER_SUPERVISOR_CODE"] = SOURCE
+    """A command line that names no job: the supervisor part's source comes in env."""
+    env["OPSRUNNER_SUPERVISOR_CODE"] = SUPERVISOR_SOURCE + "\nsupervise()\n"
     return ["opsrunner-supervisor", "-S", "-c", SUPERVISOR_BOOT]
 
 
 def _spawn(spec):
     """Fork the supervisor (own session, neutral command line), which forks the job.
 
-    A new Python, not a plain fork of this worker: a fork would share the agent's pages
+    A new Python running only the supervisor part (supervisor.py), not a plain fork of
+    this worker: a fork would share the agent's pages
     copy-on-write, and its first writes after the job's death would need new memory - in
     a memory cgroup the OOM killer just emptied, that can get the supervisor killed before
     it records the exit (seen in the OOM test).
@@ -237,7 +234,8 @@ def _spawn(spec):
             os.closerange(3, w)
             os.closerange(w + 1, 65536)
             env = dict(os.environ)
-            env["OPSRUNNER_SPEC"] = json.dumps(dict(spec, handshake_fd=w))
+            import marshal
+            env["OPSRUNNER_SPEC"] = marshal.dumps(dict(spec, handshake_fd=w)).hex()
             os.execve(os.readlink("/proc/self/exe"), _supervisor_argv(env), env)
         finally:
             os._exit(127)
@@ -259,83 +257,3 @@ def _spawn(spec):
     if pid is None:
         return None, errors[0] if errors else "supervisor failed before starting the job"
     return pid, (errors[0] if errors else None)
-
-
-def supervise():
-    """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
-    spec = json.loads(os.environ.pop("OPSRUNNER_SPEC"))
-    w = spec["handshake_fd"]
-    oom_before = oom_kill_count()  # the job shares this cgroup unless something moves it
-    job = os.fork()
-    if job == 0:
-        _exec_job(spec, w)
-    os.close(w)
-    start = None
-    try:  # the job's start time, read before it is reaped, identifies it in the exit record
-        os.waitid(os.P_PID, job, os.WEXITED | os.WNOWAIT)
-        p = read_proc(job)
-        start = p.start if p is not None else None
-    except (OSError, AttributeError):
-        pass
-    while True:
-        try:
-            _, status = os.waitpid(job, 0)
-            break
-        except InterruptedError:
-            continue
-    if spec.get("exit_file"):
-        record = {"pid": job, "start": start, "ended_at": time.time(), "returncode": None, "signal": None}
-        if os.WIFSIGNALED(status):
-            record["signal"] = os.WTERMSIG(status)
-        else:
-            record["returncode"] = os.WEXITSTATUS(status)
-        if record["signal"] == signal.SIGKILL or record["returncode"] == 128 + signal.SIGKILL:
-            oom_after = oom_kill_count()  # 137: a shell job whose command was SIGKILLed
-            if oom_before is not None and oom_after is not None:
-                record["oom_kills"] = oom_after - oom_before
-        try:
-            write_atomic(spec["exit_file"], json.dumps(record).encode())
-        except OSError:
-            pass
-
-
-def _exec_job(spec, w):
-    step = "setsid"
-    try:
-        os.setsid()
-        if spec.get("umask") is not None:
-            os.umask(int(str(spec["umask"]), 8))
-        if spec.get("chdir"):
-            step = "chdir %s" % spec["chdir"]
-            os.chdir(spec["chdir"])
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        log = spec.get("log") or os.devnull
-        step = "open the log %s" % log
-        out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.set_inheritable(w, False)
-        os.closerange(3, w)
-        os.closerange(w + 1, _max_fd())
-        env = dict((k, v) for k, v in os.environ.items() if not k.startswith("OPSRUNNER_"))
-        env.update(spec.get("env") or {})
-        os.write(w, ("ok %d\n" % os.getpid()).encode())
-        argv = spec["argv"]
-        step = "exec %s" % argv[0]
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        try:
-            os.write(w, ("err %s: %s (errno %s)\n" % (step, exc.strerror or exc, exc.errno)).encode())
-        except OSError:
-            pass
-    os._exit(127)
-
-
-def _max_fd():
-    try:
-        return min(os.sysconf("SC_OPEN_MAX"), 65536)
-    except (ValueError, OSError):
-        return 4096
-
-

@@ -39,12 +39,21 @@ class Proc(object):
 
 
 def read_proc(pid):
+    # os.open/os.read: a scan reads every process's stat (kill_old scans once per host and
+    # task), and a file object cost ~40% more per process.
     try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
-            stat = fh.read()
+        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY)
     except OSError:
         return None
-    fields = stat[stat.rindex(b")") + 2:].split()
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if b")" not in stat:
+        return None  # gone between the open and the read
+    fields = stat[stat.rindex(b")") + 2:].split(None, 20)
     p = Proc()
     p.pid = pid
     p.state = fields[0].decode()
@@ -214,15 +223,46 @@ def _signal(pid, sig):
         pass
 
 
+def _pidfd(pid):
+    """A pidfd of `pid`, readable once it has exited (Linux >= 5.3, Python >= 3.9), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def _wait_gone(starts, wait_s):
+    """The pids of `starts` ({pid: start time}) still alive after up to wait_s seconds. Woken
+    by their pidfds as each exits (a 50 ms poll cost 25 ms a kill on average); without
+    pidfds, polled."""
+    import select as select_lib  # this part's select() is the process selection
     deadline = time.time() + wait_s
-    left = dict(starts)
-    while left:
-        left = dict((pid, st) for pid, st in left.items() if alive(pid, st))
-        if not left or time.time() >= deadline:
-            break
-        time.sleep(0.05)
-    return set(left)
+    fds = {}
+    for pid, start in starts.items():
+        fd = _pidfd(pid)
+        if fd is not None:
+            fds[fd] = pid
+    try:
+        poller = select_lib.poll()
+        for fd in fds:
+            poller.register(fd, select_lib.POLLIN)
+        left = dict(starts)
+        while left:
+            # A pidfd opened after the pid was reused names the new process: alive() with the
+            # start time decides, the pidfd only wakes us.
+            left = dict((pid, st) for pid, st in left.items() if alive(pid, st))
+            now = time.time()
+            if not left or now >= deadline:
+                break
+            if len(fds) == len(starts):
+                for fd, _ in poller.poll(max(1, int((deadline - now) * 1000))):
+                    poller.unregister(fd)
+            else:
+                time.sleep(0.01)
+        return set(left)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def op_select(args):

@@ -9,7 +9,6 @@
 # away (EOF on stdin) kills that whole tree. The worker's fds 0/1/2 are the payload (or
 # /dev/null) and /dev/null, so nothing it starts holds the connection open. EOF on stdin
 # between requests ends the agent: it leaves nothing behind.
-import hashlib
 import json
 import os
 import select as _select_mod  # procs.py defines select(): the parts share one namespace
@@ -63,7 +62,16 @@ def _write_all(fd, data):
 
 
 def _version():
-    return hashlib.sha256(SOURCE.rstrip("\n").encode("utf-8")).hexdigest()[:16]
+    # CPython's own sha256 (_sha256 up to 3.11, _sha2 from 3.12): the same digest as hashlib's
+    # without loading OpenSSL, ~3 ms of every agent's and supervisor's start.
+    try:
+        from _sha256 import sha256
+    except ImportError:
+        try:
+            from _sha2 import sha256
+        except ImportError:
+            from hashlib import sha256
+    return sha256(SOURCE.rstrip("\n").encode("utf-8")).hexdigest()[:16]
 
 
 def _own_source():
@@ -356,9 +364,6 @@ def _loop():
 
 
 def main():
-    if "OPSRUNNER_SPEC" in os.environ:
-        supervise()
-        return
     serve()
 
 

@@ -32,6 +32,8 @@ def _listening(port):
 
 def gpu_memory(gpus=None):
     """{index: used MB} from nvidia-smi, or None when there is no nvidia-smi."""
+    if resolve_program("nvidia-smi", os.environ, None)[0]:
+        return None  # no GPU tools here: no subprocess import, no failed exec (every verify asks)
     import subprocess
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
@@ -127,7 +129,7 @@ def _checks(args, state):
         up = _listening(args["port"])
         out.append(("port", up, "port %s listening" % args["port"], "listening" if up else "not listening"))
     if args.get("gpu_min_memory_mb") is not None:
-        used = gpu_memory(args.get("gpus"))
+        used = state["gpu_memory_mb"] = gpu_memory(args.get("gpus"))
         ok = bool(used) and all(mb >= float(args["gpu_min_memory_mb"]) for mb in used.values())
         out.append(("gpu_min_memory_mb", ok, ">= %s MB on each GPU" % args["gpu_min_memory_mb"],
                     "no nvidia-smi" if used is None else used))

@@ -1,0 +1,71 @@
+"""kill_old's wait for its victims to exit (procs.py's _wait_gone): woken by pidfds, judged by
+pid and start time. Real processes, started here and stopped by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from typing import Any
+
+from opsrunner.modules.base import agent_source
+
+AGENT: dict[str, Any] = {}
+exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT)  # the shipped agent, loaded as pure logic
+
+
+def _started(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen(argv)
+    return proc, AGENT["read_proc"](proc.pid).start
+
+
+def test_a_victim_that_exits_is_gone_before_the_grace_ends() -> None:
+    proc, start = _started(["sleep", "30"])
+    killer = threading.Timer(0.3, lambda: os.kill(proc.pid, signal.SIGTERM))
+    killer.start()
+    try:
+        left = AGENT["_wait_gone"]({proc.pid: start}, 30.0)
+        # Not reaped yet (the test is its parent): a zombie counts as gone, as for a supervised job.
+        assert left == set()
+        assert AGENT["read_proc"](proc.pid).state == "Z"
+    finally:
+        killer.cancel()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_victim_that_lives_on_is_reported_when_the_grace_ends() -> None:
+    proc, start = _started(["sleep", "30"])
+    try:
+        assert AGENT["_wait_gone"]({proc.pid: start}, 0.3) == {proc.pid}
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_pid_with_another_start_time_is_not_waited_for() -> None:
+    """The pid now names another process (reused): it is not the victim, nothing to wait for."""
+    proc, start = _started(["sleep", "30"])
+    try:
+        assert AGENT["_wait_gone"]({proc.pid: start + 1}, 30.0) == set()
+        assert proc.poll() is None  # and it was left alone
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_without_pidfds_the_wait_polls() -> None:
+    proc, start = _started(["sleep", "30"])
+    AGENT_NO_PIDFD: dict[str, Any] = {}
+    exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT_NO_PIDFD)
+    AGENT_NO_PIDFD["_pidfd"] = lambda pid: None  # a kernel or Python without pidfd_open
+    killer = threading.Timer(0.2, lambda: os.kill(proc.pid, signal.SIGTERM))
+    killer.start()
+    try:
+        assert AGENT_NO_PIDFD["_wait_gone"]({proc.pid: start}, 30.0) == set()
+    finally:
+        killer.cancel()
+        proc.kill()
+        proc.wait()
