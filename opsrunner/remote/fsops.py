@@ -98,16 +98,18 @@ def _write_atomic(dest, data, mode):
 def op_fs_put(args):
     """Write content to dest when it differs (atomically); then mode/owner/group."""
     import base64
-    import hashlib
     import shutil
     dest, check = args["dest"], args.get("check")
     data = base64.b64decode(args["content_b64"])
     if os.path.isdir(dest):
         raise ValueError("dest %s is a directory" % dest)
     exists = os.path.exists(dest)
-    same = exists and file_digest(dest, "sha1") == hashlib.sha1(data).hexdigest()
+    digest = new_hash("sha1", len(data))  # files.py part
+    digest.update(data)
+    checksum = digest.hexdigest()
+    same = exists and file_digest(dest, "sha1") == checksum
     backup = None
-    reply = {"checksum": hashlib.sha1(data).hexdigest(), "dest": dest}
+    reply = {"checksum": checksum, "dest": dest}
     if args.get("diff") and not same:
         reply["before"] = (_read_text(dest) if exists else "") or ""
     if not same:
