@@ -234,8 +234,12 @@ def _spawn(spec):
             os.closerange(3, w)
             os.closerange(w + 1, 65536)
             env = dict(os.environ)
+            import binascii
             import marshal
-            env["OPSRUNNER_SPEC"] = marshal.dumps(dict(spec, handshake_fd=w)).hex()
+            # base64, not JSON: the supervisor imports no json. An environment string may hold
+            # 128 KiB (MAX_ARG_STRLEN): ~96 KiB of spec (the job's argv and env).
+            spec_b64 = binascii.b2a_base64(marshal.dumps(dict(spec, handshake_fd=w)), newline=False)
+            env["OPSRUNNER_SPEC"] = spec_b64.decode("ascii")
             os.execve(os.readlink("/proc/self/exe"), _supervisor_argv(env), env)
         finally:
             os._exit(127)

@@ -4,7 +4,7 @@
 # fresh Python, as `opsrunner-supervisor`, in the job's new session: it starts the job, waits
 # for it and records how it ended. It imports no json, re or signal (which bring enum), so it
 # starts in ~8 ms of CPU where importing the whole agent took ~20 ms, once per launch on every
-# host. The spec comes marshalled, as hex, in OPSRUNNER_SPEC.
+# host. The spec comes marshalled, in base64, in OPSRUNNER_SPEC.
 import os
 import time
 
@@ -75,8 +75,9 @@ def _write_exit_record(path, record):
 
 def supervise():
     """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
+    import binascii
     import marshal
-    spec = marshal.loads(bytes.fromhex(os.environ.pop("OPSRUNNER_SPEC")))
+    spec = marshal.loads(binascii.a2b_base64(os.environ.pop("OPSRUNNER_SPEC")))
     w = spec["handshake_fd"]
     oom_before = oom_kill_count()  # the job shares this cgroup unless something moves it
     job = os.fork()

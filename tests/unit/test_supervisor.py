@@ -3,6 +3,7 @@ source, the spec marshalled in its environment. Real jobs, started here, waited 
 
 from __future__ import annotations
 
+import binascii
 import json
 import marshal
 import os
@@ -21,7 +22,7 @@ def _supervise(tmp_path: Path, argv: list[str], **spec: object) -> tuple[list[st
     r, w = os.pipe()
     exit_file = tmp_path / "job.exit"
     full = {"argv": argv, "log": str(tmp_path / "job.log"), "exit_file": str(exit_file), "handshake_fd": w, **spec}
-    env = dict(os.environ, OPSRUNNER_SPEC=marshal.dumps(full).hex(),
+    env = dict(os.environ, OPSRUNNER_SPEC=binascii.b2a_base64(marshal.dumps(full), newline=False).decode(),
                OPSRUNNER_SUPERVISOR_CODE=supervisor_source() + "\nsupervise()\n")
     sup = subprocess.Popen([sys.executable, "-S", "-c", BOOT], env=env, pass_fds=(w,))
     os.close(w)
@@ -58,3 +59,10 @@ def test_reports_a_job_that_cannot_start(tmp_path: Path) -> None:
 def test_the_job_gets_the_spec_env_and_none_of_opsrunners(tmp_path: Path) -> None:
     _supervise(tmp_path, ["sh", "-c", 'echo "$JOB_VAR/${OPSRUNNER_SPEC:-unset}"'], env={"JOB_VAR": "set"})
     assert (tmp_path / "job.log").read_text() == "set/unset\n"
+
+
+def test_a_large_job_environment_fits(tmp_path: Path) -> None:
+    """70 KB of the job's env: an environment string holds 128 KiB, so the spec's encoding counts."""
+    big = "x" * 70_000
+    _supervise(tmp_path, ["sh", "-c", 'echo "${#BIG}"'], env={"BIG": big})
+    assert (tmp_path / "job.log").read_text() == "70000\n"
