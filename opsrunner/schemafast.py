@@ -135,8 +135,8 @@ def _ref(data: Any, value: Any, _schema: dict[str, Any], root: dict[str, Any]) -
 
 
 def _any_of(data: Any, value: Any, _schema: dict[str, Any], root: dict[str, Any]) -> bool:
-    results = [_valid(data, sub, root) for sub in value]  # every branch: an unsupported one must surface
-    return any(results)
+    # One valid branch settles it; an unsupported branch before it defers to jsonschema.
+    return any(_valid(data, sub, root) for sub in value)
 
 
 def _one_of(data: Any, value: Any, _schema: dict[str, Any], root: dict[str, Any]) -> bool:

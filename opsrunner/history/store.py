@@ -142,9 +142,6 @@ class HistoryStore:
             self.db.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
                             f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
 
-    def add_task(self, run_id: str, seq: int, row: TaskRow) -> None:
-        self.add_tasks(run_id, [(seq, row)])
-
     def add_tasks(self, run_id: str, rows: list[tuple[int, TaskRow]]) -> None:
         """Task results in one transaction (a task's results on many hosts arrive together)."""
         with self._tx():

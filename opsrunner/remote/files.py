@@ -92,6 +92,13 @@ def new_hash(name, size):
     return hashlib.new(name)
 
 
+def data_digest(data, name):
+    """Hex digest of bytes in memory."""
+    h = new_hash(name, len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
 def file_digest(path, name):
     """Hex digest of a file read in 1 MiB chunks: sha256 for deploy_code, sha1 for stat/copy."""
     with open(path, "rb") as fh:

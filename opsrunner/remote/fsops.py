@@ -104,9 +104,7 @@ def op_fs_put(args):
     if os.path.isdir(dest):
         raise ValueError("dest %s is a directory" % dest)
     exists = os.path.exists(dest)
-    digest = new_hash("sha1", len(data))  # files.py part
-    digest.update(data)
-    checksum = digest.hexdigest()
+    checksum = data_digest(data, "sha1")  # files.py part
     same = exists and file_digest(dest, "sha1") == checksum
     backup = None
     reply = {"checksum": checksum, "dest": dest}

@@ -32,7 +32,8 @@ def oom_kill_count():
 
 
 def _read_text(path):
-    """A small kernel file (/proc, /sys), or "" when it is absent or not a regular file."""
+    """A small kernel file (/proc, /sys), or "" when it is absent or unreadable (O_NONBLOCK:
+    a FIFO put in its place cannot hang the supervisor)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
