@@ -1,3 +1,3 @@
-from opsrunner.cli import main
+from opsrunner.cli import run
 
-raise SystemExit(main())
+run()

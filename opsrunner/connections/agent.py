@@ -70,8 +70,8 @@ EXEC_GRACE_S = 2.0
 #: The agent's parts, concatenated in this order into one script (procs first: it carries
 #: the `opsrunner-agent` marker that kill_old and verify use to never select the agent;
 #: server last: it holds the entry point).
-AGENT_PARTS = ("procs", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops", "commands",
-               "agent", "server")
+AGENT_PARTS = ("procs", "wire", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops",
+               "commands", "agent", "server")
 
 
 def _remote_text(name: str) -> str:

@@ -1,6 +1,5 @@
 # opsrunner-agent part 5: what state the job is in, and why (verify's diagnosis and status).
 import os
-import signal
 import time
 
 
@@ -9,8 +8,9 @@ def _when(ts):
 
 
 def _signal_name(num):
+    import signal as signal_mod  # its enum: loaded only to name a signal
     try:
-        return signal.Signals(int(num)).name
+        return signal_mod.Signals(int(num)).name
     except (ValueError, TypeError):
         return "signal %s" % num
 

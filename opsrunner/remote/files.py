@@ -2,12 +2,9 @@
 # Heavier modules (glob, hashlib, shutil, tarfile) are imported where used: most calls need none.
 import errno
 import os
-import re
 import stat
 import sys
 import time
-
-GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 def op_clear(args):
@@ -46,10 +43,10 @@ def op_clear(args):
 def _clear_matches(pattern, limit, ctx):
     """The real paths a clear_cache pattern removes; Refused names the rule that fired."""
     expanded = os.path.expandvars(os.path.expanduser(pattern))
-    if GLOB_CHARS.search(expanded):
+    if has_glob(expanded):
         guard_glob(pattern, "delete", ctx=ctx)
     real = guard_path(pattern, "delete", ctx=ctx)
-    if not GLOB_CHARS.search(expanded):
+    if not has_glob(expanded):
         return [real] if os.path.lexists(real) else []
     import glob
     matches = sorted(glob.glob(expanded))

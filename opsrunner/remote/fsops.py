@@ -2,7 +2,6 @@
 # (Python >= 3.8, stdlib only; runs on targets). Every op takes a `check` flag and changes
 # nothing when it is set; every op that overwrites or deletes asks guards.py's guard_path first.
 import os
-import re
 import stat as stat_mod
 import time
 
@@ -187,6 +186,7 @@ def op_fs_file(args):
 
 def _lines_after(lines, args):
     """lineinfile's edit of a list of lines: (new lines, message)."""
+    import re
     line, state = args.get("line"), args.get("state") or "present"
     regexp = re.compile(args["regexp"]) if args.get("regexp") else None
     matches = [i for i, text in enumerate(lines) if (regexp.search(text) if regexp else text == line)]
@@ -264,6 +264,7 @@ def _wait_condition(args):
         return False
     if args.get("search_regex"):
         text = _read_text(path, limit=64 << 20) or ""
+        import re
         return re.search(args["search_regex"], text, re.MULTILINE) is not None
     return True
 

@@ -7,7 +7,6 @@
 # directory. Then: `guard_delete_root(dest)` for a directory deleted under, `tree_usage` and
 # `remove` to size and delete what was judged. Build one `Context()` per op and pass it.
 import os
-import re
 import time
 
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/proc", "/run", "/sbin", "/sys", "/usr", "/var")
@@ -15,7 +14,6 @@ SYSTEM_ITSELF = ("/root",)  # refused itself; below it the home and credential r
 SYSTEM_OPEN = ("/var/tmp/", "/var/cache/")  # below these (not these themselves) is allowed
 CREDENTIAL_DIRS = (".ssh", ".gnupg", ".aws", ".kube", ".config")
 NO_LOGIN_SHELLS = ("nologin", "false", "sync", "shutdown", "halt")
-_GLOB = re.compile(r"[*?\[]")
 
 
 class Refused(Exception):
@@ -30,6 +28,38 @@ def _below(path, top):
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
+def has_glob(text):
+    return "*" in text or "?" in text or "[" in text
+
+
+def squeeze_slashes(path):
+    while "//" in path:
+        path = path.replace("//", "/")
+    return path
+
+
+def _only_wildcards(part):
+    """A bare wildcard: nothing but *, ?, . and [...] classes (`*`, `.*`, `?*`, `[a-z]*`)."""
+    import re  # only for glob patterns: re costs ~5 ms to load in every worker that needs it
+    return not re.sub(r"\[[^]]*\]|[*?.]", "", part)
+
+
+def _unescape_octal(raw):
+    """mountinfo's escapes (\\040 for a space) decoded, without re."""
+    if b"\\" not in raw:
+        return raw
+    out, i = bytearray(), 0
+    while i < len(raw):
+        code = raw[i + 1:i + 4]
+        if raw[i:i + 1] == b"\\" and len(code) == 3 and all(48 <= c <= 55 for c in code):
+            out.append(int(code, 8))
+            i += 4
+        else:
+            out.append(raw[i])
+            i += 1
+    return bytes(out)
+
+
 def mount_points(mountinfo="/proc/self/mountinfo"):
     """Every mount point of this mount namespace (octal escapes such as \\040 decoded)."""
     found = set()
@@ -38,7 +68,7 @@ def mount_points(mountinfo="/proc/self/mountinfo"):
             for line in fh:
                 fields = line.split()
                 if len(fields) > 4:
-                    raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+                    raw = _unescape_octal(fields[4])
                     found.add(os.path.normpath(raw.decode("utf-8", "surrogateescape")))
     except OSError:
         pass
@@ -125,7 +155,7 @@ def judge(real, ctx):
 def resolve(path):
     """The real location of what `path` names: parents resolved, the last component a link
     itself unless the path ends with / (or . or ..), which names the directory pointed to."""
-    path = re.sub("/+", "/", path)
+    path = squeeze_slashes(path)
     last = path.rstrip("/").rsplit("/", 1)[-1]
     if path.endswith("/") or last in (".", ".."):
         return os.path.realpath(path)
@@ -158,12 +188,12 @@ def guard_path(path, purpose="delete", dest=None, ctx=None):
 
 def guard_glob(pattern, purpose="delete", ctx=None):
     """Refuse a bare wildcard (`*`, `.*`, `?*`) listing a directory that may not be deleted."""
-    expanded = re.sub("/+", "/", os.path.expandvars(os.path.expanduser(pattern)))
+    expanded = squeeze_slashes(os.path.expandvars(os.path.expanduser(pattern)))
     parts = expanded.split("/")
     for i, part in enumerate(parts):
-        if _GLOB.search(part) and not re.sub(r"\[[^]]*\]|[*?.]", "", part):
+        if has_glob(part) and _only_wildcards(part):
             parent = "/".join(parts[:i]) or "/"
-            if _GLOB.search(parent):
+            if has_glob(parent):
                 continue  # the earlier wildcard was judged; each match is judged later
             real = resolve(parent + "/")
             found = judge(real, ctx or Context())
@@ -272,8 +302,10 @@ def trusted_pid(pidfile, procs, pattern=None):
     same_boot = meta and meta.get("boot_id") in (None, boot_id())  # records of 0.1 have none
     if same_boot and meta.get("pid") == pid and meta.get("start") == proc.start:
         return pid
-    if pattern and proc.cmdline and re.search(pattern, proc.cmdline):
-        return pid
+    if pattern and proc.cmdline:
+        import re
+        if re.search(pattern, proc.cmdline):
+            return pid
     found = 'pid %d (from %s) is "%s" started at %s' % (pid, pidfile, proc.cmdline[:200],
                                                         _when(started_at(proc)))
     if not meta:

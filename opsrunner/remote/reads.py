@@ -2,7 +2,6 @@
 # regular file is expected is refused (opening one could block forever, reading /dev/zero
 # or /dev/full never ends); every read stops at a documented size.
 import errno
-import json
 import os
 import stat
 
@@ -106,7 +105,7 @@ def read_json(path, what):
     if data is None:
         return None
     try:
-        value = json.loads(data.decode("utf-8", "replace"))
+        value = json_loads(data.decode("utf-8", "replace"))
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -9,56 +9,16 @@
 # away (EOF on stdin) kills that whole tree. The worker's fds 0/1/2 are the payload (or
 # /dev/null) and /dev/null, so nothing it starts holds the connection open. EOF on stdin
 # between requests ends the agent: it leaves nothing behind.
-import json
+import _signal as signal  # the C module: `signal` imports enum (~3 ms at every start)
 import os
 import select as _select_mod  # procs.py defines select(): the parts share one namespace
-import signal
-import struct
 import sys
 import time
 
 PROTOCOL = 1
 MAGIC = b"\0opsrunner-agent\0"
-MAX_JSON = 64 << 20  # bounded reads: a larger frame is a protocol error, never buffered
-MAX_DATA = 1 << 20
 SOURCE = ""
-_LIBC = None
-
-
-def _read_exact(fd, size):
-    """Exactly `size` bytes from fd, or None at EOF. Reads no further (a worker may read on)."""
-    parts = []
-    while size:
-        chunk = os.read(fd, size)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        size -= len(chunk)
-    return b"".join(parts)
-
-
-def _read_frame(fd):
-    """(kind, body) or None at EOF; raises ValueError on a malformed or oversized frame."""
-    head = _read_exact(fd, 5)
-    if head is None:
-        return None
-    kind, size = struct.unpack(">cI", head)
-    if kind not in (b"J", b"D", b"E") or size > (MAX_JSON if kind == b"J" else MAX_DATA):
-        raise ValueError("bad frame %r of %d bytes" % (kind, size))
-    body = _read_exact(fd, size) if size else b""
-    if body is None:
-        return None
-    return kind, body
-
-
-def _frame(kind, body):
-    return struct.pack(">cI", kind, len(body)) + body
-
-
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+_PRCTL = None
 
 
 def _version():
@@ -162,9 +122,9 @@ def _worker_main(req_r, reply_w, payload_r):
     data = b""
     try:
         signal.signal(signal.SIGTERM, _orphaned)
-        if _LIBC is not None:
-            _LIBC.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-            _LIBC.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: see _orphaned
+        if _PRCTL is not None:
+            _PRCTL(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+            _PRCTL(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: see _orphaned
         if os.getppid() == 1:
             os._exit(0)
         null = os.open(os.devnull, os.O_RDWR)
@@ -176,10 +136,10 @@ def _worker_main(req_r, reply_w, payload_r):
         got = _read_frame(req_r)
         if got is None:  # the agent ended before handing this worker a request
             os._exit(0)
-        data = json.dumps(dispatch(json.loads(got[1].decode("utf-8")))).encode("utf-8")
+        data = json_dumps(dispatch(json_loads(got[1].decode("utf-8")))).encode("utf-8")
     except BaseException as exc:  # a reply in every case: the controller waits for one
         try:
-            data = json.dumps({"error": "agent worker: %s: %s" % (type(exc).__name__, exc)}).encode()
+            data = json_dumps({"error": "agent worker: %s: %s" % (type(exc).__name__, exc)}).encode()
         except BaseException:
             data = b'{"error": "agent worker failed"}'
     try:
@@ -192,15 +152,29 @@ class _Feeder(object):
     """Copies a request's D frames from stdin to the worker's stdin pipe, up to the E frame.
 
     If the worker stops reading (it failed or was killed), the rest is read and dropped so
-    the stream stays in step; EOF on stdin marks the controller gone."""
+    the stream stays in step; EOF on stdin marks the controller gone. A bare _thread (the
+    threading module costs ~4 ms to import): `done` is held while it copies."""
 
     def __init__(self, pipe_w):
-        import threading
+        import _thread
         self.pipe_w = pipe_w
         self.gone = False
-        self.thread = threading.Thread(target=self._run)
-        self.thread.daemon = True
-        self.thread.start()
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+        _thread.start_new_thread(self._copy, ())
+
+    def running(self):
+        return self.done.locked()
+
+    def join(self):
+        self.done.acquire()
+        self.done.release()
+
+    def _copy(self):
+        try:
+            self._run()
+        finally:
+            self.done.release()
 
     def _run(self):
         sink = self.pipe_w
@@ -240,7 +214,7 @@ def _await(worker, deadline, feeder):
         poller.register(0, _select_mod.POLLIN)  # no request is sent mid-op: readable = EOF
     buf, status = b"", None
     while True:
-        if not watching and not feeder.thread.is_alive():
+        if not watching and not feeder.running():
             poller.register(0, _select_mod.POLLIN)  # the payload is in: from now on, as above
             watching = True
         wait_ms = 200 if deadline is None else max(0, min(200, int((deadline - time.time()) * 1000)))
@@ -257,8 +231,8 @@ def _await(worker, deadline, feeder):
             if status is None:
                 _kill_tree(worker.pid)
             return None, True, True
-        if len(buf) >= 5 and len(buf) - 5 >= struct.unpack(">I", buf[1:5])[0]:
-            return json.loads(buf[5:].decode("utf-8")), False, status is not None
+        if len(buf) >= 5 and len(buf) - 5 >= _frame_size(buf):
+            return json_loads(buf[5:].decode("utf-8")), False, status is not None
         if status is None:
             pid, raw = os.waitpid(worker.pid, os.WNOHANG)
             if pid:
@@ -290,18 +264,27 @@ def _handle(worker, body, request):
         worker.payload_w = -1
     reply, gone, reaped = _await(worker, deadline, feeder)
     if feeder is not None and not gone:
-        feeder.thread.join()
+        feeder.join()
         gone = feeder.gone
     return reply, gone, reaped
 
 
-def _libc():
-    global _LIBC
+def _load_prctl():
+    """prctl(2) from the C library, through _ctypes: the ctypes package costs ~4 ms to import."""
+    global _PRCTL
     try:
-        import ctypes
-        _LIBC = ctypes.CDLL(None)
+        import _ctypes
+
+        class c_int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = c_int
+
+        _PRCTL = Function(_ctypes.dlsym(_ctypes.dlopen(None, 0), "prctl"))
     except Exception:
-        _LIBC = None
+        _PRCTL = None
 
 
 def _no_inheritance():
@@ -318,12 +301,12 @@ def _no_inheritance():
 def serve():
     global SOURCE
     SOURCE = _own_source()
-    _libc()
+    _load_prctl()
     _no_inheritance()
     hello = {"agent": "opsrunner", "protocol": PROTOCOL, "version": _version(), "pid": os.getpid(),
              "python": "%d.%d" % sys.version_info[:2]}
     try:
-        _write_all(1, MAGIC + _frame(b"J", json.dumps(hello).encode()))
+        _write_all(1, MAGIC + _frame(b"J", json_dumps(hello).encode()))
         _loop()
     except (OSError, ValueError) as exc:  # the connection broke or spoke nonsense: stop
         sys.stderr.write("opsrunner-agent: %s\n" % exc)
@@ -338,14 +321,14 @@ def _loop():
                 return
             if got[0] != b"J":
                 raise ValueError("expected a request, got a %r frame" % got[0])
-            request = json.loads(got[1].decode("utf-8"))
+            request = json_loads(got[1].decode("utf-8"))
             if not isinstance(request, dict):
                 raise ValueError("a request must be a JSON object")
             _write_all(1, _frame(b"A", b""))  # read: from here on it may run
             reply, gone, reaped = _handle(worker, got[1], request)
             if gone:
                 return
-            _write_all(1, _frame(b"J", json.dumps(reply).encode("utf-8")))
+            _write_all(1, _frame(b"J", json_dumps(reply).encode("utf-8")))
             # After the reply: reap this worker (it is exiting) and fork the next one.
             worker.close()
             if not reaped:

@@ -1,7 +1,6 @@
 # opsrunner-agent part 4: verify (the verdict, the diagnosis, the status) and the GPU wait of kill_old.
 import errno
 import os
-import re
 import time
 
 POLL_S = 0.2
@@ -100,6 +99,7 @@ def _regex_checks(args, state, size, out):
         state["text"] = (data or b"").decode("utf-8", "replace")
         state["text_size"] = size
     text = state["text"]
+    import re  # only for log regexes: not loaded by every verify
     if args.get("log_regex"):
         found = re.search(args["log_regex"], text, re.M) is not None
         out.append(("log_regex", found, "log matches /%s/" % args["log_regex"], "matched" if found else "no match"))

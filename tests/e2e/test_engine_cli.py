@@ -359,6 +359,23 @@ def test_interrupt_stops_in_flight_commands_prints_recap_exit_99(tmp_path: Path,
     assert wait_for(lambda: not pids_with(cleanup_marker), 5)
 
 
+def test_the_command_exits_with_everything_written(tmp_path: Path, inv: Path) -> None:
+    # `opsrunner` skips the interpreter's teardown (cli.run): its output through a pipe, the
+    # JSON events file and the run history must still be complete, and the exit code kept.
+    tasks = "".join(f"    - {{name: t{i}, debug: {{msg: '{'x' * 2000}'}}}}\n" for i in range(40))
+    tasks += "    - {name: last, fail: {msg: boom}}\n"
+    pb = write_yaml(tmp_path / "pb.yml", f"- hosts: h1,h2\n  tasks:\n{tasks}")
+    events, history = tmp_path / "events.jsonl", tmp_path / "history.db"
+    res = cli_subprocess("play", str(pb), "-i", str(inv), "--json-events", str(events), "--history", str(history),
+                         cwd=tmp_path)
+    assert res.rc == 2, res.out + res.err
+    assert len(res.out) > 160_000 and res.out.rstrip().endswith("ignored=0")  # the recap's last line
+    assert read_events(events)[-1]["event"] == "recap"
+    [run] = json.loads(cli("history", "--json", "--history", str(history), cwd=tmp_path).out)
+    shown = json.loads(cli("show", run["id"], "--json", "--history", str(history), cwd=tmp_path).out)
+    assert (shown["exit_code"], len(shown["tasks"])) == (2, 82)  # 41 tasks on 2 hosts, all recorded
+
+
 def test_playbook_lookup_in_playbooks_dir() -> None:
     res = cli_subprocess("check", "status.yml")
     assert res.rc == 0, res.err

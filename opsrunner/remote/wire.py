@@ -1,0 +1,107 @@
+# opsrunner-agent part: the wire format, in modules that cost nothing to load.
+# Frames: 1 kind byte + 4-byte big-endian length + body (see server.py). JSON goes through
+# the C accelerator (_json) directly: `import json` loads re and enum, ~10 ms of CPU at every
+# agent start, on every host. Where _json is missing or differs, the json module is used.
+import os
+
+MAX_JSON = 64 << 20  # bounded reads: a larger frame is a protocol error, never buffered
+MAX_DATA = 1 << 20
+
+
+def _read_exact(fd, size):
+    """Exactly `size` bytes from fd, or None at EOF. Reads no further (a worker may read on)."""
+    parts = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def _frame_size(head):
+    return int.from_bytes(head[1:5], "big")
+
+
+def _read_frame(fd):
+    """(kind, body) or None at EOF; raises ValueError on a malformed or oversized frame."""
+    head = _read_exact(fd, 5)
+    if head is None:
+        return None
+    kind, size = head[:1], _frame_size(head)
+    if kind not in (b"J", b"D", b"E") or size > (MAX_JSON if kind == b"J" else MAX_DATA):
+        raise ValueError("bad frame %r of %d bytes" % (kind, size))
+    body = _read_exact(fd, size) if size else b""
+    if body is None:
+        return None
+    return kind, body
+
+
+def _frame(kind, body):
+    return kind + len(body).to_bytes(4, "big") + body
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class _ScanContext(object):
+    """What _json's scanner reads off a JSONDecoder: json.loads's defaults."""
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+def _not_serializable(obj):
+    raise TypeError("Object of type %s is not JSON serializable" % type(obj).__name__)
+
+
+def _c_codec():
+    """(dumps, loads) over _json, checked on a sample; None where that is not available."""
+    try:
+        import _json
+        encode = _json.make_encoder({}, _not_serializable, _json.encode_basestring_ascii, None,
+                                    ":", ",", False, False, True)
+        scan = _json.make_scanner(_ScanContext())
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+    def dumps(obj):
+        return "".join(encode(obj, 0))
+
+    def loads(text):
+        if text[:1] in (" ", "\t", "\n", "\r"):
+            text = text.lstrip(" \t\n\r")
+        try:
+            value, end = scan(text, 0)
+        except Exception:
+            # Malformed: the json module says how (_json's own error path needs json.decoder
+            # loaded, or it raises SystemError).
+            import json
+            return json.loads(text)
+        if end != len(text) and text[end:].strip():
+            raise ValueError("Extra data at char %d" % end)
+        return value
+
+    sample = {"s": "a\u00e9\"\n", "n": [1, -2.5, 1e300, None, True, False], "e": {}}
+    try:
+        if dumps(sample) != '{"s":"a\\u00e9\\"\\n","n":[1,-2.5,1e+300,null,true,false],"e":{}}' \
+                or loads(dumps(sample)) != sample:
+            return None
+    except Exception:
+        return None
+    return dumps, loads
+
+
+def _py_codec():
+    import json
+    return (lambda obj: json.dumps(obj, separators=(",", ":"))), json.loads
+
+
+json_dumps, json_loads = _c_codec() or _py_codec()
