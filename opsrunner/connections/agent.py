@@ -70,7 +70,7 @@ EXEC_GRACE_S = 2.0
 #: The agent's parts, concatenated in this order into one script (procs first: it carries
 #: the `opsrunner-agent` marker that kill_old and verify use to never select the agent;
 #: server last: it holds the entry point).
-AGENT_PARTS = ("procs", "wire", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops",
+AGENT_PARTS = ("procs", "wire", "native", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops",
                "commands", "agent", "server")
 
 
@@ -225,11 +225,12 @@ class AgentSession:
             return False
         return True
 
-    def close(self) -> None:
-        """Close the agent's stdin: it kills any in-flight work and exits (Ctrl-C, end of run)."""
+    def close(self, wait_exit: bool = False) -> None:
+        """Close the agent's stdin: it kills any in-flight work and exits (Ctrl-C, end of run;
+        with `wait_exit`, waited for: see Stream.close)."""
         stream, self._stream = self._stream, None
         if stream is not None:
-            stream.close()
+            stream.close(wait_exit)
 
     def _drop(self, reason: str) -> str:
         self.close()

@@ -81,7 +81,7 @@ class Connection(abc.ABC):
 
     def _close_agent(self) -> None:
         if self._agent is not None:
-            self._agent.close()
+            self._agent.close(wait_exit=True)
 
     def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream:
         """Start a long-lived argv through the wrapper chain; its stdin/stdout as a Stream.

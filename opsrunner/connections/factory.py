@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Executor
 
 from opsrunner.connections.base import CommandLogger, Connection, ConnectionSpec
@@ -34,12 +35,20 @@ class ConnectionFactory:
         return SSHConnection(spec, self.log)
 
     def close_all(self, pool: Executor | None = None) -> None:
-        """Close every connection; with `pool` (idle threads: the run is over), side by side:
-        a close sends messages behind the other hosts' transport threads, ~2 ms each in turn."""
+        """Close every connection, side by side (each waits for its agent to exit): on `pool`'s
+        idle threads when the run is over, else (interrupted: the host threads may still be in
+        commands that only the close ends) on a thread of its own each."""
         conns = list(self._open.values())
         self._open.clear()
-        if pool is not None and len(conns) > 1:
+        if len(conns) <= 1:
+            for conn in conns:
+                conn.close()
+        elif pool is not None:
             list(pool.map(lambda conn: conn.close(), conns))
-            return
-        for conn in conns:
-            conn.close()
+        else:
+            closers = [threading.Thread(target=conn.close, name=f"close-{conn.spec.name}", daemon=True)
+                       for conn in conns]
+            for closer in closers:
+                closer.start()
+            for closer in closers:
+                closer.join()

@@ -15,7 +15,14 @@ from typing import IO
 
 from opsrunner.connections.base import Connection
 from opsrunner.connections.held import HeldCommand, LocalHeld
-from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, split_warnings, strip_timeout_marker
+from opsrunner.connections.streams import (
+    AGENT_EXIT_WAIT_S,
+    StderrTail,
+    Stream,
+    feed_stdin,
+    split_warnings,
+    strip_timeout_marker,
+)
 from opsrunner.errors import ModuleFailure
 from opsrunner.results import CommandResult
 
@@ -134,12 +141,12 @@ class _ProcessStream(Stream):
             raise TimeoutError
         return os.read(self._out, size)
 
-    def close(self) -> None:
+    def close(self, wait_exit: bool = False) -> None:
         assert self.proc.stdin is not None
         with contextlib.suppress(OSError):
             self.proc.stdin.close()  # EOF: the agent stops its work and exits
         try:
-            self.proc.wait(timeout=2)
+            self.proc.wait(timeout=AGENT_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -29,7 +29,14 @@ from fabric import Connection as FabricConnection
 from opsrunner.connections.base import Connection
 from opsrunner.connections.held import ChannelHeld, HeldCommand
 from opsrunner.connections.local import BACKUP_GRACE_S
-from opsrunner.connections.streams import StderrTail, Stream, feed_stdin, split_warnings, strip_timeout_marker
+from opsrunner.connections.streams import (
+    AGENT_EXIT_WAIT_S,
+    StderrTail,
+    Stream,
+    feed_stdin,
+    split_warnings,
+    strip_timeout_marker,
+)
 from opsrunner.errors import ConnectionFailed
 from opsrunner.results import CommandResult
 
@@ -336,8 +343,15 @@ class _ChannelStream(Stream):
             raise OSError(f"ssh: {exc}") from None
         return data
 
-    def close(self) -> None:
-        # Closing the channel closes the agent's stdin on the host: it stops its work, exits.
+    def close(self, wait_exit: bool = False) -> None:
+        # At the run's end: EOF on the agent's stdin, and its exit status comes back, so that the
+        # run's agents are gone, not going, when it returns (a lost transport sets the status
+        # event too). Otherwise, or after that: closing the channel closes the agent's stdin on
+        # the host and ends the chain (the outer watchdog stops one that hangs).
+        with contextlib.suppress(Exception):
+            if wait_exit and not self.chan.closed:
+                self.chan.shutdown_write()
+                self.chan.status_event.wait(AGENT_EXIT_WAIT_S)
         with contextlib.suppress(Exception):
             self.chan.close()
 

@@ -12,6 +12,9 @@ from typing import IO, cast
 TIMEOUT_MARKER = b"\n[opsrunner] timed out\n"
 _WARNING = re.compile(rb"\n\[opsrunner\] warning: ([^\n]*)\n")
 CHUNK = 1 << 16
+#: How long closing an agent's stream waits for it to exit after EOF on its stdin (it exits
+#: at once; a chain that does not is then stopped by closing its channel or killing it).
+AGENT_EXIT_WAIT_S = 2.0
 
 
 def feed_stdin(write: Callable[[bytes], object], close: Callable[[], object],
@@ -49,8 +52,9 @@ class Stream(abc.ABC):
         """Up to size bytes of stdout; b"" at EOF; raises TimeoutError after timeout seconds."""
 
     @abc.abstractmethod
-    def close(self) -> None:
-        """Close stdin (the process ends on EOF), then make sure it is gone."""
+    def close(self, wait_exit: bool = False) -> None:
+        """Close stdin (the process ends on EOF), then make sure it is gone; with `wait_exit`
+        (the run's orderly end) first wait up to AGENT_EXIT_WAIT_S for it to exit by itself."""
 
     @abc.abstractmethod
     def alive(self) -> bool:

@@ -55,7 +55,11 @@ def parse_chain(value: object) -> tuple[Layer, ...]:
 
 @lru_cache(maxsize=1)
 def watchdog_source() -> str:
-    return resources.files("opsrunner").joinpath("remote/watchdog.py").read_text("utf-8")
+    """remote/watchdog.py with remote/native.py (prctl, pidfds: shared with the agent) after
+    its first line, the marker that kill_old and verify know it by."""
+    remote = resources.files("opsrunner").joinpath("remote")
+    first, rest = remote.joinpath("watchdog.py").read_text("utf-8").split("\n", 1)
+    return f"{first}\n{remote.joinpath('native.py').read_text('utf-8')}\n{rest}"
 
 
 #: The outer watchdog's deadline is this much later than the inner one's, so that the inner

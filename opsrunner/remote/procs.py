@@ -223,14 +223,6 @@ def _signal(pid, sig):
         pass
 
 
-def _pidfd(pid):
-    """A pidfd of `pid`, readable once it has exited (Linux >= 5.3, Python >= 3.9), or None."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
 def _wait_gone(starts, wait_s):
     """The pids of `starts` ({pid: start time}) still alive after up to wait_s seconds. Woken
     by their pidfds as each exits (a 50 ms poll cost 25 ms a kill on average); without

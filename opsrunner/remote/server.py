@@ -269,24 +269,6 @@ def _handle(worker, body, request):
     return reply, gone, reaped
 
 
-def _load_prctl():
-    """prctl(2) from the C library, through _ctypes: the ctypes package costs ~4 ms to import."""
-    global _PRCTL
-    try:
-        import _ctypes
-
-        class c_int(_ctypes._SimpleCData):
-            _type_ = "i"
-
-        class Function(_ctypes.CFuncPtr):
-            _flags_ = _ctypes.FUNCFLAG_CDECL
-            _restype_ = c_int
-
-        _PRCTL = Function(_ctypes.dlsym(_ctypes.dlopen(None, 0), "prctl"))
-    except Exception:
-        _PRCTL = None
-
-
 def _no_inheritance():
     """Descriptors this agent inherited (a wrapper's extra session pipe, say) stay out of
     everything it starts: commands get only their stdin, stdout and stderr."""
@@ -299,9 +281,9 @@ def _no_inheritance():
 
 
 def serve():
-    global SOURCE
+    global SOURCE, _PRCTL
     SOURCE = _own_source()
-    _load_prctl()
+    _PRCTL = load_prctl()  # native.py part: through _ctypes (the ctypes package costs ~4 ms)
     _no_inheritance()
     hello = {"agent": "opsrunner", "protocol": PROTOCOL, "version": _version(), "pid": os.getpid(),
              "python": "%d.%d" % sys.version_info[:2]}

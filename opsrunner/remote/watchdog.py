@@ -10,10 +10,9 @@
 # an exec wrapper waiting), it names that process in a warning line on stderr, kills it
 # (it would die with the exec session anyway) and exits at once.
 # Exit status: the command's, or 124 with a marker line on stderr.
-import ctypes
+import _signal as signal  # the C module: `signal` imports enum (~3 ms at every start)
 import os
 import select
-import signal
 import stat
 import sys
 import time
@@ -121,6 +120,12 @@ def reap(wait_s):
             time.sleep(0.01)
 
 
+def exit_status(raw):
+    if hasattr(os, "waitstatus_to_exitcode"):
+        return os.waitstatus_to_exitcode(raw)
+    return raw >> 8 if raw & 0x7F == 0 else -(raw & 0x7F)
+
+
 def channel_gone(poller):
     for _fd, ev in poller.poll(0):
         if ev & (select.POLLERR | select.POLLHUP):
@@ -134,10 +139,9 @@ def main():
     tick = 0.02 if deadline is not None else 0.1
     argv = sys.argv[2:]
     if deadline is not None:  # not around an agent: a job it launches must be able to leave
-        try:
-            ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        except Exception:
-            pass
+        prctl = load_prctl()
+        if prctl is not None:
+            prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     child = os.fork()
     if child == 0:
         try:
@@ -158,15 +162,16 @@ def main():
             targets.add((st.st_dev, st.st_ino))
     poller = select.poll()
     poller.register(1, 0)
+    exit_fd = _pidfd(child)  # wakes the poll below when the command exits
+    if exit_fd is not None:
+        poller.register(exit_fd, select.POLLIN)
     status = None
     exited_at = None
     while deadline is None or time.time() < deadline:
         if status is None:
             pid, raw = os.waitpid(child, os.WNOHANG)
             if pid:
-                status = os.waitstatus_to_exitcode(raw) if hasattr(os, "waitstatus_to_exitcode") \
-                    else (raw >> 8 if raw & 0x7F == 0 else -(raw & 0x7F))
-                exited_at = time.time()
+                status, exited_at = exit_status(raw), time.time()
         if status is not None:
             reap(0)
             holders = [p for p in descendants(me) if holds_output(p, targets)]
@@ -175,10 +180,18 @@ def main():
                 holders = []
             if not holders:
                 sys.exit(status if status >= 0 else 128 - status)
+        if status is not None and exit_fd is not None:
+            poller.unregister(exit_fd)  # readable from now on: it would spin the loop
+            os.close(exit_fd)
+            exit_fd = None
         if channel_gone(poller):
             kill_tree(me)
             sys.exit(255)
-        poller.poll(tick * 1000)  # a tick, or at once when the channel goes (POLLERR/POLLHUP on fd 1)
+        # A tick, or at once when the command exits (its pidfd) or the channel goes (POLLERR or
+        # POLLHUP on fd 1).
+        for fd, _ev in poller.poll(tick * 1000):
+            if fd == exit_fd and status is None:  # it exited: a WNOHANG wait could still miss it
+                status, exited_at = exit_status(os.waitpid(child, 0)[1]), time.time()
     kill_tree(me)
     os.write(2, MARKER)
     sys.exit(124)

@@ -105,8 +105,8 @@ class _CountingStream(Stream):
     def recv(self, size: int, timeout: float | None) -> bytes:
         return self.inner.recv(size, timeout)
 
-    def close(self) -> None:
-        self.inner.close()
+    def close(self, wait_exit: bool = False) -> None:
+        self.inner.close(wait_exit)
 
     def alive(self) -> bool:
         return self.inner.alive()

@@ -109,7 +109,7 @@ def test_the_agent_loads_none_of_the_costly_modules(tmp_path: Path) -> None:
     # As the target's cache starts it: python -S, the agent imported from a file.
     (tmp_path / f"{agent_module()}.py").write_text(agent_source())
     code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import {agent_module()} as agent; "
-            "agent._load_prctl(); print(agent._PRCTL(36, 1, 0, 0, 0)); "
+            "print(agent.load_prctl()(36, 1, 0, 0, 0)); "
             "print(' '.join(sorted(set(sys.modules) & {'re', 'json', 'enum', 'signal', 'ctypes', "
             "'threading', 'struct', 'hashlib'})) or '-')\n"
             "for bad in ('{x}', '[1,]', '{\"a\": 1} 2', ''):\n"
