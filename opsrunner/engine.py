@@ -162,19 +162,17 @@ class Engine:
             raise ValidationError(report.static_problems())
         self._preflight = report.problems
         pool = _started_pool(min(max(1, self.options.forks), max((len(h) for h in play_hosts), default=1)))
-        finished = False
         try:
             for play in self.playbook.plays:
                 if not self._run_play(play, pool):
                     break
-            finished = True
         except KeyboardInterrupt as exc:
             self.summary.interrupted = True
             self.summary.signal = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
             self.emit(Notice(f"interrupted ({self.summary.signal}): stopping in-flight commands"))
         finally:
             # Interrupted (or failed), host threads may still be in commands that only the close ends.
-            self.connections.close_all(pool if finished else None)
+            self.connections.close_all()
             pool.shutdown(wait=not self.summary.interrupted, cancel_futures=True)
         self.emit(Recap(self.summary))
         return self.summary

@@ -143,7 +143,7 @@ def load_yaml_text(text: str, filename: str) -> Any:
         try:
             _check_shape(text, filename, FAST_LOADER)
             data = yaml.load(text, Loader=_make_loader(filename, problems, FAST_LOADER))
-        except yaml.YAMLError:
+        except (yaml.YAMLError, UnicodeError):
             pass  # said again below, in the pure-Python parser's words
         else:
             if problems:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Executor
 
 from opsrunner.connections.base import CommandLogger, Connection, ConnectionSpec
 
@@ -34,17 +33,16 @@ class ConnectionFactory:
 
         return SSHConnection(spec, self.log)
 
-    def close_all(self, pool: Executor | None = None) -> None:
-        """Close every connection, side by side (each waits for its agent to exit): on `pool`'s
-        idle threads when the run is over, else (interrupted: the host threads may still be in
-        commands that only the close ends) on a thread of its own each."""
+    def close_all(self) -> None:
+        """Close every connection, side by side, each on a thread of its own: a close waits
+        (up to streams.AGENT_EXIT_WAIT_S) for its agent to exit, so the whole takes about the
+        slowest one, whatever -f is; and an interrupted run's host threads may still be in
+        commands that only the close ends."""
         conns = list(self._open.values())
         self._open.clear()
         if len(conns) <= 1:
             for conn in conns:
                 conn.close()
-        elif pool is not None:
-            list(pool.map(lambda conn: conn.close(), conns))
         else:
             closers = [threading.Thread(target=conn.close, name=f"close-{conn.spec.name}", daemon=True)
                        for conn in conns]

@@ -3,10 +3,6 @@ import os
 import time
 
 
-def _when(ts):
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-
-
 def _signal_name(num):
     import signal as signal_mod  # its enum: loaded only to name a signal
     try:

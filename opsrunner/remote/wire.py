@@ -66,13 +66,16 @@ def _c_codec():
     """(dumps, loads) over _json, checked on a sample; None where that is not available."""
     try:
         import _json
-        encode = _json.make_encoder({}, _not_serializable, _json.encode_basestring_ascii, None,
-                                    ":", ",", False, False, True)
+        make_encoder = _json.make_encoder
+        ascii_string = _json.encode_basestring_ascii
+        make_encoder({}, _not_serializable, ascii_string, None, ":", ",", False, False, True)
         scan = _json.make_scanner(_ScanContext())
     except (ImportError, AttributeError, TypeError):
         return None
 
     def dumps(obj):
+        # An encoder per call: its circular-reference memo keeps what a failed call left in it.
+        encode = make_encoder({}, _not_serializable, ascii_string, None, ":", ",", False, False, True)
         return "".join(encode(obj, 0))
 
     def loads(text):
@@ -85,8 +88,9 @@ def _c_codec():
             # loaded, or it raises SystemError).
             import json
             return json.loads(text)
-        if end != len(text) and text[end:].strip():
-            raise ValueError("Extra data at char %d" % end)
+        if end != len(text) and text[end:].strip(" \t\n\r"):
+            import json
+            return json.loads(text)  # raises "Extra data" with its line and column
         return value
 
     sample = {"s": "a\u00e9\"\n", "n": [1, -2.5, 1e300, None, True, False], "e": {}}

@@ -62,7 +62,8 @@ def test_the_codec_reads_and_writes_what_json_does(seed: int) -> None:
     assert math.isnan(nan)
 
 
-@pytest.mark.parametrize("text", ["", " ", "{", '{"a":1} x', "[1,]", "nul", '"\\x"', "{'a': 1}"])
+@pytest.mark.parametrize("text", ["", " ", "{", '{"a":1} x', "[1,]", "nul", '"\\x"', "{'a': 1}", '{"a": 1}\x0c',
+                                  "1\xa0", "[]\u2028"])
 def test_the_codec_rejects_what_json_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         json.loads(text)
@@ -71,8 +72,11 @@ def test_the_codec_rejects_what_json_rejects(text: str) -> None:
 
 
 def test_the_codec_refuses_what_json_cannot_write() -> None:
-    with pytest.raises(TypeError, match="set is not JSON serializable"):
-        AGENT["json_dumps"]({"a": {1, 2}})
+    doc = {"a": {1, 2}}
+    for _ in range(2):  # the same object again: a TypeError again, not "Circular reference"
+        with pytest.raises(TypeError, match="set is not JSON serializable"):
+            AGENT["json_dumps"](doc)
+    assert AGENT["json_dumps"]({"a": [1, 2]}) == '{"a":[1,2]}'
     assert AGENT["json_loads"](' \n{"a": [1, 2]}\n ') == {"a": [1, 2]}
 
 
@@ -117,4 +121,10 @@ def test_the_agent_loads_none_of_the_costly_modules(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["0", "-"]  # prctl(PR_SET_CHILD_SUBREAPER) through _ctypes worked
     # Malformed input, in a process that has not loaded json: a ValueError, as json.loads gives.
-    assert out.split("\n")[2:6] == ["JSONDecodeError", "JSONDecodeError", "ValueError", "JSONDecodeError"]
+    assert out.split("\n")[2:6] == ["JSONDecodeError"] * 4
+
+
+def test_one_way_to_write_a_time_across_the_parts() -> None:
+    # guards.py and diagnose.py each had a _when(); the later part's won and wrote a missing
+    # time as 1970 or now. The one left names it.
+    assert AGENT["_when"](None) == AGENT["_when"](0) == "an unknown time"

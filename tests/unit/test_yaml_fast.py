@@ -107,3 +107,12 @@ def test_a_syntax_error_keeps_the_pure_python_message() -> None:
     with pytest.raises(ValidationError) as exc:
         yamlsource.load_yaml_text("a: b: c\n", "doc.yml")
     assert str(exc.value.problems[0]) == "doc.yml:1:5: YAML syntax error: mapping values are not allowed here"
+
+
+def test_text_that_is_not_utf8_gets_the_pure_python_error() -> None:
+    # A non-UTF-8 byte in `-e` arrives as a lone surrogate: libyaml cannot even encode it.
+    text = '{"k": "\udcff"}'
+    with pytest.raises(ValidationError) as fast:
+        yamlsource.load_yaml_text(text, "doc.yml")
+    assert _outcome(_pure, text) == ("error", [str(p) for p in fast.value.problems])
+    assert "unacceptable character #xdcff" in str(fast.value.problems[0])
