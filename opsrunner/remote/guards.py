@@ -284,7 +284,8 @@ def launch_record(pidfile):
 
 
 def trusted_pid(pidfile, procs, pattern=None):
-    """The pidfile's pid if it is the launched job, None if no such process; else Refused.
+    """The pidfile's pid if it is the launched job, None if there is no such process (or the
+    launch record is from an earlier boot: that job ended with it); else Refused.
 
     Trusted: the launch record beside the pidfile names this pid and its start time, or the
     task's pattern matches the process's command line too."""
@@ -302,6 +303,8 @@ def trusted_pid(pidfile, procs, pattern=None):
     same_boot = meta and meta.get("boot_id") in (None, boot_id())  # records of 0.1 have none
     if same_boot and meta.get("pid") == pid and meta.get("start") == proc.start:
         return pid
+    if meta and not same_boot:
+        return None  # the job of an earlier boot ended with it: what has its pid now is not it
     if pattern and proc.cmdline:
         import re
         if re.search(pattern, proc.cmdline):
@@ -310,8 +313,6 @@ def trusted_pid(pidfile, procs, pattern=None):
                                                         _when(started_at(proc)))
     if not meta:
         why = "and there is no launch record %s to show it is the job" % pidfile_paths(pidfile)["meta"]
-    elif not same_boot:
-        why = "but the launch record is from an earlier boot (launched at %s)" % _when(meta.get("started_at"))
     elif meta.get("pid") != pid:
         why = "but the launch record is for pid %s launched at %s" % (meta.get("pid"), _when(meta.get("started_at")))
     else:
