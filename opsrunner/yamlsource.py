@@ -47,7 +47,7 @@ def _mark_pos(filename: str, mark: Any) -> SourcePos:
 FAST_LOADER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
 
 
-def _make_loader(filename: str, problems: list[Problem], base: type[Any] = yaml.SafeLoader) -> type[Any]:
+def _make_loader(filename: str, problems: list[Problem], base: type[Any]) -> type[Any]:
     class Loader(base):  # type: ignore[misc]
         def construct_mapping(
             self, node: yaml.MappingNode, deep: bool = False
@@ -103,7 +103,7 @@ def _event_pos(filename: str, event: yaml.Event) -> SourcePos:
     return _mark_pos(filename, mark) if getattr(mark, "line", None) is not None else SourcePos(filename)
 
 
-def _check_shape(text: str, filename: str, base: type[Any] = yaml.SafeLoader) -> None:
+def _check_shape(text: str, filename: str, base: type[Any]) -> None:
     """Refuse too-deep nesting and alias bombs from the event stream (which is not recursive)
     before anything builds or walks the document."""
     sizes: dict[str, int] = {}  # anchor -> nodes it expands to
@@ -136,24 +136,26 @@ def _check_shape(text: str, filename: str, base: type[Any] = yaml.SafeLoader) ->
                                            f"YAML aliases expand to more than {MAX_NODES} values")])
 
 
+def _parse(text: str, filename: str, base: type[Any]) -> Any:
+    """The document, through `base`'s parser; ValidationError for its shape or duplicate keys,
+    the parser's own error for bad syntax."""
+    problems: list[Problem] = []
+    _check_shape(text, filename, base)
+    data = yaml.load(text, Loader=_make_loader(filename, problems, base))
+    if problems:
+        raise ValidationError(problems)
+    return data
+
+
 def load_yaml_text(text: str, filename: str) -> Any:
     """Parse YAML text; raise ValidationError (with positions) on syntax or duplicate keys."""
     if FAST_LOADER is not None:
-        problems: list[Problem] = []
         try:
-            _check_shape(text, filename, FAST_LOADER)
-            data = yaml.load(text, Loader=_make_loader(filename, problems, FAST_LOADER))
+            return _parse(text, filename, FAST_LOADER)
         except (yaml.YAMLError, UnicodeError):
             pass  # said again below, in the pure-Python parser's words
-        else:
-            if problems:
-                raise ValidationError(problems)
-            return data
-    problems = []
-    loader_cls = _make_loader(filename, problems)
     try:
-        _check_shape(text, filename)
-        data = yaml.load(text, Loader=loader_cls)
+        return _parse(text, filename, yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = _mark_pos(filename, mark) if mark else SourcePos(filename)
@@ -161,9 +163,6 @@ def load_yaml_text(text: str, filename: str) -> Any:
         raise ValidationError([Problem(pos, msg)]) from None
     except yaml.YAMLError as exc:
         raise ValidationError([Problem(SourcePos(filename), f"YAML error: {exc}")]) from None
-    if problems:
-        raise ValidationError(problems)
-    return data
 
 
 def load_yaml_file(path: Path) -> Any:

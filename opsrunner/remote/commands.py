@@ -99,7 +99,7 @@ def _exec_collect(child, streams, held, deadline, reply):
             if fd != exit_fd:
                 _read_ready(fd, poller, streams, open_fds, reply)
             elif reply["rc"] is None:  # it exited: a WNOHANG wait right now can still miss that
-                reply["rc"], exited_at = _exit_code(os.waitpid(child, 0)[1]), time.time()
+                reply["rc"], exited_at = exit_code(os.waitpid(child, 0)[1]), time.time()
     if exit_fd is not None:
         os.close(exit_fd)
     _reap_orphans()
@@ -128,11 +128,7 @@ def _drain(poller, streams, open_fds, reply):
 
 def _exec_status(child, now):
     pid, status = os.waitpid(child, os.WNOHANG)
-    return (_exit_code(status), now) if pid else (None, None)
-
-
-def _exit_code(status):
-    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return (exit_code(status), now) if pid else (None, None)
 
 
 def _keep(reply, key, chunk):

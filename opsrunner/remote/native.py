@@ -20,6 +20,11 @@ def load_prctl():
         return None
 
 
+def exit_code(status):
+    """A wait status as a shell reports it: the exit code, or 128 + the signal that killed it."""
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
 def _pidfd(pid):
     """A pidfd of `pid`, readable once it has exited (Linux >= 5.3, Python >= 3.9), or None."""
     try:

@@ -120,12 +120,6 @@ def reap(wait_s):
             time.sleep(0.01)
 
 
-def exit_status(raw):
-    if hasattr(os, "waitstatus_to_exitcode"):
-        return os.waitstatus_to_exitcode(raw)
-    return raw >> 8 if raw & 0x7F == 0 else -(raw & 0x7F)
-
-
 def channel_gone(poller):
     for _fd, ev in poller.poll(0):
         if ev & (select.POLLERR | select.POLLHUP):
@@ -171,7 +165,7 @@ def main():
         if status is None:
             pid, raw = os.waitpid(child, os.WNOHANG)
             if pid:
-                status, exited_at = exit_status(raw), time.time()
+                status, exited_at = exit_code(raw), time.time()
         if status is not None:
             reap(0)
             holders = [p for p in descendants(me) if holds_output(p, targets)]
@@ -179,7 +173,7 @@ def main():
                 release_output(holders)
                 holders = []
             if not holders:
-                sys.exit(status if status >= 0 else 128 - status)
+                sys.exit(status)
         if status is not None and exit_fd is not None:
             poller.unregister(exit_fd)  # readable from now on: it would spin the loop
             os.close(exit_fd)
@@ -191,7 +185,7 @@ def main():
         # POLLHUP on fd 1).
         for fd, _ev in poller.poll(tick * 1000):
             if fd == exit_fd and status is None:  # it exited: a WNOHANG wait could still miss it
-                status, exited_at = exit_status(os.waitpid(child, 0)[1]), time.time()
+                status, exited_at = exit_code(os.waitpid(child, 0)[1]), time.time()
     kill_tree(me)
     os.write(2, MARKER)
     sys.exit(124)
