@@ -9,6 +9,7 @@ agent processes.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import struct
@@ -228,6 +229,58 @@ def test_timeout_inside_the_agent_kills_the_ops_tree_and_the_agent_lives_on(rig:
     assert wait_for(lambda: not pids_with(rig.marker), 10)
     assert _read(rig) == {"contents": {}}
     assert agent.pid == pid and agent.starts == 1
+
+
+def _worker_of(rig: Rig, script: str = "", stdin: bytes | None = None) -> int:
+    """The pid of the worker that ran `sh -c script` (the command's parent)."""
+    res = rig.conn.agent().exec(["/bin/sh", "-c", script + "echo $PPID"],
+                                stdin=None if stdin is None else io.BytesIO(stdin), cwd=None, timeout=30)
+    assert res.rc == 0, res
+    return int(res.stdout.split()[-1])
+
+
+def test_a_worker_serves_again_only_when_left_as_it_started(rig: Rig) -> None:
+    agent = rig.conn.agent()
+    plain = _worker_of(rig)
+    assert plain != agent.pid
+    # Requests without a payload that leave nothing behind: one worker serves them all.
+    assert [_worker_of(rig) for _ in range(3)] == [plain] * 3
+    assert _read(rig) == {"contents": {}} and _worker_of(rig) == plain
+    # A payload needs an unused stdin pipe: another worker, which exits after it; the
+    # plain one is still there for the next request without one.
+    with_payload = _worker_of(rig, "cat; ", stdin=b"payload ")
+    assert with_payload not in (plain, agent.pid)
+    assert _worker_of(rig) == plain
+    assert wait_for(lambda: not Path(f"/proc/{with_payload}").exists(), 10)
+    # A request that leaves a process behind (reparented to the worker, its subreaper):
+    # that worker exits after replying, and the next request gets a fresh one.
+    assert _worker_of(rig, f"sleep {rig.marker} >/dev/null 2>&1 & ") == plain
+    after = _worker_of(rig)
+    assert after != plain
+    assert wait_for(lambda: not Path(f"/proc/{plain}").exists(), 10)
+    assert agent.starts == 1
+
+
+def test_a_request_that_changes_the_workers_environment_gets_it_replaced(tmp_path: Path) -> None:
+    # clear_cache sets USER where it is missing (its paths may name $USER): a command run
+    # after it must still see the environment the agent started with.
+    spec = ConnectionSpec(name="n", kind="local", wrapper=parse_chain([f"env -u USER HOME={tmp_path}"]))
+    factory = ConnectionFactory()
+    conn = factory.get(spec)
+    try:
+        agent = conn.agent()
+
+        def user_and_worker() -> list[str]:
+            res = agent.exec(["/bin/sh", "-c", 'echo "${USER-unset}" $PPID'], stdin=None, cwd=None, timeout=30)
+            return res.stdout.split()
+
+        user, worker = user_and_worker()
+        assert user == "unset"
+        assert "removed" in agent.call("clear", {"paths": []})
+        user, after = user_and_worker()
+        assert user == "unset" and after != worker
+    finally:
+        factory.close_all()
 
 
 def _in_flight(rig: Rig) -> tuple[threading.Thread, dict[str, Any]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import subprocess
 import sys
 import time
@@ -374,6 +376,38 @@ def test_the_command_exits_with_everything_written(tmp_path: Path, inv: Path) ->
     [run] = json.loads(cli("history", "--json", "--history", str(history), cwd=tmp_path).out)
     shown = json.loads(cli("show", run["id"], "--json", "--history", str(history), cwd=tmp_path).out)
     assert (shown["exit_code"], len(shown["tasks"])) == (2, 82)  # 41 tasks on 2 hosts, all recorded
+
+
+FREEZE_PROBE = """
+import gc, sys
+from opsrunner import cli
+seen = {}
+import opsrunner.engine as engine
+run = engine.Engine.run
+def probe(self):
+    seen["frozen"], seen["threshold"] = gc.get_freeze_count(), gc.get_threshold()
+    return run(self)
+engine.Engine.run = probe
+import atexit
+atexit.register(lambda: sys.stderr.write("probe %d %d\\n" % (seen["frozen"], seen["threshold"][0])))
+sys.argv = ["opsrunner"] + sys.argv[1:]
+cli.run()
+"""
+
+
+def test_the_heap_is_frozen_for_the_play_only_in_a_process_of_its_own(tmp_path: Path, inv: Path) -> None:
+    # `opsrunner` (cli.run) moves what is loaded before the play out of the cyclic GC's way;
+    # main() called in a process that lives on (as here) must leave the GC as it found it.
+    pb = write_yaml(tmp_path / "pb.yml", "- hosts: h1\n  tasks:\n    - {name: t, debug: {msg: hi}}\n")
+    threshold = gc.get_threshold()
+    assert cli("play", str(pb), "-i", str(inv), "--no-history", cwd=tmp_path).rc == 0
+    assert (gc.get_freeze_count(), gc.get_threshold()) == (0, threshold)
+    proc = subprocess.run([sys.executable, "-c", FREEZE_PROBE, "play", str(pb), "-i", str(inv), "--no-history"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    frozen, young = map(int, proc.stderr.split("probe ")[1].split())
+    assert frozen > 10_000 and young == 5000
 
 
 def test_playbook_lookup_in_playbooks_dir() -> None:
