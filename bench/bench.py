@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -33,7 +34,7 @@ from bench.workloads import (  # noqa: E402
     opsrunner_playbook,
     pyinfra_deploy,
 )
-from tests.sshd import start_sshd  # noqa: E402
+from tests.sshd import find_sshd, free_port, start_sshd  # noqa: E402
 
 TOOLS = ("opsrunner", "ansible-core", "pyinfra", "fabric")
 
@@ -57,15 +58,51 @@ class Bench:
         self.rss: list[float] = []
         self.failures: list[str] = []
         self.ansible_max_hosts = 10**6
+        self.own_tables = False
+        self.host_sshds: list[tuple[int, subprocess.Popen[bytes]]] = []
 
     def hosts(self, n: int) -> list[dict[str, object]]:
         out = []
         for i in range(n):
             marker = f"1000.{uuid.uuid4().int % 10**9:09d}"
             self.markers.append(marker)
-            out.append({"name": f"node{i:02d}", "marker": marker, "port": self.sshd.port,
+            out.append({"name": f"node{i:02d}", "marker": marker, "port": self.port_of(i),
                         "user": self.sshd.user, "key": str(self.sshd.key_file)})
         return out
+
+    def port_of(self, i: int) -> int:
+        """Host i's sshd: the shared one, or with --own-process-tables one of its own."""
+        if not self.own_tables:
+            return self.sshd.port
+        while len(self.host_sshds) <= i:
+            self.host_sshds.append(self.start_host_sshd(len(self.host_sshds)))
+        return self.host_sshds[i][0]
+
+    def start_host_sshd(self, i: int) -> tuple[int, subprocess.Popen[bytes]]:
+        """An sshd (same keys and settings as the shared one, another port) as PID 1 of a PID
+        namespace with its own /proc: what a host's processes see, e.g. kill_old's scan of the
+        process table, is that host's own processes, as on separate machines. They still share
+        this machine's CPUs. --kill-child: stopping it ends the namespace and all inside."""
+        port = free_port()
+        base = (self.sshd.root / "sshd_config").read_text().splitlines()
+        config = self.sshd.root / f"sshd_config.{i}"
+        config.write_text("\n".join([f"Port {port}", *(line for line in base if not line.startswith("Port ")
+                                                        and not line.startswith("PidFile "))], ) + "\n")
+        log = (self.sshd.root / f"sshd.{i}.log").open("wb")
+        proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", find_sshd() or "sshd",
+                                 "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+        with self.sshd.known_hosts.open("a") as known:
+            known.write(f"[127.0.0.1]:{port} {self.sshd.host_pub}\n")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"host sshd {i} exited: {(self.sshd.root / f'sshd.{i}.log').read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                return port, proc
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"host sshd {i} did not listen on {port}")
 
     # -- per tool: files and the command line --------------------------------------------
     def tool_root(self, tool: str) -> Path:
@@ -213,6 +250,9 @@ class Bench:
     def cleanup(self) -> None:
         for marker in self.markers:
             subprocess.run(["pkill", "-f", f"^sleep {marker}$"], check=False)
+        for _, proc in self.host_sshds:
+            proc.kill()  # unshare --fork ignores SIGTERM; its death SIGKILLs the sshd, PID 1 inside
+            proc.wait()
         self.sshd.stop()
 
 
@@ -253,6 +293,9 @@ def main() -> int:
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--workloads", default="trivial,restart")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.md")
+    parser.add_argument("--own-process-tables", action="store_true",
+                        help="each host its own sshd in its own PID namespace and /proc, as separate "
+                             "machines (the shared sshd otherwise: every host sees every host's processes)")
     parser.add_argument("--ansible-max-hosts", type=int, default=10**6,
                         help="leave ansible-core out of cells with more hosts (its 50-host runs take minutes)")
     args = parser.parse_args()
@@ -260,6 +303,7 @@ def main() -> int:
     bench = Bench(work, args.others_venv, [int(x) for x in args.hosts.split(",")], args.reps,
                   not args.real_home)
     bench.ansible_max_hosts = args.ansible_max_hosts
+    bench.own_tables = args.own_process_tables
     tools = tuple(args.tools.split(","))
     all_times: Cells = {}
     try:
@@ -278,7 +322,10 @@ def main() -> int:
     picked = [v for v in versions.splitlines() if v.split("==")[0].lower() in ("ansible-core", "pyinfra",
                                                                               "paramiko", "fabric")]
     failed = "".join(f"\nFAILED run: {f}\n" for f in bench.failures)
-    text = report(all_times, overhead, args.reps, latency) + failed + "\n\nOthers: " + ", ".join(picked) + "\n"
+    hosts_were = ("each host its own sshd in its own PID namespace and /proc (--own-process-tables)"
+                  if bench.own_tables else "every host an alias of one shared sshd (one process table)")
+    text = (report(all_times, overhead, args.reps, latency) + failed + f"\n\nHosts: {hosts_were}.\n"
+            + "Others: " + ", ".join(picked) + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

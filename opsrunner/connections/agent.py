@@ -108,12 +108,14 @@ AGENT_CACHE = "$HOME/.cache/opsrunner"
 # there, so Python compiles it once and keeps the bytecode. Only when the file is missing
 # does the script ask for the source (NEED_SOURCE on stdout) and read exactly $2 bytes of
 # it (`head -c`, which reads no further); a cached agent costs no transfer. Exit 3: not
-# cacheable (the controller then starts the agent inline with -c).
+# cacheable (the controller then starts the agent inline with -c). The copy is written to a
+# mktemp file and renamed: hosts that share a HOME (NFS, containers with a bind-mounted home)
+# may start agents at once, with the same pids when each is in a PID namespace of its own.
 NEED_SOURCE = b"\0opsrunner-agent-needs-source\0"
 _START = (
     'd="' + AGENT_CACHE + '"; f="$d/$1.py"; '
     'if [ ! -f "$f" ]; then printf "\\000opsrunner-agent-needs-source\\000"; '
-    'mkdir -p "$d" 2>/dev/null && t="$f.$$" && head -c "$2" > "$t" && mv -f "$t" "$f" '
+    'mkdir -p "$d" 2>/dev/null && t=$(mktemp "$f.XXXXXX") && head -c "$2" > "$t" && mv -f "$t" "$f" '
     '|| { rm -f "$t"; exit 3; }; fi; '
     'exec "$3" -S -c "# opsrunner-agent (cached)' + "\n"
     'import sys;sys.path.insert(0,sys.argv[1]);import $1 as agent;agent.main()" "$d"'

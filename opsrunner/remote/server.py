@@ -101,11 +101,12 @@ class _Worker(object):
         req_r, self.req_w = os.pipe()
         self.reply_r, reply_w = os.pipe()
         payload_r, self.payload_w = os.pipe()
+        agent = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
             for fd in (self.req_w, self.reply_r, self.payload_w):
                 os.close(fd)
-            _worker_main(req_r, reply_w, payload_r)
+            _worker_main(req_r, reply_w, payload_r, agent)
         for fd in (req_r, reply_w, payload_r):
             os.close(fd)
 
@@ -133,13 +134,13 @@ def _orphaned(_sig, _frame_):
     os._exit(1)
 
 
-def _worker_setup(payload_r):
+def _worker_setup(payload_r, agent):
     signal.signal(signal.SIGTERM, _orphaned)
     if _PRCTL is not None:
         _PRCTL(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
         _PRCTL(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: see _orphaned
-    if os.getppid() == 1:
-        os._exit(0)
+    if os.getppid() != agent:  # it died before PDEATHSIG was set (not `== 1`: the agent may be
+        os._exit(0)  # PID 1 of its own PID namespace, behind `unshare --pid` in a wrapper chain)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(payload_r, 0)
     os.dup2(null, 1)
@@ -162,10 +163,10 @@ def _no_children():
     return False
 
 
-def _worker_main(req_r, reply_w, payload_r):
+def _worker_main(req_r, reply_w, payload_r, agent):
     served, state = 0, None
     try:
-        _worker_setup(payload_r)
+        _worker_setup(payload_r, agent)
         state = _worker_state()
     except BaseException as exc:
         _worker_reply(reply_w, None, exc, False)

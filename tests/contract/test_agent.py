@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -190,6 +191,45 @@ def test_malformed_or_oversized_frame_ends_the_agent_at_once(tmp_path: Path, fra
         raise
     assert proc.returncode == 0
     assert b"opsrunner-agent:" in err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PID namespaces (unshare --pid) need root")
+def test_hosts_sharing_a_home_in_pid_namespaces_each_get_a_good_cached_agent(tmp_path: Path) -> None:
+    # Containers (or machines) that share one HOME, each in a PID namespace of its own: the
+    # same small pids everywhere, so a temporary file named after the shell's pid was one
+    # name for all of them, and concurrent first starts wrote over each other's copy.
+    home = tmp_path / "home"
+    home.mkdir()
+    chain = parse_chain(["unshare --pid --fork --mount-proc", f"env HOME={home}"])
+    cache = home / ".cache" / "opsrunner"
+    for _ in range(3):
+        shutil.rmtree(cache, ignore_errors=True)
+        factory = ConnectionFactory()
+        try:
+            replies, notes = _first_calls_together([factory.get(ConnectionSpec(name=f"h{i}", kind="local",
+                                                                               wrapper=chain)) for i in range(8)])
+            assert replies == [{"contents": {}}] * 8
+            assert notes == [[]] * 8  # none found a broken cached copy
+            assert (cache / f"{agent_module()}.py").read_text() == agent_source()
+            assert sorted(p.name for p in cache.glob("*.py*")) == [f"{agent_module()}.py"]  # no temp file left
+        finally:
+            factory.close_all()
+
+
+def _first_calls_together(conns: list[Connection]) -> tuple[list[Any], list[list[str]]]:
+    """Each connection's first agent call (which starts its agent), all at once."""
+    notes: list[list[str]] = [[] for _ in conns]
+    replies: list[Any] = [None] * len(conns)
+
+    def start(i: int) -> None:
+        replies[i] = conns[i].agent().call("read", {"paths": []}, notes=notes[i])
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return replies, notes
 
 
 def test_stale_cached_agent_is_never_used(rig: Rig) -> None:
