@@ -160,9 +160,9 @@ def op_write(args):
             if args.get("backup") and os.path.isfile(path):
                 shutil.copy2(path, "%s.%s~" % (path, stamp))
                 backups.append("%s.%s~" % (path, stamp))
-            tmp = "%s.opsrunner-tmp-%d" % (path, os.getpid())
+            fd, tmp = create_temp_beside(path)  # launch.py part
             src = tar.extractfile(member)
-            with open(tmp, "wb") as fh:
+            with os.fdopen(fd, "wb") as fh:
                 shutil.copyfileobj(src, fh, 1 << 20)
             os.chmod(tmp, member.mode & 0o7777)
             os.rename(tmp, path)

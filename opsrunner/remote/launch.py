@@ -7,9 +7,21 @@ import time
 SUPERVISOR_BOOT = "import os;exec(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))"
 
 
+def create_temp_beside(path, mode=0o600):
+    """(fd, name) of a new file next to path, to write and rename over it. The name is random
+    and the file created with O_EXCL|O_NOFOLLOW: never an existing file or a link planted in
+    a shared directory, and unique among hosts that share it (their pids may be equal: PID
+    namespaces, containers)."""
+    while True:
+        name = "%s.opsrunner-tmp-%s" % (path, os.urandom(6).hex())
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode), name
+        except FileExistsError:
+            continue
+
+
 def write_atomic(path, data, mode=0o644):
-    tmp = "%s.opsrunner-tmp-%d" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd, tmp = create_temp_beside(path, mode)
     try:
         os.write(fd, data)
     finally:
@@ -130,10 +142,10 @@ def _writable_dir(path, check):
         if os.access(probe, os.W_OK | os.X_OK):
             return None
         return "%s is not writable" % (probe if probe == path else "%s (to create %s)" % (probe, path))
-    name = os.path.join(path, ".opsrunner-probe-%d" % os.getpid())
     try:
         os.makedirs(path, exist_ok=True)
-        os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o600))
+        fd, name = create_temp_beside(os.path.join(path, ".opsrunner-probe"))
+        os.close(fd)
         os.unlink(name)
     except OSError as exc:
         return "%s: %s (errno %d)" % (exc.filename or path, exc.strerror, exc.errno)

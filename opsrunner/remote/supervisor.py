@@ -62,9 +62,11 @@ def _exit_record_json(record):
 
 
 def _write_exit_record(path, record):
-    tmp = "%s.opsrunner-tmp-%d" % (path, os.getpid())
+    # A random name created O_EXCL|O_NOFOLLOW, as launch.py's create_temp_beside (this script
+    # runs alone): never a link planted in a shared directory.
+    tmp = "%s.opsrunner-tmp-%s" % (path, os.urandom(6).hex())
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
             os.write(fd, _exit_record_json(record).encode())
         finally:
