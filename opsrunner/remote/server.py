@@ -379,9 +379,17 @@ class _Workers(object):
             self.fresh = _Worker()
 
     def close(self):
+        """End them: a waiting worker sees EOF on its request pipe and exits. Reaped here, so
+        that when the agent has exited (what the controller waits for) they are gone too."""
         for worker in (self.plain, self.fresh):
             if worker is not None:
-                worker.close()  # a waiting worker sees EOF on its request pipe and exits
+                worker.close()
+        for worker in (self.plain, self.fresh):
+            if worker is not None:
+                try:
+                    os.waitpid(worker.pid, 0)
+                except ChildProcessError:  # reaped already (killed with its tree)
+                    pass
 
 
 def _loop():

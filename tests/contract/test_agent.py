@@ -301,6 +301,14 @@ def test_a_worker_serves_again_only_when_left_as_it_started(rig: Rig) -> None:
     assert agent.starts == 1
 
 
+def test_once_the_connection_is_closed_the_agent_and_its_workers_are_gone(rig: Rig) -> None:
+    _worker_of(rig)  # the worker kept for requests without a payload
+    _worker_of(rig, "cat; ", stdin=b"x\n")  # and, from now on, a fresh one for payloads
+    assert len(rig.agent_pids()) >= 3  # the agent, two workers (and the chain's processes naming it)
+    rig.factory.close_all()
+    assert rig.agent_pids() == []  # at once: the close waits for the agent, the agent for its workers
+
+
 def test_a_request_that_changes_the_workers_environment_gets_it_replaced(tmp_path: Path) -> None:
     # clear_cache sets USER where it is missing (its paths may name $USER): a command run
     # after it must still see the environment the agent started with.
