@@ -104,8 +104,7 @@ class _Worker(object):
         agent = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
-            for fd in (self.req_w, self.reply_r, self.payload_w):
-                os.close(fd)
+            _keep_only(0, 1, 2, req_r, reply_w, payload_r)
             _worker_main(req_r, reply_w, payload_r, agent)
         for fd in (req_r, reply_w, payload_r):
             os.close(fd)
@@ -121,7 +120,22 @@ class _Worker(object):
         """Close its pipes (a waiting worker sees EOF and exits) and reap it."""
         self.close()
         if not reaped:
-            os.waitpid(self.pid, 0)
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:  # reaped already (killed with its tree)
+                pass
+
+
+def _keep_only(*keep):
+    """In a new worker: close every descriptor but `keep`. A fork has all the agent's, among
+    them the pipes of the other worker waiting: holding that one's stdin pipe, it kept a
+    command reading its payload (a shell task's script) from ever seeing the end."""
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in keep:
+            try:
+                os.close(int(name))
+            except OSError:  # the listing's own descriptor, closed already
+                pass
 
 
 #: Requests one worker may serve before a fresh fork replaces it (bounds any slow drift).
@@ -174,7 +188,7 @@ def _worker_main(req_r, reply_w, payload_r, agent):
         got = _read_frame(req_r)
         if got is None:  # the agent ended or retired this worker before handing it a request
             os._exit(0)
-        data, again = None, False
+        data, failure, again = None, None, False
         try:
             request = json_loads(got[1].decode("utf-8"))
             data = json_dumps(dispatch(request)).encode("utf-8")
@@ -182,8 +196,8 @@ def _worker_main(req_r, reply_w, payload_r, agent):
             again = (not request.get("payload") and served < WORKER_REUSE_LIMIT and _no_children()
                      and _worker_state() == state)
         except BaseException as exc:  # a reply in every case: the controller waits for one
-            _worker_reply(reply_w, None, exc, False)
-        _worker_reply(reply_w, data, None, again)
+            failure = exc
+        _worker_reply(reply_w, data, failure, again)
 
 
 def _worker_reply(reply_w, data, exc, again):
@@ -379,17 +393,11 @@ class _Workers(object):
             self.fresh = _Worker()
 
     def close(self):
-        """End them: a waiting worker sees EOF on its request pipe and exits. Reaped here, so
-        that when the agent has exited (what the controller waits for) they are gone too."""
+        """End them, reaped here: when the agent has exited (what the controller waits for),
+        its workers are gone too."""
         for worker in (self.plain, self.fresh):
             if worker is not None:
-                worker.close()
-        for worker in (self.plain, self.fresh):
-            if worker is not None:
-                try:
-                    os.waitpid(worker.pid, 0)
-                except ChildProcessError:  # reaped already (killed with its tree)
-                    pass
+                worker.retire(False)
 
 
 def _loop():

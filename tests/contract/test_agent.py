@@ -301,6 +301,19 @@ def test_a_worker_serves_again_only_when_left_as_it_started(rig: Rig) -> None:
     assert agent.starts == 1
 
 
+def test_a_payload_ends_at_its_end_whatever_workers_came_and_went_before(rig: Rig) -> None:
+    # Workers are forks of the agent: one forked while another waits must not hold that one's
+    # pipes, or a command reading its stdin (a shell task's script) never sees it end.
+    _worker_of(rig)  # the plain worker, now without a stdin pipe
+    _worker_of(rig, "cat; ", stdin=b"x\n")  # a fresh one served it; the next fresh one waits
+    _worker_of(rig, f"sleep {rig.marker} >/dev/null 2>&1 & ")  # the plain one is replaced
+    _worker_of(rig)  # the new plain worker, again without a stdin pipe
+    start = time.monotonic()
+    res = rig.conn.agent().exec(["/bin/sh", "-c", "cat"], stdin=io.BytesIO(b"to the end\n"), cwd=None, timeout=10)
+    assert (res.rc, res.stdout, res.timed_out) == (0, "to the end\n", False)
+    assert time.monotonic() - start < 5
+
+
 def test_once_the_connection_is_closed_the_agent_and_its_workers_are_gone(rig: Rig) -> None:
     _worker_of(rig)  # the worker kept for requests without a payload
     _worker_of(rig, "cat; ", stdin=b"x\n")  # and, from now on, a fresh one for payloads
