@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from bench.workloads import (  # noqa: E402
     opsrunner_playbook,
     pyinfra_deploy,
 )
-from tests.sshd import find_sshd, free_port, start_sshd  # noqa: E402
+from tests.sshd import find_sshd, free_port, start_sshd, wait_listening  # noqa: E402
 
 TOOLS = ("opsrunner", "ansible-core", "pyinfra", "fabric")
 
@@ -88,21 +87,14 @@ class Bench:
         config = self.sshd.root / f"sshd_config.{i}"
         config.write_text("\n".join([f"Port {port}", *(line for line in base if not line.startswith("Port ")
                                                         and not line.startswith("PidFile "))], ) + "\n")
-        log = (self.sshd.root / f"sshd.{i}.log").open("wb")
-        proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", find_sshd() or "sshd",
-                                 "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+        log = self.sshd.root / f"sshd.{i}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                                     find_sshd() or "sshd", "-D", "-e", "-f", str(config)], stdout=out, stderr=out)
         with self.sshd.known_hosts.open("a") as known:
             known.write(f"[127.0.0.1]:{port} {self.sshd.host_pub}\n")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"host sshd {i} exited: {(self.sshd.root / f'sshd.{i}.log').read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                return port, proc
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"host sshd {i} did not listen on {port}")
+        wait_listening(proc, port, log)
+        return port, proc
 
     # -- per tool: files and the command line --------------------------------------------
     def tool_root(self, tool: str) -> Path:

@@ -60,6 +60,19 @@ class PrivateSSHD:
                 self.proc.wait()
 
 
+def wait_listening(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float = 10) -> None:
+    """Until the sshd started as `proc` accepts connections on 127.0.0.1:port; RuntimeError
+    with its log if it exits first or does not listen in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {log.read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"sshd did not listen on 127.0.0.1:{port} within {timeout:g}s: {log.read_text()}")
+
+
 def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
     sshd = find_sshd()
     if sshd is None:
@@ -88,13 +101,7 @@ def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
     host_pub = (root / "host_ed25519.pub").read_text().split()
     known = root / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            break
-        time.sleep(0.05)
+    wait_listening(proc, port, root / "sshd.log")
     return PrivateSSHD(root, port, getpass.getuser(), root / "client_ed25519", known,
                     f"{host_pub[0]} {host_pub[1]}", proc)
 
