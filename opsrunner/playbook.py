@@ -339,7 +339,7 @@ class _Loader(IncludeLoader):
                           f"{path}.{refusal.arg}")
             if refusals:
                 return {}
-        for problem in schema_problems(args, info.schema, str(self.path), root=args):
+        for problem in schema_problems(args, info.schema, str(self.path), root=args, fallback=pos):
             if "{{" in problem.message:
                 continue  # a templated value: checked again after rendering, at run time
             self.problems.append(Problem(problem.pos, problem.message,

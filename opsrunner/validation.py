@@ -96,24 +96,27 @@ def schema_problems(
     filename: str,
     base_path: Sequence[Any] = (),
     root: Any = None,
+    fallback: SourcePos | None = None,
 ) -> list[Problem]:
-    """Validate `data` against `schema`; each error becomes a positioned Problem."""
+    """Validate `data` against `schema`; each error becomes a positioned Problem. `fallback`:
+    the position for errors that `root` cannot place (a scalar carries none of its own)."""
     if conforms(data, schema):  # the common case, without jsonschema (schemafast.py)
         return []
     validator = _validator(schema)
     problems = []
     root = data if root is None else root
+    fallback = fallback or SourcePos(filename)
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         full = [*base_path, *error.absolute_path]
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             allowed = list(error.schema.get("properties", {}))
             for key in error.instance:
                 if key not in allowed:
-                    pos = locate(root, [*full, key], SourcePos(filename))
+                    pos = locate(root, [*full, key], fallback)
                     msg = f"unknown key '{key}'{suggest(key, allowed)}"
                     problems.append(Problem(pos, msg, key_path_str([*full, key])))
             continue
-        pos = locate(root, full, SourcePos(filename))
+        pos = locate(root, full, fallback)
         problems.append(Problem(pos, _message(error), key_path_str(full)))
     return problems
 
