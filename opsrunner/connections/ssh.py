@@ -1,5 +1,6 @@
 """The SSH connection: opened through Fabric (ssh_config, ProxyJump, agent, keys), commands
-run on raw paramiko channels of that one transport, with TCP_NODELAY set.
+run on raw paramiko channels of that one transport, over a socket dialed by tcp.py (no
+Nagle delays, quick ACKs).
 
 Fabric's `run` costs a stdin thread and Nagle delays per command; a bare channel on the
 same transport costs one round trip. Importing this module imports paramiko, so the CLI
@@ -37,6 +38,7 @@ from opsrunner.connections.streams import (
     split_warnings,
     strip_timeout_marker,
 )
+from opsrunner.connections.tcp import dial
 from opsrunner.errors import ConnectionFailed
 from opsrunner.results import CommandResult
 
@@ -186,19 +188,24 @@ class SSHConnection(Connection):
             hops = _hops(fab)
             for hop in hops:
                 self._configure_host_keys(hop.client)
+            # The connection that reaches its host over TCP itself (the target, or the first
+            # ProxyJump hop) gets a socket dialed here: tcp.py says why. A ProxyCommand has none.
+            direct = hops[-1] if hops else fab
+            sock = None
             try:
+                if direct.gateway is None:
+                    sock = dial(direct.host, direct.port, direct.connect_timeout)
+                    direct.connect_kwargs = dict(direct.connect_kwargs, sock=sock)
                 fab.open()
             except Exception as exc:
                 where = _failed_hop(hops) or spec.host or spec.name
                 for conn in (fab, *hops):
                     with contextlib.suppress(Exception):
                         conn.close()
+                if sock is not None:
+                    sock.close()
                 raise ConnectionFailed(_reason(exc, where, spec.connect_timeout)) from None
-            transport = fab.client.get_transport()
-            sock = getattr(transport, "sock", None)
-            if isinstance(sock, socket.socket):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            transport.set_keepalive(15)
+            fab.client.get_transport().set_keepalive(15)
             self._fabric = fab
 
     def _configure_host_keys(self, client: paramiko.SSHClient) -> None:
