@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,9 +217,43 @@ class Bench:
                     "agent exec `true` (run_command)": median_ms(lambda: conn.run_command(["true"], timeout=3600)),
                     "exec `python3 -S -c pass`": median_ms(lambda: conn.run(["python3", "-S", "-c", "pass"]), 20),
                     "local fork+exec of `true` (what an agent-side exec adds)": median_ms(
-                        lambda: subprocess.run(["true"], check=True))}
+                        lambda: subprocess.run(["true"], check=True)),
+                    **self.connect_latency(spec, median_ms)}
         finally:
             conn.close()
+
+    def connect_latency(self, spec: object, median_ms: Callable[..., float]) -> dict[str, float]:
+        """Connect, then exec `true` on the first channel: opsrunner's connection (connections/
+        tcp.py's socket) and paramiko's own connect (Nagle on), alternating, same key and host."""
+        import paramiko
+
+        from opsrunner.connections.ssh import SSHConnection
+
+        def ours() -> None:
+            conn = SSHConnection(spec)  # type: ignore[arg-type]
+            try:
+                conn.run(["true"])
+            finally:
+                conn.close()
+
+        def paramikos() -> None:
+            client = paramiko.SSHClient()
+            client.load_host_keys(str(self.sshd.known_hosts))
+            try:
+                client.connect("127.0.0.1", port=self.sshd.port, username=self.sshd.user,
+                               key_filename=str(self.sshd.key_file), allow_agent=False, look_for_keys=False)
+                chan = client.get_transport().open_session()
+                chan.exec_command("true")
+                chan.recv_exit_status()
+            finally:
+                client.close()
+
+        values: dict[str, list[float]] = {"ours": [], "paramiko": []}
+        for _ in range(10):
+            values["ours"].append(median_ms(ours, 1))
+            values["paramiko"].append(median_ms(paramikos, 1))
+        return {"connect + first command, opsrunner's socket": statistics.median(values["ours"]),
+                "connect + first command, paramiko's own connect": statistics.median(values["paramiko"])}
 
     def per_task_overhead(self, command_exec: str = "auto") -> float:
         """(T[101 tasks] - T[1 task]) / 100 on one host; `command_exec` as the host var says
