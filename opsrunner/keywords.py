@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
 from opsrunner.connections.agent import AgentSession
@@ -47,14 +47,15 @@ def become_layer(task: Task, variables: LazyVars) -> Layer | None:
 
 
 def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
-              local_spec: ConnectionSpec) -> ConnectionSpec:
-    """The connection settings this task runs with: delegated to the controller, and/or become."""
+              local_spec: Callable[[], ConnectionSpec]) -> ConnectionSpec:
+    """The connection settings this task runs with: delegated to the controller (`local_spec()`),
+    and/or become."""
     delegate = task.kw("delegate_to")
     if delegate is not None:
         target = str(template_value(delegate, variables))
         if target not in ("localhost", "127.0.0.1"):
             raise TemplateError(f"delegate_to supports only localhost, not {target!r}", task.pos, "delegate_to")
-        spec = local_spec
+        spec = local_spec()
     layer = become_layer(task, variables)
     if layer is None:
         return spec

@@ -31,6 +31,7 @@ class ConsoleReporter:
         self._lock = threading.RLock()
         self._spinner: _Spinner | None = None
         self._held: list[str] = []
+        self._width = (0, -1.0)  # (columns, when read): read again at most once a second
 
     # -- output helpers ---------------------------------------------------------------------
     def _paint(self, text: str, code: str) -> str:
@@ -48,7 +49,11 @@ class ConsoleReporter:
             self.stream.flush()
 
     def _banner(self, title: str) -> None:
-        width = min(shutil.get_terminal_size((80, 20)).columns, 100)
+        columns, read_at = self._width
+        if time.monotonic() - read_at > 1.0:  # a resized terminal is seen; not a query per task
+            columns = shutil.get_terminal_size((80, 20)).columns
+            self._width = (columns, time.monotonic())
+        width = min(columns, 100)
         self._write("\n" + title + " " + "*" * max(3, width - len(title) - 1))
 
     # -- events -----------------------------------------------------------------------------
