@@ -6,10 +6,10 @@ import difflib
 import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.errors import Problem, SourcePos
+from opsrunner.packagedata import package_text
 from opsrunner.schemafast import conforms
 from opsrunner.yamlsource import pos_of
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 @lru_cache(maxsize=64)
 def load_schema(name: str) -> dict[str, Any]:
     """Load a shipped JSON Schema by relative name, e.g. 'playbook' or 'modules/shell'."""
-    text = resources.files("opsrunner").joinpath(f"schema/{name}.json").read_text("utf-8")
+    text = package_text(f"schema/{name}.json")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -19,11 +19,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from importlib import resources
 from typing import IO, Any, Protocol
 
 from opsrunner.connections.streams import Stream
 from opsrunner.errors import ConnectionFailed, ModuleFailure
+from opsrunner.packagedata import package_text
 from opsrunner.results import CommandResult
 
 
@@ -75,7 +75,7 @@ AGENT_PARTS = ("procs", "wire", "native", "reads", "guards", "launch", "verify",
 
 
 def _remote_text(name: str) -> str:
-    return resources.files("opsrunner").joinpath("remote", f"{name}.py").read_text("utf-8")
+    return package_text(f"remote/{name}.py")
 
 
 @lru_cache(maxsize=1)

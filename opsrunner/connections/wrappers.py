@@ -14,7 +14,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+
+from opsrunner.packagedata import package_text
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,8 @@ def parse_chain(value: object) -> tuple[Layer, ...]:
 def watchdog_source() -> str:
     """remote/watchdog.py with remote/native.py (prctl, pidfds: shared with the agent) after
     its first line, the marker that kill_old and verify know it by."""
-    remote = resources.files("opsrunner").joinpath("remote")
-    first, rest = remote.joinpath("watchdog.py").read_text("utf-8").split("\n", 1)
-    return f"{first}\n{remote.joinpath('native.py').read_text('utf-8')}\n{rest}"
+    first, rest = package_text("remote/watchdog.py").split("\n", 1)
+    return f"{first}\n{package_text('remote/native.py')}\n{rest}"
 
 
 #: The outer watchdog's deadline is this much later than the inner one's, so that the inner

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from opsrunner.connections.held import HeldCommand
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks import describe_holder, holder_record
 from opsrunner.modules.base import Module, TaskContext
+from opsrunner.packagedata import package_text
 from opsrunner.results import Status, TaskResult
 
 #: Seconds the keeper lives without a heartbeat; the controller beats every LEASE_S / 4.
@@ -26,7 +26,7 @@ LEASE_S = 60.0
 
 @lru_cache(maxsize=1)
 def keeper_source() -> str:
-    return resources.files("opsrunner").joinpath("remote/keeper.py").read_text("utf-8")
+    return package_text("remote/keeper.py")
 
 
 def lock_path(args: dict[str, Any]) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from opsrunner.packagedata import package_path
 from opsrunner.validation import load_schema
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ class ModuleInfo:
 
 @lru_cache(maxsize=1)
 def module_names() -> tuple[str, ...]:
-    folder = resources.files("opsrunner").joinpath("schema/modules")
+    folder = package_path("schema/modules")
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
 
 
