@@ -239,16 +239,25 @@ def _wait_gone(starts, wait_s):
         for fd in fds:
             poller.register(fd, select_lib.POLLIN)
         left = dict(starts)
+        watched = dict(fds)
         while left:
             # A pidfd opened after the pid was reused names the new process: alive() with the
             # start time decides, the pidfd only wakes us.
             left = dict((pid, st) for pid, st in left.items() if alive(pid, st))
+            for fd, pid in list(watched.items()):
+                if pid not in left:
+                    poller.unregister(fd)
+                    del watched[fd]
             now = time.time()
             if not left or now >= deadline:
                 break
             if len(fds) == len(starts):
-                for fd, _ in poller.poll(max(1, int((deadline - now) * 1000))):
-                    poller.unregister(fd)
+                # A pidfd wakes us as its process exits, a moment before /proc shows it as a
+                # zombie: a pid that still looks alive keeps its (still readable) pidfd and is
+                # looked at again after a ms. Unregistered, it left nothing to wake the poll
+                # until the deadline: kill_old then took its whole grace (5 s in a restart).
+                if poller.poll(max(1, int((deadline - now) * 1000))):
+                    time.sleep(0.001)
             else:
                 time.sleep(0.01)
         return set(left)

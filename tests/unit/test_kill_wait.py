@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from typing import Any
 
 from opsrunner.modules.base import agent_source
@@ -65,6 +66,35 @@ def test_without_pidfds_the_wait_polls() -> None:
     killer.start()
     try:
         assert AGENT_NO_PIDFD["_wait_gone"]({proc.pid: start}, 30.0) == set()
+    finally:
+        killer.cancel()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_victim_seen_alive_just_after_its_pidfd_fired_is_still_waited_for_by_its_pidfd() -> None:
+    """A pidfd is readable as its process exits, a moment before /proc shows the zombie. Seen
+    alive then, the victim must still wake the wait when /proc catches up: the wait used to
+    drop its pidfd and sleep to the deadline (a restart's kill_old took its 5 s grace)."""
+    proc, start = _started(["sleep", "30"])
+    racing: dict[str, Any] = {}
+    exec(compile(agent_source(), "opsrunner-agent", "exec"), racing)
+    real_alive, looks = racing["alive"], []
+
+    def alive(pid: int, start: float | None = None) -> bool:
+        looks.append(pid)
+        if len(looks) == 2:  # the first look after the exit: /proc has not caught up yet
+            return True
+        return bool(real_alive(pid, start))
+
+    racing["alive"] = alive
+    killer = threading.Timer(0.3, lambda: os.kill(proc.pid, signal.SIGTERM))
+    killer.start()
+    begun = time.monotonic()
+    try:
+        assert racing["_wait_gone"]({proc.pid: start}, 60.0) == set()
+        assert time.monotonic() - begun < 30  # woken, not left to the 60 s deadline
+        assert len(looks) >= 3
     finally:
         killer.cancel()
         proc.kill()
