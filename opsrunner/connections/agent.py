@@ -111,11 +111,16 @@ AGENT_CACHE = "$HOME/.cache/opsrunner"
 # cacheable (the controller then starts the agent inline with -c). The copy is written to a
 # mktemp file and renamed: hosts that share a HOME (NFS, containers with a bind-mounted home)
 # may start agents at once, with the same pids when each is in a PID namespace of its own.
+# Every copy gets the same mtime (2000-01-01 UTC): Python keeps the compiled agent valid only
+# for the mtime and size of the file it was compiled from, and copies written by hosts that
+# share a HOME a second apart made it stale; the next run then compiled the agent on every
+# host (~40 ms of CPU each, 200 at once). A copy of another content fails the version check.
 NEED_SOURCE = b"\0opsrunner-agent-needs-source\0"
 _START = (
     'd="' + AGENT_CACHE + '"; f="$d/$1.py"; '
     'if [ ! -f "$f" ]; then printf "\\000opsrunner-agent-needs-source\\000"; '
-    'mkdir -p "$d" 2>/dev/null && t=$(mktemp "$f.XXXXXX") && head -c "$2" > "$t" && mv -f "$t" "$f" '
+    'mkdir -p "$d" 2>/dev/null && t=$(mktemp "$f.XXXXXX") && head -c "$2" > "$t" '
+    '&& { TZ=UTC0 touch -t 200001010000 "$t" 2>/dev/null || :; } && mv -f "$t" "$f" '
     '|| { rm -f "$t"; exit 3; }; fi; '
     'exec "$3" -S -c "# opsrunner-agent (cached)' + "\n"
     'import sys;sys.path.insert(0,sys.argv[1]);import $1 as agent;agent.main()" "$d"'

@@ -232,6 +232,36 @@ def _first_calls_together(conns: list[Connection]) -> tuple[list[Any], list[list
     return replies, notes
 
 
+def test_a_later_copy_of_the_cached_agent_keeps_its_bytecode_valid(tmp_path: Path) -> None:
+    """Hosts that share a HOME each write the cached agent when it is missing, at different
+    times. Every copy has the same mtime, so the bytecode compiled from one stays valid for
+    the others: it is not compiled again (it was, on every host, when the copies' mtimes
+    differed by a second)."""
+    home = tmp_path / "home"
+    spec = ConnectionSpec(name="n", kind="local",
+                          wrapper=parse_chain([f"env -u PYTHONDONTWRITEBYTECODE HOME={home}"]))
+    cache = home / ".cache" / "opsrunner"
+    source = cache / f"{agent_module()}.py"
+
+    def start_agent() -> None:
+        factory = ConnectionFactory()
+        try:
+            assert factory.get(spec).agent().call("read", {"paths": []}) == {"contents": {}}
+        finally:
+            factory.close_all()
+
+    start_agent()
+    (compiled,) = (cache / "__pycache__").glob(f"{agent_module()}.*.pyc")
+    before = compiled.stat()
+    source.unlink()  # as if this host had not written it: another copy comes, a second later
+    time.sleep(1.1)
+    start_agent()
+    after = compiled.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not compiled again
+    assert source.read_text() == agent_source()
+    assert source.stat().st_mtime == 946684800  # 2000-01-01 00:00 UTC, on every copy
+
+
 def test_stale_cached_agent_is_never_used(rig: Rig) -> None:
     # A cached file under this version's name whose content is another version (an old or
     # partly written copy): the greeting gives it away; it is removed and replaced.
