@@ -174,7 +174,11 @@ class Bench:
         for tool in tools:
             d = self.work / f"{workload}-{n}-{tool}"
             cmds[tool] = (self.prepare(tool, workload, self.hosts(n), d), d)
-            self.time_run(*cmds[tool])  # warm-up: caches, ControlPersist masters
+            try:
+                self.time_run(*cmds[tool])  # warm-up: caches, ControlPersist masters
+            except RuntimeError as exc:  # reported like a timed run's failure; the bench goes on
+                self.failures.append(f"{workload} {n} hosts, {tool} (warm-up): {exc}")
+                print("FAILED:", self.failures[-1], flush=True)
         times: dict[str, list[float]] = {t: [] for t in tools}
         for rep in range(self.reps):
             order = tools[rep % len(tools):] + tools[:rep % len(tools)]
