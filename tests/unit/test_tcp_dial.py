@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from paramiko.ssh_exception import NoValidConnectionsError
 
 from opsrunner.connections import tcp
+from opsrunner.connections.base import ConnectionSpec
+from opsrunner.connections.ssh import SSHConnection
+from opsrunner.errors import ConnectionFailed
 from tests.sshd import free_port
 
 
@@ -55,6 +59,14 @@ def test_every_address_refused_is_paramikos_error_naming_them(monkeypatch: pytes
     assert set(caught.value.errors) == {("127.0.0.1", port) for port in ports}
 
 
-def test_a_name_that_does_not_resolve_raises_gaierror() -> None:
-    with pytest.raises(socket.gaierror):
-        tcp.dial("no-such-host.invalid", 22, 5.0)
+def test_a_name_that_does_not_resolve_is_reported_as_such(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The resolver's error reaches the user as paramiko's did (no lookup leaves the machine:
+    getaddrinfo answers as a resolver does for an unknown name)."""
+    def unknown_name(*_args: object) -> list[object]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(tcp.socket, "getaddrinfo", unknown_name)
+    conn = SSHConnection(ConnectionSpec(name="gpu-7", host="gpu-7.example", port=22, user="root",
+                                        known_hosts_file=str(tmp_path / "known_hosts")))
+    with pytest.raises(ConnectionFailed, match="cannot resolve host: Name or service not known"):
+        conn.open()
