@@ -29,7 +29,7 @@ from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import masker_for, no_log_enabled
-from opsrunner.templating import LazyVars, mark_unsafe, render, template_value
+from opsrunner.templating import LazyVars, is_template, mark_unsafe, render, template_value
 
 
 def _started_pool(workers: int) -> ThreadPoolExecutor:
@@ -369,7 +369,7 @@ class Engine:
 
     def _task_title(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str]) -> str:
         """The task name, templated with the first host's vars when that works (as Ansible does)."""
-        if "{{" not in task.name and "{%" not in task.name:
+        if not is_template(task.name):
             return task.name  # nothing to render (nor secrets to learn for it): ~0.1 ms a task
         try:
             variables = self._vars(play, task, hosts[0], play_hosts)

@@ -264,3 +264,19 @@ def test_gather_facts(tmp_path: Path, inv: Path) -> None:
     expected = f"{socket.gethostname().split('.')[0]}|{getpass.getuser()}|Linux|" \
                f"{platform.python_version()}|True"
     assert [e["msg"] for e in task_ends(ev, "facts")] == [expected]
+
+
+def test_task_titles_are_rendered_when_they_hold_any_jinja_and_kept_as_written_otherwise(
+        tmp_path: Path, inv: Path) -> None:
+    rc, out, _ev = play(tmp_path, inv, """
+- hosts: h1
+  vars: {step: deploy}
+  tasks:
+    - {name: "{{ step }} code", command: "true"}
+    - {name: "clear {# the trainer's #}cache", command: "true"}
+    - {name: "plain title, {braces} kept", command: "true"}
+""")
+    assert rc == 0, out
+    assert "TASK [deploy code]" in out
+    assert "TASK [clear cache]" in out  # a Jinja comment alone is still Jinja
+    assert "TASK [plain title, {braces} kept]" in out
