@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,6 +36,9 @@ from bench.workloads import (  # noqa: E402
     pyinfra_deploy,
 )
 from tests.sshd import find_sshd, free_port, start_sshd, wait_listening  # noqa: E402
+
+if TYPE_CHECKING:
+    from opsrunner.connections.base import ConnectionSpec
 
 TOOLS = ("opsrunner", "ansible-core", "pyinfra", "fabric")
 
@@ -222,11 +226,11 @@ class Bench:
                     "exec `python3 -S -c pass`": median_ms(lambda: conn.run(["python3", "-S", "-c", "pass"]), 20),
                     "local fork+exec of `true` (what an agent-side exec adds)": median_ms(
                         lambda: subprocess.run(["true"], check=True)),
-                    **self.connect_latency(spec, median_ms)}
+                    **self.connect_latency(spec)}
         finally:
             conn.close()
 
-    def connect_latency(self, spec: object, median_ms: Callable[..., float]) -> dict[str, float]:
+    def connect_latency(self, spec: ConnectionSpec) -> dict[str, float]:
         """Connect, then exec `true` on the first channel: opsrunner's connection (connections/
         tcp.py's socket) and paramiko's own connect (Nagle on), alternating, same key and host."""
         import paramiko
@@ -234,7 +238,7 @@ class Bench:
         from opsrunner.connections.ssh import SSHConnection
 
         def ours() -> None:
-            conn = SSHConnection(spec)  # type: ignore[arg-type]
+            conn = SSHConnection(spec)
             try:
                 conn.run(["true"])
             finally:
@@ -252,12 +256,14 @@ class Bench:
             finally:
                 client.close()
 
-        values: dict[str, list[float]] = {"ours": [], "paramiko": []}
+        values: dict[Callable[[], None], list[float]] = {ours: [], paramikos: []}
         for _ in range(10):
-            values["ours"].append(median_ms(ours, 1))
-            values["paramiko"].append(median_ms(paramikos, 1))
-        return {"connect + first command, opsrunner's socket": statistics.median(values["ours"]),
-                "connect + first command, paramiko's own connect": statistics.median(values["paramiko"])}
+            for connect, times in values.items():
+                start = time.perf_counter()
+                connect()
+                times.append((time.perf_counter() - start) * 1000)
+        return {"connect + first command, opsrunner's socket": statistics.median(values[ours]),
+                "connect + first command, paramiko's own connect": statistics.median(values[paramikos])}
 
     def per_task_overhead(self, command_exec: str = "auto") -> float:
         """(T[101 tasks] - T[1 task]) / 100 on one host; `command_exec` as the host var says
