@@ -270,3 +270,33 @@ def test_the_transport_runs_on_the_dialed_socket(sshd: PrivateSSHD) -> None:
         assert sock.getpeername() == ("127.0.0.1", sshd.port)
     finally:
         conn.close()
+
+
+def _cipher_of(conn: object) -> str:
+    fabric = conn._fabric  # type: ignore[attr-defined]
+    assert fabric is not None
+    return str(fabric.client.get_transport().local_cipher)
+
+
+def test_the_transport_prefers_aes_gcm_and_still_connects_to_a_server_without_it(
+        tmp_path: Path, sshd: PrivateSSHD) -> None:
+    """AES-GCM first (one AEAD pass per packet, bench/RESULTS.md); a server that offers only
+    AES-CTR gets AES-CTR, and commands run over it."""
+    from opsrunner.connections.base import ConnectionSpec
+    from opsrunner.connections.ssh import SSHConnection
+    from tests.sshd import start_sshd
+
+    ctr_only = start_sshd(tmp_path / "ctr-sshd", extra_config=("Ciphers aes128-ctr",))
+    try:
+        for server, cipher in ((sshd, "aes128-gcm@openssh.com"), (ctr_only, "aes128-ctr")):
+            conn = SSHConnection(ConnectionSpec(
+                name="t", host="127.0.0.1", port=server.port, user=server.user,
+                key_file=str(server.key_file), known_hosts_file=str(server.known_hosts)))
+            try:
+                assert conn.run(["echo", "hello"]).stdout == "hello\n"
+                assert conn.agent().call("read", {"paths": []}) is not None
+                assert _cipher_of(conn) == cipher
+            finally:
+                conn.close()
+    finally:
+        ctr_only.stop()
