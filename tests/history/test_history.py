@@ -114,6 +114,41 @@ def test_parallel_runs_write_one_database(project: Path, tmp_path: Path) -> None
     assert counts == [6] * 6  # 3 tasks x 2 hosts, every run complete
 
 
+def test_a_running_play_has_its_finished_tasks_in_the_history(tmp_path: Path) -> None:
+    """Results reach the database while the run goes on (within the writer's interval), not
+    only at its end: `opsrunner show` in another terminal sees how far a long run got."""
+    from opsrunner.history.recorder import WRITE_INTERVAL_S
+
+    db, release = tmp_path / "h.db", tmp_path / "release"
+    write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
+        {"name": "quick", "shell": "true"},
+        {"name": "held", "shell": f"while [ ! -e {release} ]; do sleep 0.02; done", "timeout": 60}]}])
+    write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"h1": {"connection": "local"}}}})
+    env = dict(os.environ, OPSRUNNER_HISTORY=str(db), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", "pb.yml", "-i", "inv.yml"], cwd=tmp_path,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def rows() -> list[tuple[str, object]]:
+        if not db.exists():
+            return []
+        with sqlite3.connect(db) as conn:
+            try:
+                return list(conn.execute("SELECT r.task, runs.ended FROM results r JOIN runs ON runs.id = r.run_id"))
+            except sqlite3.OperationalError:  # the schema is being created
+                return []
+
+    try:
+        deadline = time.monotonic() + 30
+        while not rows() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(WRITE_INTERVAL_S / 4)
+        assert rows() == [("quick", None)]  # the run has not ended: the held task is still running
+    finally:
+        release.touch()
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert sorted(task for task, _ in rows()) == ["held", "quick"]
+
+
 def test_unwritable_history_warns_once_and_never_fails_the_run(project: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
