@@ -5,7 +5,8 @@ cache dir, kill by pidfile, launch detached, verify one process and a log), on 1
 50 inventory hosts whose names all alias one private sshd on 127.0.0.1 (started here, with
 its own keys). Tools run alternately, in a rotating order; the report gives medians,
 min-max and ratios against opsrunner. Also measured: opsrunner's per-task overhead over an
-open connection ((T[101 tasks] - T[1 task]) / 100 on one host).
+open connection ((T[301 tasks] - T[1 task]) / 300 on one host, the median of 7 pairs of
+back-to-back runs).
 
     python bench/bench.py --others-venv /tmp/bench-venv      # see bench/README.md
 """
@@ -23,6 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -265,13 +267,16 @@ class Bench:
         return {"connect + first command, opsrunner's socket": statistics.median(values[ours]),
                 "connect + first command, paramiko's own connect": statistics.median(values[paramikos])}
 
-    def per_task_overhead(self, command_exec: str = "auto") -> float:
-        """(T[101 tasks] - T[1 task]) / 100 on one host; `command_exec` as the host var says
-        (auto: the agent runs the commands here, as there is no wrapper chain; bare: an exec of
-        its own per command, under the deadline watchdog)."""
+    def per_task_overhead(self, command_exec: str = "auto", tasks: int = 301, pairs: int = 7) -> Overhead:
+        """Median over `pairs` pairs of back-to-back runs on one host of
+        (T[`tasks` tasks] - T[1 task]) / (`tasks` - 1); `command_exec` as the host var says (auto:
+        the agent runs the commands here, as there is no wrapper chain; bare: an exec of its own
+        per command, under the deadline watchdog). The two runs of a pair follow each other, so
+        a load that changes between pairs stays out of the difference (two series of runs, one
+        after the other, took it in), and the noise of a run's start is divided by `tasks` - 1."""
         hosts = self.hosts(1)
-        results = {}
-        for count in (1, 101):
+        cmds = {}
+        for count in (1, tasks):
             d = self.work / f"overhead-{command_exec}-{count}"
             cmd = self.prepare("opsrunner", "trivial", hosts, d)
             inv = json.loads((d / "inv.yml").read_text())
@@ -280,9 +285,10 @@ class Bench:
             (d / "inv.yml").write_text(json.dumps(inv))
             (d / "pb.yml").write_text("- hosts: all\n  tasks:\n" + "".join(
                 f"    - {{name: t{i}, command: 'true'}}\n" for i in range(count)))
+            cmds[count] = (cmd, d)
             self.time_run(cmd, d)
-            results[count] = statistics.median(self.time_run(cmd, d) for _ in range(5))
-        return (results[101] - results[1]) / 100
+        differences = [(self.time_run(*cmds[tasks]) - self.time_run(*cmds[1])) / (tasks - 1) for _ in range(pairs)]
+        return Overhead(statistics.median(differences), tasks, pairs, os.getloadavg()[0])
 
     def cleanup(self) -> None:
         for marker in self.markers:
@@ -296,7 +302,15 @@ class Bench:
 Cells = dict[tuple[str, int], tuple[dict[str, list[float]], dict[str, float]]]
 
 
-def report(all_times: Cells, overhead: dict[str, float], reps: int, latency: dict[str, float]) -> str:
+@dataclass(frozen=True)
+class Overhead:
+    seconds: float  # per task
+    tasks: int
+    pairs: int
+    load_after: float  # the 1-minute load average when the measure ended
+
+
+def report(all_times: Cells, overhead: dict[str, Overhead], reps: int, latency: dict[str, float]) -> str:
     lines = ["| workload | hosts | tool | median s | min-max s | ms per host | ratio to opsrunner | "
              "controller RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     for (workload, n), (times, rss) in all_times.items():
@@ -312,9 +326,10 @@ def report(all_times: Cells, overhead: dict[str, float], reps: int, latency: dic
     for name, ms in latency.items():
         lines.append(f"- {name}: {ms:.2f} ms (median)")
     lines.append("")
-    for mode, seconds in overhead.items():
+    for mode, o in overhead.items():
         lines.append(f"opsrunner per-task overhead over an open connection, command_exec={mode}: "
-                     f"{seconds * 1000:.1f} ms (median of 5, (T[101 tasks] - T[1 task]) / 100, one host)")
+                     f"{o.seconds * 1000:.2f} ms (median of {o.pairs} back-to-back pairs, (T[{o.tasks} tasks] "
+                     f"- T[1 task]) / {o.tasks - 1}, one host; load average {o.load_after:.1f} at its end)")
     lines.append(f"{reps} timed runs per cell after one warm-up, tools alternating in rotating order.")
     return "\n".join(lines)
 
@@ -349,7 +364,7 @@ def main() -> int:
                 all_times[(workload, n)] = bench.run_case(workload, n, tools)
                 print(workload, n, {t: [round(x, 2) for x in v] for t, v in all_times[(workload, n)][0].items()},
                       flush=True)
-        overhead = {mode: bench.per_task_overhead(mode) for mode in ("auto", "bare")}
+        overhead = {"auto": bench.per_task_overhead("auto"), "bare": bench.per_task_overhead("bare", tasks=51)}
         latency = bench.call_latency()
     finally:
         bench.cleanup()
