@@ -6,6 +6,7 @@ or corrupt file) is reported once as a warning and recording stops for this run.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
 import shlex
@@ -59,35 +60,47 @@ def _user() -> str:
 
 
 class HistoryRecorder:
-    """Subscribe to the engine's events; write the run, each task result and the recap."""
+    """Subscribe to the engine's events; write the run, each task result and the recap.
 
-    def __init__(self, path: Path, run: RunRow, secrets: Sequence[str], warn: Warn) -> None:
+    Its writer thread opens the database and records the run's start (with the playbook's
+    git state, two git commands) while the play begins, then writes the results handed to
+    it every WRITE_INTERVAL_S; finish() and close() wait for it."""
+
+    def __init__(self, path: Path, run: RunRow, secrets: Sequence[str], warn: Warn,
+                 with_git_state: bool = False) -> None:
         self.path = path
         self.run = run
         self.secrets = list(secrets)
         self.warn = warn
         self.store: HistoryStore | None = None
+        self._failed = False  # after the first database error: recording stopped for this run
+        self._with_git_state = with_git_state
         self._seq = 0
         self._rows: list[tuple[int, TaskRow]] = []
         self._pending: list[tuple[int, TaskRow]] = []  # handed to the writer thread, not yet written
         self._pending_lock = threading.Lock()
         self._stop_writer = threading.Event()
-        self._writer: threading.Thread | None = None
         self._title = ""  # the templated task title of the task running now (hosts run in lockstep)
         self.finished = False
-        self._guard(self._open)
+        self._writer: threading.Thread | None = threading.Thread(
+            target=self._write_loop, name="opsrunner-history", daemon=True)
+        self._writer.start()
 
     def _open(self) -> None:
+        if self._with_git_state:
+            commit, dirty = git_state(Path(self.run.playbook))
+            self.run = dataclasses.replace(self.run, git_commit=commit, git_dirty=dirty)
         self.store = HistoryStore(self.path)
         self.store.start_run(self.run)
 
     def _guard(self, action: Callable[[], None]) -> None:
-        if self.store is None and action != self._open:
+        if self._failed or (self.store is None and action != self._open):
             return
         try:
             action()
         except Exception as exc:  # sqlite3.Error, OSError (full disk, read-only), anything: never fatal
             self.warn(f"WARNING: run history not recorded in {self.path}: {type(exc).__name__}: {exc}")
+            self._failed = True
             if self.store is not None:
                 self.store.close()
             self.store = None
@@ -112,16 +125,12 @@ class HistoryRecorder:
         made on the engine's thread waited for the GIL behind the host threads (~2 ms a row at
         200 hosts), and the next task waited for that."""
         rows, self._rows = self._rows, []
-        if not rows or self.store is None:
-            return
-        with self._pending_lock:
-            self._pending.extend(rows)
-        if self._writer is None:
-            self._stop_writer.clear()
-            self._writer = threading.Thread(target=self._write_loop, name="opsrunner-history", daemon=True)
-            self._writer.start()
+        if rows and not self._failed:
+            with self._pending_lock:
+                self._pending.extend(rows)
 
     def _write_loop(self) -> None:
+        self._guard(self._open)
         while not self._stop_writer.wait(WRITE_INTERVAL_S):
             self._write_pending()
         self._write_pending()
@@ -133,11 +142,13 @@ class HistoryRecorder:
             self._guard(lambda: self.store.add_tasks(self.run.id, rows) if self.store else None)
 
     def _drain(self) -> None:
-        """Wait until every result handed over is written."""
+        """Wait until the run's start and every result handed over are written; later
+        writes are made by the calling thread."""
         if self._writer is not None:
             self._stop_writer.set()
             self._writer.join()
             self._writer = None
+        self._write_pending()
 
     def finish(self, code: int, recap: dict[str, Any] | None = None) -> None:
         """Record the run's end; a run stopped before its recap (preflight, exit 4) ends too."""
@@ -163,11 +174,11 @@ def _warn(message: str) -> None:
 def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: dict[str, Any], argv: Sequence[str],
                       path: str | None = None, warn: Warn = _warn) -> HistoryRecorder:
     """The subscriber that records one `opsrunner play` (in `path`, else the default database)."""
-    commit, dirty = git_state(playbook.resolve())
     run = RunRow(
         id=new_run_id(), started=time.time(), user=_user(), controller=socket.gethostname(),
         command=mask_text(shlex.join(["opsrunner", *argv]), secret_values(extra_vars)), cwd=os.getcwd(),
-        playbook=str(playbook.resolve()), git_commit=commit, git_dirty=dirty, inventory=list(inventories),
+        playbook=str(playbook.resolve()), inventory=list(inventories),
         extra_vars=mask_vars(extra_vars), schedule=os.environ.get("OPSRUNNER_SCHEDULE") or None,
     )
-    return HistoryRecorder(Path(path) if path else default_path(), run, secret_values(extra_vars), warn)
+    return HistoryRecorder(Path(path) if path else default_path(), run, secret_values(extra_vars), warn,
+                           with_git_state=True)
