@@ -161,12 +161,15 @@ def _ended(args, state):
     return not alive(pid, start) and not state.get("procs")
 
 
-def _await_exit_record(args, state, hard, wait_s=5.0):
+def _await_exit_record(args, state, hard, wait_s=30.0):
     """A failing verdict on a supervised job that is still dying waits for its exit record.
 
     A process being torn down (an OOM-killed job freeing its memory) has no cmdline, so no
     check sees it; its supervisor writes the exit status within ms of reaping it. Judging in
     that gap would report "no matching process" instead of the signal that ended the job.
+    The teardown of a large job (its memory, a GPU context) can take seconds: 5 s were too
+    few for a 512 MiB one in a limited cgroup on a busy machine. The wait ends when the
+    record comes, when the supervisor is gone (none will come) or at the task's deadline.
     Returns True when it waited (the checks are then taken again)."""
     meta = state.get("meta") or {}
     if not args.get("pidfile") or not meta.get("exit_file"):

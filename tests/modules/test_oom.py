@@ -7,6 +7,7 @@ allocates 512 MiB and the kernel's OOM killer ends it. The cgroup is removed aft
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -95,7 +96,7 @@ def test_oom_killed_job_is_diagnosed_as_the_oom_killer(transport: str, oom_cgrou
     command = f"python3 {_hog(tmp_path, cleanup_marker)} {cleanup_marker}"
     rc, out, end = _oom_play(transport, oom_cgroup, cleanup_marker, request, tmp_path, command)
     assert rc == 2, out
-    assert "was killed by signal 9 (SIGKILL)" in end["msg"]
+    assert "was killed by signal 9 (SIGKILL)" in end["msg"], json.dumps(end["data"])
     assert "; OOM killer? " in end["msg"]
     assert "oom_kill event(s)" in end["msg"] or "the kernel log says" in end["msg"]
     assert end["data"]["state"] == "killed by SIGKILL"

@@ -6,6 +6,7 @@ as it does when an OOM-killed job takes time to release its memory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -77,3 +78,37 @@ def test_no_wait_once_the_supervisor_is_gone(tmp_path: Path) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()  # a supervisor that was killed: it will write no record
     _verify_without_a_coming_record(tmp_path, supervisor=[gone.pid, 1])
+
+
+def test_a_launched_job_whose_supervisor_reaps_it_late_is_named_by_its_signal(tmp_path: Path) -> None:
+    """Through the real launch: the launch record names the exit file that verify waits for.
+    The supervisor is held (SIGSTOP) while its job is SIGKILLed, so the job stays an unreaped
+    zombie, as a job is while its memory is released; 0.6 s later the supervisor goes on,
+    reaps it and writes the record."""
+    import os
+    import signal
+
+    pidfile, log = tmp_path / "job.pid", tmp_path / "job.log"
+    launched = AGENT["op_launch"]({"argv": ["sleep", "300"], "log": str(log), "pidfile": str(pidfile)})
+    assert launched.get("changed") is True, launched
+    job = int(launched["pid"])
+    meta = json.loads(Path(AGENT["pidfile_paths"](str(pidfile))["meta"]).read_text())
+    supervisor = int(meta["supervisor"][0])
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        os.kill(job, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while AGENT["read_proc"](job).state != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        resume = threading.Timer(0.6, os.kill, (supervisor, signal.SIGCONT))
+        resume.start()
+        result = AGENT["op_verify"]({"pidfile": str(pidfile), "processes": 1, "log": str(log),
+                                     "within": 0, "budget": 30})
+        resume.join()
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(job, signal.SIGKILL)
+    assert result["ok"] is False
+    assert "was killed by signal 9 (SIGKILL)" in result["diagnosis"], result["diagnosis"]
