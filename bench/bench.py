@@ -287,8 +287,9 @@ class Bench:
                 f"    - {{name: t{i}, command: 'true'}}\n" for i in range(count)))
             cmds[count] = (cmd, d)
             self.time_run(cmd, d)
+        ticks = cpu_ticks()
         differences = [(self.time_run(*cmds[tasks]) - self.time_run(*cmds[1])) / (tasks - 1) for _ in range(pairs)]
-        return Overhead(statistics.median(differences), tasks, pairs, os.getloadavg()[0])
+        return Overhead(statistics.median(differences), tasks, pairs, os.getloadavg()[0], steal_percent(ticks))
 
     def cleanup(self) -> None:
         for marker in self.markers:
@@ -302,12 +303,26 @@ class Bench:
 Cells = dict[tuple[str, int], tuple[dict[str, list[float]], dict[str, float]]]
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, all) CPU ticks of this machine so far, from /proc/stat: on a VM, steal is the
+    time the hypervisor gave this machine's CPUs to others (it slows every tool alike)."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:9]]
+    return fields[7], sum(fields)
+
+
+def steal_percent(since: tuple[int, int]) -> float:
+    steal, total = cpu_ticks()
+    return 100.0 * (steal - since[0]) / max(1, total - since[1])
+
+
 @dataclass(frozen=True)
 class Overhead:
     seconds: float  # per task
     tasks: int
     pairs: int
     load_after: float  # the 1-minute load average when the measure ended
+    steal: float  # percent of the machine's CPU time taken by the hypervisor meanwhile
 
 
 def report(all_times: Cells, overhead: dict[str, Overhead], reps: int, latency: dict[str, float]) -> str:
@@ -329,7 +344,8 @@ def report(all_times: Cells, overhead: dict[str, Overhead], reps: int, latency: 
     for mode, o in overhead.items():
         lines.append(f"opsrunner per-task overhead over an open connection, command_exec={mode}: "
                      f"{o.seconds * 1000:.2f} ms (median of {o.pairs} back-to-back pairs, (T[{o.tasks} tasks] "
-                     f"- T[1 task]) / {o.tasks - 1}, one host; load average {o.load_after:.1f} at its end)")
+                     f"- T[1 task]) / {o.tasks - 1}, one host; load average {o.load_after:.1f} at its end, "
+                     f"steal {o.steal:.0f}%)")
     lines.append(f"{reps} timed runs per cell after one warm-up, tools alternating in rotating order.")
     return "\n".join(lines)
 
@@ -352,6 +368,7 @@ def main() -> int:
                         help="leave ansible-core out of cells with more hosts (its 50-host runs take minutes)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="opsrunner-bench-"))
+    started = cpu_ticks()
     bench = Bench(work, args.others_venv, [int(x) for x in args.hosts.split(",")], args.reps,
                   not args.real_home)
     bench.ansible_max_hosts = args.ansible_max_hosts
@@ -361,9 +378,10 @@ def main() -> int:
     try:
         for workload in args.workloads.split(","):
             for n in bench.hosts_counts:
+                ticks = cpu_ticks()
                 all_times[(workload, n)] = bench.run_case(workload, n, tools)
                 print(workload, n, {t: [round(x, 2) for x in v] for t, v in all_times[(workload, n)][0].items()},
-                      flush=True)
+                      f"steal {steal_percent(ticks):.0f}%", flush=True)
         overhead = {"auto": bench.per_task_overhead("auto"), "bare": bench.per_task_overhead("bare", tasks=51)}
         latency = bench.call_latency()
     finally:
@@ -377,6 +395,7 @@ def main() -> int:
     hosts_were = ("each host its own sshd in its own PID namespace and /proc (--own-process-tables)"
                   if bench.own_tables else "every host an alias of one shared sshd (one process table)")
     text = (report(all_times, overhead, args.reps, latency) + failed + f"\n\nHosts: {hosts_were}.\n"
+            + f"CPU time taken by the hypervisor (steal) during the bench: {steal_percent(started):.0f}%.\n"
             + "Others: " + ", ".join(picked) + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
