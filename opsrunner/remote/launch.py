@@ -4,7 +4,8 @@ import os
 import stat
 import time
 
-SUPERVISOR_BOOT = "import os;exec(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))"
+SUPERVISOR_BOOT = ("import os,marshal,binascii;"
+                   "exec(marshal.loads(binascii.a2b_base64(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))))")
 
 
 def create_temp_beside(path, mode=0o600):
@@ -215,9 +216,19 @@ def resolve_program(name, env, chdir):
     return "program %s not found on the target (searched PATH=%s)" % (name, search), None
 
 
+def supervisor_code():
+    """The supervisor part, compiled here and marshalled (base64) for OPSRUNNER_SUPERVISOR_CODE.
+    Its interpreter is this one (/proc/self/exe), so the bytecode fits it; a cold Python that
+    unmarshals it spends ~3.5 ms of CPU less than one that parses the source, at every launch."""
+    import binascii
+    import marshal
+    code = compile(SUPERVISOR_SOURCE + "\nsupervise()\n", "opsrunner-supervisor", "exec")
+    return binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")
+
+
 def _supervisor_argv(env):
-    """A command line that names no job: the supervisor part's source comes in env."""
-    env["OPSRUNNER_SUPERVISOR_CODE"] = SUPERVISOR_SOURCE + "\nsupervise()\n"
+    """A command line that names no job: the supervisor part's code comes in env."""
+    env["OPSRUNNER_SUPERVISOR_CODE"] = supervisor_code()
     return ["opsrunner-supervisor", "-S", "-c", SUPERVISOR_BOOT]
 
 

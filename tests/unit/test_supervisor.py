@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 
 from opsrunner.connections.agent import supervisor_source
+from opsrunner.modules.base import agent_source
 
-BOOT = "import os;exec(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))"
+AGENT: dict[str, object] = {}
+exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT)  # launch's boot line and code, as shipped
+BOOT = str(AGENT["SUPERVISOR_BOOT"])
 
 
 def _supervise(tmp_path: Path, argv: list[str], **spec: object) -> tuple[list[str], dict[str, object]]:
@@ -23,7 +26,7 @@ def _supervise(tmp_path: Path, argv: list[str], **spec: object) -> tuple[list[st
     exit_file = tmp_path / "job.exit"
     full = {"argv": argv, "log": str(tmp_path / "job.log"), "exit_file": str(exit_file), "handshake_fd": w, **spec}
     env = dict(os.environ, OPSRUNNER_SPEC=binascii.b2a_base64(marshal.dumps(full), newline=False).decode(),
-               OPSRUNNER_SUPERVISOR_CODE=supervisor_source() + "\nsupervise()\n")
+               OPSRUNNER_SUPERVISOR_CODE=AGENT["supervisor_code"]())  # type: ignore[operator]
     sup = subprocess.Popen([sys.executable, "-S", "-c", BOOT], env=env, pass_fds=(w,))
     os.close(w)
     with os.fdopen(r, "rb") as handshake:
