@@ -63,7 +63,6 @@ def op_launch(args):
     spec["exit_file"] = paths["exit"] if paths else None
     pid, error = _spawn(spec)
     record["supervisor"] = spec.get("supervisor")
-    record["exit_file"] = spec["exit_file"]  # verify waits for it while a dying job's supervisor lives
     if error:
         return _failed_launch(paths, record, "could not start the job: %s" % error)
     return _launched(args, paths, record, pid)

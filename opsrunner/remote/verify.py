@@ -167,14 +167,13 @@ def _await_exit_record(args, state, hard, wait_s=30.0):
     A process being torn down (an OOM-killed job freeing its memory) has no cmdline, so no
     check sees it; its supervisor writes the exit status within ms of reaping it. Judging in
     that gap would report "no matching process" instead of the signal that ended the job.
-    The teardown of a large job (its memory, a GPU context) can take seconds: 5 s were too
-    few for a 512 MiB one in a limited cgroup on a busy machine. The wait ends when the
-    record comes, when the supervisor is gone (none will come) or at the task's deadline.
-    Returns True when it waited (the checks are then taken again)."""
-    meta = state.get("meta") or {}
-    if not args.get("pidfile") or not meta.get("exit_file"):
+    The teardown of a large job (its memory, a GPU context) can take seconds, so the wait
+    allows 30 s; it ends when the record comes, when the supervisor is gone (none will come)
+    or at the task's deadline. A launch record without a supervisor (none writes a record)
+    is not waited for. Returns True when it waited (the checks are then taken again)."""
+    sup = (state.get("meta") or {}).get("supervisor")
+    if not args.get("pidfile") or not (isinstance(sup, list) and len(sup) == 2):
         return False
-    sup = meta.get("supervisor")
     end = min(time.time() + wait_s, hard if hard is not None else float("inf"))
     waited = False
     while time.time() < end:
@@ -186,7 +185,7 @@ def _await_exit_record(args, state, hard, wait_s=30.0):
             return waited  # really running: the verdict stands as taken
         if p is not None and start is not None and p.start != start:
             return waited  # the pid was reused: the job is long gone
-        if isinstance(sup, list) and len(sup) == 2 and not alive(sup[0], sup[1]):
+        if not alive(sup[0], sup[1]):
             return waited  # its supervisor is gone too: no record will come
         waited = True
         time.sleep(0.05)

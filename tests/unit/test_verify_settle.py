@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -31,7 +33,8 @@ def _dead_job(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, dict[str, 
     paths = AGENT["pidfile_paths"](str(pidfile))
     record = {"pid": job.pid, "start": AGENT["read_proc"](job.pid).start, "argv": ["sh"],
               "log": str(tmp_path / "job.log"), "log_offset": 0, "started_at": time.time(),
-              "boot_id": AGENT["boot_id"](), "exit_file": paths["exit"]}
+              "boot_id": AGENT["boot_id"](),
+              "supervisor": [os.getpid(), AGENT["read_proc"](os.getpid()).start]}  # this test: alive, as a supervisor
     Path(paths["meta"]).write_text(json.dumps(record))
     pidfile.write_text(f"{job.pid}\n")
     return job, pidfile, paths
@@ -67,11 +70,11 @@ def _verify_without_a_coming_record(tmp_path: Path, **meta_changes: Any) -> None
         job.wait()
     assert result["ok"] is False
     assert "no exit status was recorded" in result["diagnosis"], result["diagnosis"]
-    assert took < 4, took  # not the 5 s wait for a record that nothing will write
+    assert took < 4, took  # not the 30 s wait for a record that nothing will write
 
 
 def test_without_a_supervisor_record_the_verdict_is_not_delayed(tmp_path: Path) -> None:
-    _verify_without_a_coming_record(tmp_path, exit_file=None)  # a launch without a supervisor
+    _verify_without_a_coming_record(tmp_path, supervisor=None)  # a launch without a supervisor
 
 
 def test_no_wait_once_the_supervisor_is_gone(tmp_path: Path) -> None:
@@ -81,13 +84,10 @@ def test_no_wait_once_the_supervisor_is_gone(tmp_path: Path) -> None:
 
 
 def test_a_launched_job_whose_supervisor_reaps_it_late_is_named_by_its_signal(tmp_path: Path) -> None:
-    """Through the real launch: the launch record names the exit file that verify waits for.
-    The supervisor is held (SIGSTOP) while its job is SIGKILLed, so the job stays an unreaped
+    """Through the real launch: the launch record names the supervisor whose exit record
+    verify waits for. The supervisor is held (SIGSTOP) while its job is SIGKILLed, so the job stays an unreaped
     zombie, as a job is while its memory is released; 0.6 s later the supervisor goes on,
     reaps it and writes the record."""
-    import os
-    import signal
-
     pidfile, log = tmp_path / "job.pid", tmp_path / "job.log"
     launched = AGENT["op_launch"]({"argv": ["sleep", "300"], "log": str(log), "pidfile": str(pidfile)})
     assert launched.get("changed") is True, launched
