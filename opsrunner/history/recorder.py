@@ -66,15 +66,13 @@ class HistoryRecorder:
     git state, two git commands) while the play begins, then writes the results handed to
     it every WRITE_INTERVAL_S; finish() and close() wait for it."""
 
-    def __init__(self, path: Path, run: RunRow, secrets: Sequence[str], warn: Warn,
-                 with_git_state: bool = False) -> None:
+    def __init__(self, path: Path, run: RunRow, secrets: Sequence[str], warn: Warn) -> None:
         self.path = path
         self.run = run
         self.secrets = list(secrets)
         self.warn = warn
         self.store: HistoryStore | None = None
         self._failed = False  # after the first database error: recording stopped for this run
-        self._with_git_state = with_git_state
         self._seq = 0
         self._rows: list[tuple[int, TaskRow]] = []
         self._pending: list[tuple[int, TaskRow]] = []  # handed to the writer thread, not yet written
@@ -87,9 +85,8 @@ class HistoryRecorder:
         self._writer.start()
 
     def _open(self) -> None:
-        if self._with_git_state:
-            commit, dirty = git_state(Path(self.run.playbook))
-            self.run = dataclasses.replace(self.run, git_commit=commit, git_dirty=dirty)
+        commit, dirty = git_state(Path(self.run.playbook))
+        self.run = dataclasses.replace(self.run, git_commit=commit, git_dirty=dirty)
         self.store = HistoryStore(self.path)
         self.store.start_run(self.run)
 
@@ -133,7 +130,6 @@ class HistoryRecorder:
         self._guard(self._open)
         while not self._stop_writer.wait(WRITE_INTERVAL_S):
             self._write_pending()
-        self._write_pending()
 
     def _write_pending(self) -> None:
         with self._pending_lock:
@@ -142,8 +138,8 @@ class HistoryRecorder:
             self._guard(lambda: self.store.add_tasks(self.run.id, rows) if self.store else None)
 
     def _drain(self) -> None:
-        """Wait until the run's start and every result handed over are written; later
-        writes are made by the calling thread."""
+        """Stop the writer thread once it has recorded the run's start, then write what is
+        still pending here (the calling thread makes every later write too)."""
         if self._writer is not None:
             self._stop_writer.set()
             self._writer.join()
@@ -180,5 +176,4 @@ def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: di
         playbook=str(playbook.resolve()), inventory=list(inventories),
         extra_vars=mask_vars(extra_vars), schedule=os.environ.get("OPSRUNNER_SCHEDULE") or None,
     )
-    return HistoryRecorder(Path(path) if path else default_path(), run, secret_values(extra_vars), warn,
-                           with_git_state=True)
+    return HistoryRecorder(Path(path) if path else default_path(), run, secret_values(extra_vars), warn)
