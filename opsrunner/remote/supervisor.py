@@ -134,6 +134,9 @@ def _exec_job(spec, w):
         os.closerange(w + 1, _max_fd())
         env = dict((k, v) for k, v in os.environ.items() if not k.startswith("OPSRUNNER_"))
         env.update(spec.get("env") or {})
+        import _signal  # the C module (see above)
+        for number in (_signal.SIGPIPE, _signal.SIGXFSZ):
+            _signal.signal(number, _signal.SIG_DFL)  # ignored by every Python, as this one: not the job's
         os.write(w, ("ok %d\n" % os.getpid()).encode())
         argv = spec["argv"]
         step = "exec %s" % argv[0]

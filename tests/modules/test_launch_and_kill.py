@@ -52,6 +52,21 @@ def test_launched_job_survives_session_and_is_properly_detached(target: Target, 
     assert "SIGTERM: checkpoint saved" in (target.work / "logs" / "train.log").read_text()
 
 
+def test_a_launched_job_has_the_default_signal_dispositions(target: Target, cleanup_marker: str) -> None:
+    """The supervisor is a Python, which ignores SIGPIPE and SIGXFSZ: the job must not inherit
+    that (a pipeline in it would get EPIPE errors instead of ending, a file over its size
+    limit EFBIG instead of the signal)."""
+    log = target.work / "signals.log"
+    run = target.play([{"name": "launch", "launch_detached": {
+        "argv": ["sh", "-c", f"grep '^Sig' /proc/self/status; exec sleep {cleanup_marker}"],
+        "log": str(log), "pidfile": str(target.work / "signals.pid")}, "timeout": 30}])
+    assert run.rc == 0, run.out
+    assert wait_for(lambda: "SigIgn" in log.read_text(), 10)
+    masks = dict(line.split(":\t") for line in log.read_text().splitlines())
+    assert int(masks["SigIgn"], 16) == 0, masks  # as a login shell would start it
+    assert int(masks["SigBlk"], 16) == 0, masks
+
+
 def test_launch_is_idempotent(target: Target, cleanup_marker: str) -> None:
     first = target.play([launch_task(target, cleanup_marker)])
     assert first.rc == 0, first.out
