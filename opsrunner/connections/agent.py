@@ -15,6 +15,7 @@ import hashlib
 import json
 import shlex
 import struct
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -84,12 +85,21 @@ def supervisor_source() -> str:
     return _remote_text("supervisor")
 
 
+def _supervisor_program() -> str:
+    """The supervisor part as the body of one function of the agent, `_supervisor_program`:
+    Python compiles it with the agent (into the cached agent's bytecode), and launch ships
+    that function's code, marshalled, to a fresh Python that runs it alone. No launch
+    compiles it (~3 ms of a worker's CPU on every host)."""
+    body = textwrap.indent(supervisor_source(), "    ")
+    return f"def _supervisor_program():\n{body}\n    supervise()\n"
+
+
 @lru_cache(maxsize=1)
 def agent_source() -> str:
-    """The parts, concatenated, with the supervisor's source as a string (SUPERVISOR_SOURCE)
-    after the first part (whose first line is the marker)."""
+    """The parts, concatenated, with the supervisor program after the first part (whose first
+    line is the marker)."""
     texts = [_remote_text(part) for part in AGENT_PARTS]
-    texts.insert(1, f"SUPERVISOR_SOURCE = {supervisor_source()!r}\n")
+    texts.insert(1, _supervisor_program())
     return "\n".join(texts)
 
 

@@ -1,11 +1,11 @@
 # opsrunner-supervisor: the job's supervisor (Python >= 3.8, builtin modules only).
 #
-# The agent carries this file as a string (SUPERVISOR_SOURCE); launch.py compiles it and runs
-# the bytecode alone in a fresh Python, as `opsrunner-supervisor`, in the job's new session:
-# it starts the job, waits for it and records how it ended. It imports no json, re or signal
-# (which bring enum), so it starts in ~8 ms of CPU where importing the whole agent took
-# ~20 ms, once per launch on every host. The spec comes marshalled, in base64, in
-# OPSRUNNER_SPEC.
+# The agent carries this file as the body of one function, _supervisor_program, compiled
+# with the agent; launch.py runs that code alone in a fresh Python, as
+# `opsrunner-supervisor`, in the job's new session: it starts the job, waits for it and
+# records how it ended. It imports no json, re or signal (which bring enum), so it starts in
+# ~8 ms of CPU where importing the whole agent took ~20 ms, once per launch on every host.
+# The spec comes marshalled, in base64, in OPSRUNNER_SPEC.
 import os
 import time
 
