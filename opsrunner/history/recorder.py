@@ -10,12 +10,10 @@ import dataclasses
 import getpass
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ WRITE_INTERVAL_S = 0.2
 
 def new_run_id() -> str:
     """Sortable and short: 20261201-013045-3f2a (the OPSRUNNER_RUN_ID env var overrides it)."""
-    return os.environ.get("OPSRUNNER_RUN_ID") or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    return os.environ.get("OPSRUNNER_RUN_ID") or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
 
 
 def git_state(path: Path) -> tuple[str | None, bool | None]:
@@ -171,7 +169,7 @@ def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: di
                       path: str | None = None, warn: Warn = _warn) -> HistoryRecorder:
     """The subscriber that records one `opsrunner play` (in `path`, else the default database)."""
     run = RunRow(
-        id=new_run_id(), started=time.time(), user=_user(), controller=socket.gethostname(),
+        id=new_run_id(), started=time.time(), user=_user(), controller=os.uname().nodename,
         command=mask_text(shlex.join(["opsrunner", *argv]), secret_values(extra_vars)), cwd=os.getcwd(),
         playbook=str(playbook.resolve()), inventory=list(inventories),
         extra_vars=mask_vars(extra_vars), schedule=os.environ.get("OPSRUNNER_SCHEDULE") or None,
