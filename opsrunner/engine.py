@@ -347,6 +347,14 @@ class Engine:
                   pool: ThreadPoolExecutor, handler: bool) -> dict[str, TaskResult]:
         self.emit(TaskStart(play.name, self._task_title(play, task, hosts, play_hosts), task.module,
                             hosts, handler, str(task.pos)))
+        if len(hosts) == 1:
+            # Run here, not in a host thread: a hand-off to a pool thread and back cost ~0.6 ms
+            # of every task (two wake-ups, measured on one host). Ctrl-C and SIGTERM then raise
+            # in the task itself, and run() stops the host's in-flight work as before.
+            result = self._run_on_host(play, task, hosts[0], play_hosts)
+            self._record(play, task, hosts[0], result, handler)
+            self._flush_reporters()
+            return {hosts[0]: result}
         futures: dict[Future[TaskResult], str] = {
             pool.submit(self._run_on_host, play, task, host, play_hosts): host for host in hosts
         }
