@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -300,3 +301,39 @@ def test_the_transport_prefers_aes_gcm_and_still_connects_to_a_server_without_it
                 conn.close()
     finally:
         ctr_only.stop()
+
+
+def test_hosts_that_connect_at_once_parse_the_key_and_known_hosts_once(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    """One parse for every host connecting at the same moment. Each parsing for itself, 200
+    hosts queued on the logging module's lock (paramiko asks for its logger on every line of
+    known_hosts) and stalled a 200-host run's connections by ~10 s (bench/RESULTS.md)."""
+    from opsrunner.connections import ssh
+    from opsrunner.connections.base import ConnectionSpec
+
+    line = sshd.known_hosts.read_text().split("\n")[0].split(" ", 1)[1]  # "<type> <key>"
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts.read_text() + "".join(f"[10.9.{i // 250}.{i % 250}]:22 {line}\n"
+                                                           for i in range(2000)))
+    ssh._parsed_known_hosts.cache_clear()
+    ssh._private_key.cache_clear()
+    conns = [ssh.SSHConnection(ConnectionSpec(name=f"h{i}", host="127.0.0.1", port=sshd.port, user=sshd.user,
+                                              key_file=str(sshd.key_file), known_hosts_file=str(known)))
+             for i in range(8)]
+    start = threading.Barrier(len(conns))
+
+    def open_at_once(conn: ssh.SSHConnection) -> None:
+        start.wait()
+        conn.open()
+
+    threads = [threading.Thread(target=open_at_once, args=(c,)) for c in conns]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert [c.run(["echo", "up"]).stdout for c in conns] == ["up\n"] * len(conns)
+        assert ssh._parsed_known_hosts.cache_info().misses == 1
+        assert ssh._private_key.cache_info().misses == 1
+    finally:
+        for c in conns:
+            c.close()
