@@ -99,8 +99,11 @@ def _launched(args, paths, record, pid):
 
 def _settle(pid, wait_s=0.25):
     """The job a moment after its exec: one that fails at once (bad arguments, missing file)
-    is then reported with its exit status instead of as launched. One wait on a pidfd where
-    there is one (~5 ms of CPU less than reading /proc every 10 ms, on every host)."""
+    is then reported with its exit status instead of as launched. Woken by a pidfd where
+    there is one (~5 ms of CPU less than reading /proc every 10 ms, on every host). A pidfd
+    is readable as its process exits, a moment before /proc shows the zombie (procs.py's
+    _wait_gone): /proc is then read again every ms until it does."""
+    deadline = time.time() + wait_s
     exit_fd = _pidfd(pid)  # native.py part
     if exit_fd is not None:
         try:
@@ -109,13 +112,11 @@ def _settle(pid, wait_s=0.25):
             poller.poll(wait_s * 1000)  # until the job exits, or wait_s
         finally:
             os.close(exit_fd)
-        return read_proc(pid)
-    deadline = time.time() + wait_s
     while True:
         p = read_proc(pid)
         if p is None or p.state == "Z" or p.sid != pid or time.time() >= deadline:
             return p
-        time.sleep(0.01)
+        time.sleep(0.01 if exit_fd is None else 0.001)
 
 
 def _await_exit(exit_file, pid, wait_s=5.0):
