@@ -8,10 +8,11 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, cast
 
 from opsrunner import __version__
 from opsrunner.errors import OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
+from opsrunner.outstream import QuietWhenClosed
 
 EXIT_OK, EXIT_VALIDATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_UNEXPECTED = 0, 4, 5, 99, 250
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as shells and service managers expect
@@ -208,11 +209,10 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     try:
         with sigterm_as_interrupt():
             summary = Engine(playbook, inventory, options, reporters).run()
-    except ValidationError as exc:  # preflight: problems may quote a variable's value
-        _end_history(reporters, EXIT_VALIDATION)
-        raise mask_problems(exc, inventory, extra) from None
-    except OpsrunnerError as exc:
-        _end_history(reporters, exc.exit_code)
+    except BaseException as exc:  # every way out closes the run's history row, with its exit code
+        _end_history(reporters, _exit_code_of(exc))
+        if isinstance(exc, ValidationError):  # preflight: problems may quote a variable's value
+            raise mask_problems(exc, inventory, extra) from None
         raise
     finally:
         for r in reporters:
@@ -221,6 +221,17 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         if lock is not None:
             lock.release()
     return summary.exit_code()
+
+
+def _exit_code_of(exc: BaseException) -> int:
+    """The exit code main() gives for an exception that ends a play."""
+    if isinstance(exc, ValidationError):
+        return EXIT_VALIDATION
+    if isinstance(exc, OpsrunnerError):
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+    return EXIT_UNEXPECTED
 
 
 #: Set by run(): this process runs one command and exits (main() may also be called in a
@@ -273,8 +284,9 @@ def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # A reader that goes away (`| head`) stops the output, never the command (outstream.py).
+    out = cast(IO[str], QuietWhenClosed(out or sys.stdout))
+    err = cast(IO[str], QuietWhenClosed(err or sys.stderr))
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -330,9 +342,6 @@ def run() -> NoReturn:
             t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
     atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        sys.exit(code)  # a closed or broken stdout: the normal exit reports it as Python does
+    for stream in (sys.stdout, sys.stderr):
+        QuietWhenClosed(stream).flush()  # a reader gone at the very end: dropped, as before
     os._exit(code)

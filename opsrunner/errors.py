@@ -63,6 +63,13 @@ class UsageError(OpsrunnerError):
     exit_code = 5
 
 
+class CommandError(OpsrunnerError):
+    """A command other than `play` could not do its job (a missing log, an unreadable
+    history database): exit code 1, Ansible's general error."""
+
+    exit_code = 1
+
+
 class TemplateError(OpsrunnerError):
     """A template failed to render (undefined variable, bad expression) at run time."""
 

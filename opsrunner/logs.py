@@ -19,6 +19,7 @@ from opsrunner.errors import ConnectionFailed, ModuleFailure, OpsrunnerError, Te
 from opsrunner.results import Status
 
 POLL_S = 1.0
+EXIT_FAILED, EXIT_UNREACHABLE = 2, 3
 AGENT_TIMEOUT_S = 30.0
 
 
@@ -45,6 +46,7 @@ class Source:
     pidfile: str | None
     end: int = 0
     partial: str = ""
+    follow: bool = False
 
 
 def run_logs(args: argparse.Namespace, out: IO[str], load: Any) -> int:
@@ -59,18 +61,20 @@ def run_logs(args: argparse.Namespace, out: IO[str], load: Any) -> int:
     if args.lines < 0:
         raise OpsrunnerError("--lines must be 0 or more")
     factory = ConnectionFactory()
-    failed = 0
+    codes: list[int] = []
     try:
-        sources, failed = _sources(playbook, inventory, options, args, factory, out)
+        sources, unknown = _sources(playbook, inventory, options, args, factory, out)
+        codes += [EXIT_FAILED] * unknown
         for src in sources:
-            failed += _print_tail(src, args.lines, out)
+            codes.append(_print_tail(src, args.lines, out))
         if args.follow:
             _follow([s for s in sources if s.end >= 0], out)
     except KeyboardInterrupt:
         pass  # the normal end of --follow; nothing runs on the hosts between polls
     finally:
         factory.close_all()
-    return 3 if failed else 0
+    # As a play's: 3 when a host was unreachable, else 2 when a host had no log to show.
+    return max(codes, default=0)
 
 
 def _sources(playbook: Any, inventory: Any, options: Any, args: argparse.Namespace,
@@ -96,7 +100,7 @@ def _sources(playbook: Any, inventory: Any, options: Any, args: argparse.Namespa
                 out.write(f"{host} | cannot tell where the log is: {exc} (use --log PATH)\n")
                 failed += 1
                 continue
-            sources.append(Source(host, conn, log, pidfile))
+            sources.append(Source(host, conn, log, pidfile, follow=args.follow))
     return sources, failed
 
 
@@ -108,14 +112,20 @@ def _agent(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _print_tail(src: Source, lines: int, out: IO[str]) -> int:
+    """Print one host's tail; its exit code (0, or EXIT_FAILED / EXIT_UNREACHABLE)."""
     try:
         reply = _agent(src.connection, {"log": src.log, "pidfile": src.pidfile, "lines": lines})
     except (ConnectionFailed, ModuleFailure) as exc:
         out.write(f"{src.host} | {Status.UNREACHABLE if isinstance(exc, ConnectionFailed) else 'error'}: {exc}\n")
         src.end = -1
-        return 1
+        return EXIT_UNREACHABLE if isinstance(exc, ConnectionFailed) else EXIT_FAILED
     if reply.get("missing"):
-        out.write(f"{src.host} | (no log at {src.log})\n")
+        out.flush()
+        if src.follow:  # a job about to start: followed, its log is waited for
+            out.write(f"{src.host} | (no log at {src.log} yet: waiting for it)\n")
+            return 0
+        out.write(f"{src.host} | ERROR: no log at {src.log} (not created yet, or another path)\n")
+        return EXIT_FAILED
     for line in str(reply.get("text", "")).splitlines():
         out.write(f"{src.host} | {line}\n")
     out.flush()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.events import Event, Recap, TaskEnd, TaskStart
+from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
 from opsrunner.history.masking import mask_text, mask_vars, secret_values
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow, default_path
 
@@ -28,6 +29,9 @@ Warn = Callable[[str], object]
 #: interval. A transaction and a thread wake-up per task cost ~0.75 ms of every task's time
 #: on one host (bench/RESULTS.md); a row still reaches the database within this interval.
 WRITE_INTERVAL_S = 0.2
+#: How long a write waits for another writer (a locked database) before recording gives up
+#: with a warning: the run itself never waits longer than this for its history.
+BUSY_TIMEOUT_S = 5.0
 
 
 def new_run_id() -> str:
@@ -85,8 +89,8 @@ class HistoryRecorder:
     def _open(self) -> None:
         commit, dirty = git_state(Path(self.run.playbook))
         self.run = dataclasses.replace(self.run, git_commit=commit, git_dirty=dirty)
-        self.store = HistoryStore(self.path)
-        self.store.start_run(self.run)
+        self.store = HistoryStore(self.path, busy_timeout_s=BUSY_TIMEOUT_S)
+        self.store.start_run(self.run, ControllerStamp.of_this_process())
 
     def _guard(self, action: Callable[[], None]) -> None:
         if self._failed or (self.store is None and action != self._open):
@@ -126,8 +130,12 @@ class HistoryRecorder:
 
     def _write_loop(self) -> None:
         self._guard(self._open)
+        beat_at = time.monotonic() + HEARTBEAT_S
         while not self._stop_writer.wait(WRITE_INTERVAL_S):
             self._write_pending()
+            if time.monotonic() >= beat_at:  # the controller lives: readers tell it from one that died
+                self._guard(lambda: self.store.beat(self.run.id) if self.store else None)
+                beat_at = time.monotonic() + HEARTBEAT_S
 
     def _write_pending(self) -> None:
         with self._pending_lock:

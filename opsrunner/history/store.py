@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opsrunner.history.liveness import GONE, ControllerStamp, controller_gone
+
 #: Each entry moves the schema one version up; never edit an entry once released.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -32,6 +34,15 @@ MIGRATIONS: tuple[str, ...] = (
         msg TEXT, diagnosis TEXT, duration REAL, PRIMARY KEY (run_id, seq)
     );
     CREATE INDEX results_host ON results(host);
+    """,
+    # 2: who runs an open run, and its heartbeat (liveness.py): a row whose controller died
+    # without closing it is shown as aborted, never as running.
+    """
+    ALTER TABLE runs ADD COLUMN heartbeat REAL;
+    ALTER TABLE runs ADD COLUMN controller_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN controller_start INTEGER;
+    ALTER TABLE runs ADD COLUMN controller_machine TEXT;
+    CREATE INDEX results_run ON results(run_id, seq);
     """,
 )
 
@@ -77,34 +88,46 @@ class RunRow:
     recap: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     tasks: list[TaskRow] = field(default_factory=list)
+    heartbeat: float | None = None
+    controller_stamp: ControllerStamp | None = None
+    #: Set by the reader: an unfinished run whose controller is gone (liveness.py).
+    aborted: bool = False
 
     @property
     def result(self) -> str:
         if self.exit_code is None:
-            return "running"
-        return {0: "ok", 2: "failed", 3: "unreachable", 99: "interrupted"}.get(self.exit_code, "error")
+            return GONE if self.aborted else "running"
+        return {0: "ok", 2: "failed", 3: "unreachable", 4: "bad input", 99: "interrupted",
+                143: "terminated"}.get(self.exit_code, "error")
 
     def as_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "tasks"}
+        data = {k: v for k, v in self.__dict__.items() if k not in ("tasks", "controller_stamp", "aborted")}
+        stamp = self.controller_stamp
+        data["controller_pid"] = stamp.pid if stamp else None
         data["result"] = self.result
         data["tasks"] = [t.__dict__ for t in self.tasks]
         return data
 
 
 _RUN_COLUMNS = ("id", "started", "ended", "user", "controller", "command", "cwd", "playbook", "git_commit",
-                "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes")
+                "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes", "heartbeat")
+_STAMP_COLUMNS = ("controller_pid", "controller_start", "controller_machine")
+_SELECT_RUN = f"SELECT {', '.join(_RUN_COLUMNS + _STAMP_COLUMNS)} FROM runs"
+_SELECT_TASKS = ("SELECT run_id, play, task, module, host, status, changed, handler, msg, diagnosis, duration "
+                 "FROM results")
 _JSON_COLUMNS: dict[str, Any] = {"inventory": [], "extra_vars": {}, "recap": {}, "notes": []}
 
 
 class HistoryStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():  # command lines and messages: readable by its owner only (-wal/-shm follow)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         # Used by one thread at a time: the recorder's writer thread, then the thread that ends the run.
-        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA busy_timeout = 30000")
+        self.db = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None,
+                                  check_same_thread=False)
+        self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         self.db.execute("PRAGMA journal_mode = WAL")
         # WAL with synchronous=NORMAL: a commit is not fsynced (checkpoints are), so a row per
         # task costs ~0.05 ms instead of ~2 ms; a power cut may lose the last rows, never the
@@ -135,12 +158,20 @@ class HistoryStore:
         self.db.close()
 
     # -- writes -----------------------------------------------------------------------------
-    def start_run(self, run: RunRow) -> None:
+    def start_run(self, run: RunRow, stamp: ControllerStamp | None = None) -> None:
         values = [json.dumps(getattr(run, c), default=str) if c in _JSON_COLUMNS else getattr(run, c)
                   for c in _RUN_COLUMNS]
+        values[_RUN_COLUMNS.index("heartbeat")] = time.time()
+        values += [stamp.pid, stamp.start_ticks, stamp.machine] if stamp else [None, None, None]
+        columns = _RUN_COLUMNS + _STAMP_COLUMNS
         with self._tx():
-            self.db.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
-                            f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
+            self.db.execute(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                            values)
+
+    def beat(self, run_id: str) -> None:
+        """The controller is alive (liveness.py): stamped every HEARTBEAT_S while the run goes on."""
+        with self._tx():
+            self.db.execute("UPDATE runs SET heartbeat = ? WHERE id = ?", (time.time(), run_id))
 
     def add_tasks(self, run_id: str, rows: list[tuple[int, TaskRow]]) -> None:
         """Task results in one transaction (a task's results on many hosts arrive together)."""
@@ -172,7 +203,7 @@ class HistoryStore:
 
     # -- reads ------------------------------------------------------------------------------
     def runs(self, playbook: str | None = None, host: str | None = None, failed: bool = False,
-             schedule: str | None = None, limit: int = 20) -> list[RunRow]:
+             schedule: str | None = None, limit: int = 20, with_tasks: bool = False) -> list[RunRow]:
         where, params = [], []
         if playbook:
             where.append("(playbook = ? OR playbook LIKE ?)")
@@ -181,30 +212,44 @@ class HistoryStore:
             where.append("id IN (SELECT run_id FROM results WHERE host = ?)")
             params.append(host)
         if failed:
-            where.append("exit_code IS NOT NULL AND exit_code != 0")
+            where.append("(exit_code IS NULL OR exit_code != 0)")
         if schedule:
             where.append("schedule = ?")
             params.append(schedule)
-        sql = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"
-        sql += (" WHERE " + " AND ".join(where)) if where else ""
+        sql = _SELECT_RUN + ((" WHERE " + " AND ".join(where)) if where else "")
         sql += " ORDER BY started DESC, rowid DESC LIMIT ?"
-        return [self._run(r) for r in self.db.execute(sql, [*params, limit])]
+        runs = [self._run(r) for r in self.db.execute(sql, [*params, limit])]
+        if failed:  # an open row whose controller is gone did not exit 0 either
+            runs = [r for r in runs if r.exit_code is not None or r.aborted]
+        if with_tasks and runs:
+            self._load_tasks(runs)
+        return runs
 
     def run(self, run_id: str) -> RunRow | None:
         """A run by id or unique id prefix, with its task results."""
-        rows = self.db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE id LIKE ? LIMIT 2",
+        rows = self.db.execute(f"{_SELECT_RUN} WHERE id LIKE ? LIMIT 2",
                                (run_id.replace("%", "") + "%",)).fetchall()
         if len(rows) != 1:
             return None
         run = self._run(rows[0])
-        for r in self.db.execute("SELECT play, task, module, host, status, changed, handler, msg, diagnosis, "
-                                 "duration FROM results WHERE run_id = ? ORDER BY seq", (run.id,)):
-            run.tasks.append(TaskRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), r[7], r[8] or "", r[9]))
+        self._load_tasks([run])
         return run
 
+    def _load_tasks(self, runs: list[RunRow]) -> None:
+        """Every task result of these runs, in order, in one query."""
+        by_id = {r.id: r for r in runs}
+        sql = f"{_SELECT_TASKS} WHERE run_id IN ({', '.join('?' * len(by_id))}) ORDER BY run_id, seq"
+        for r in self.db.execute(sql, list(by_id)):
+            by_id[r[0]].tasks.append(TaskRow(r[1], r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7]), r[8] or "",
+                                             r[9] or "", r[10] or 0.0))
+
     def _run(self, row: tuple[Any, ...]) -> RunRow:
-        data = dict(zip(_RUN_COLUMNS, row, strict=True))
+        data = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=True))
         for key, empty in _JSON_COLUMNS.items():
             data[key] = json.loads(data[key]) if data[key] else empty
         data["git_dirty"] = None if data["git_dirty"] is None else bool(data["git_dirty"])
-        return RunRow(**data)
+        pid, start, machine = row[len(_RUN_COLUMNS):]
+        run = RunRow(**data, controller_stamp=ControllerStamp(pid, start, machine or "") if pid else None)
+        if run.exit_code is None:
+            run.aborted = controller_gone(run.controller_stamp, run.heartbeat, run.started)
+        return run

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from opsrunner.errors import UsageError
+from opsrunner.errors import CommandError, UsageError
 
 if TYPE_CHECKING:  # sqlite3 is imported only when a history command runs
     from opsrunner.history.store import HistoryStore, RunRow
@@ -39,9 +39,15 @@ def _db_option(p: argparse.ArgumentParser) -> None:
 
 def _open(args: argparse.Namespace) -> HistoryStore:
     """The history database; a missing one is created empty (no run recorded yet is not an error)."""
+    import sqlite3
+
     from opsrunner.history.store import HistoryStore, default_path
 
-    return HistoryStore(Path(getattr(args, "history", None) or default_path()))
+    path = Path(getattr(args, "history", None) or default_path())
+    try:
+        return HistoryStore(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise CommandError(f"cannot read the run history {path}: {type(exc).__name__}: {exc}") from None
 
 
 def when(ts: float | None) -> str:
@@ -71,7 +77,7 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
         return 0
     if args.limit < 1:
         raise UsageError("-n must be at least 1")
-    runs = _open(args).runs(args.playbook, args.host, args.failed, limit=args.limit)
+    runs = _open(args).runs(args.playbook, args.host, args.failed, limit=args.limit, with_tasks=args.json)
     if args.json:
         out.write(json.dumps([r.as_dict() for r in runs], indent=2) + "\n")
         return 0

@@ -1,0 +1,79 @@
+"""Is the controller of an unfinished run still alive?
+
+A run's row is closed by its controller at every exit it lives through (recap, error,
+Ctrl-C, SIGTERM, a closed stdout). A controller killed by SIGKILL, the OOM killer or a
+reboot cannot close it, so readers judge an open row themselves:
+
+- the heartbeat: the controller's history writer stamps the row every HEARTBEAT_S; a row
+  not stamped for STALE_AFTER_S is a run whose controller is gone. This works wherever the
+  reader is, also when several controllers share one history database;
+- a faster check on the controller's own machine: the row names the controller's pid, the
+  start time of that pid (kernel ticks since boot) and the machine (boot id and pid
+  namespace); where these match this reader's machine and no such process exists, the
+  controller is gone at once, without waiting for its heartbeat to go stale.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+#: How often a running controller stamps its row.
+HEARTBEAT_S = 5.0
+#: A row not stamped for this long belongs to a controller that is gone. Generous against a
+#: controller starved of CPU or a database busy for a while: six beats missed.
+STALE_AFTER_S = 30.0
+
+GONE = "aborted (controller gone)"
+
+
+@lru_cache(maxsize=1)
+def machine_key() -> str:
+    """This kernel's boot id and this pid namespace: pids are comparable only where both match
+    (containers share the host's boot id but not its pid namespace)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+        pidns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{boot}/{pidns}"
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (None: no such process)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass(frozen=True)
+class ControllerStamp:
+    """Who runs a run: written with the run's row when it starts."""
+
+    pid: int
+    start_ticks: int | None
+    machine: str
+
+    @classmethod
+    def of_this_process(cls) -> ControllerStamp:
+        pid = os.getpid()
+        return cls(pid, start_ticks(pid), machine_key())
+
+
+def controller_gone(stamp: ControllerStamp | None, heartbeat: float | None, started: float,
+                    now: float | None = None) -> bool:
+    """True when the controller of an unfinished run is certainly gone."""
+    now = time.time() if now is None else now
+    last_sign = heartbeat if heartbeat is not None else started
+    if now - last_sign > STALE_AFTER_S:
+        return True
+    if stamp is None or not stamp.machine or stamp.machine != machine_key():
+        return False  # another machine (or no stamp): only the heartbeat can tell
+    ticks = start_ticks(stamp.pid)
+    return ticks is None or (stamp.start_ticks is not None and ticks != stamp.start_ticks)
