@@ -97,6 +97,9 @@ def _job_state(args, state, checks):
         return "not running", "not running: pid %s from %s is gone and no exit status was recorded" % (pid, pidfile)
     if not pidfile and not state.get("procs") and log and state.get("log_size") is None:
         return "never started", "never started: no matching process and no log at %s" % log
+    if running and state.get("fail_line") and "fail_grace" in state:
+        return "running", ("running: the job (pid %s) is still running %gs after its log matched /%s/: %s"
+                           % (pid, state["fail_grace"], args.get("log_not_regex"), state["fail_line"]))
     grows = [c for c in checks if c[0] == "log_grows"]
     if (running or state.get("procs")) and grows and not grows[0][1]:
         who = "the job (pid %s)" % pid if running else "the job"

@@ -134,9 +134,7 @@ def _exec_job(spec, w):
         os.closerange(w + 1, _max_fd())
         env = dict((k, v) for k, v in os.environ.items() if not k.startswith("OPSRUNNER_"))
         env.update(spec.get("env") or {})
-        import _signal  # the C module (see above)
-        for number in (_signal.SIGPIPE, _signal.SIGXFSZ):
-            _signal.signal(number, _signal.SIG_DFL)  # ignored by every Python, as this one: not the job's
+        default_signals()
         os.write(w, ("ok %d\n" % os.getpid()).encode())
         argv = spec["argv"]
         step = "exec %s" % argv[0]
@@ -147,6 +145,23 @@ def _exec_job(spec, w):
         except OSError:
             pass
     os._exit(127)
+
+
+def default_signals():
+    """Every signal at its default action and none blocked, as a login shell starts a job.
+
+    What is ignored survives exec: every Python ignores SIGPIPE and SIGXFSZ, and a
+    controller started from a background shell or nohup has SIGINT, SIGQUIT and SIGHUP
+    ignored, which its agent, a wrapper and this supervisor inherit. The job must not."""
+    import _signal  # the C module (see above)
+    for number in range(1, _signal.NSIG):
+        if number in (_signal.SIGKILL, _signal.SIGSTOP):
+            continue
+        try:
+            _signal.signal(number, _signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):
+            pass  # glibc's internal real-time signals (32, 33) cannot be set
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
 
 
 def _max_fd():

@@ -105,6 +105,8 @@ def _regex_checks(args, state, size, out):
         out.append(("log_regex", found, "log matches /%s/" % args["log_regex"], "matched" if found else "no match"))
     if args.get("log_not_regex"):
         m = re.search(args["log_not_regex"], text, re.M)
+        if m:  # the whole line, for a diagnosis of a job that lives on after it
+            state["fail_line"] = text[text.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0][:300]
         out.append(("log_not_regex", m is None, "log free of /%s/" % args["log_not_regex"],
                     "found %r" % m.group(0) if m else "absent"))
 
@@ -192,16 +194,53 @@ def _await_exit_record(args, state, hard, wait_s=30.0):
     return waited
 
 
-def op_verify(args):
-    """Poll until every check passes (up to `within`), then keep them passing for `stable_for`.
+def _fail_regex_matched(checks):
+    return any(c[0] == "log_not_regex" and not c[1] for c in checks)
 
-    Stops at once when the outcome is final (the job ended), and at `budget` seconds (the
-    task timeout, minus the controller's margin) with the verdict so far."""
+
+def _fail_grace(args, state, checks, hard):
+    """After fail_regex matched, wait up to `fail_grace` seconds for the job to exit.
+
+    The match can come while the job is still writing its traceback: judged at that instant,
+    a crashing job is "running" on a busy machine and "exited with code 1" on an idle one.
+    Waiting for the exit (bounded) makes the diagnosis the same under any load: the exit
+    code or signal, or a job still alive after the grace. Returns True when it waited."""
+    if not _fail_regex_matched(checks):
+        return False
+    if args.get("pidfile"):
+        pid, start = read_pidfile(args["pidfile"])
+        jobs = [(pid, start)] if pid else []
+    else:
+        jobs = [(p["pid"], None) for p in state.get("procs", [])]
+    grace = float(args.get("fail_grace", 5) or 0)
+    end = min(time.time() + grace, hard if hard is not None else float("inf"))
+    waited = False
+    while time.time() < end and any(alive(pid, start) for pid, start in jobs):
+        waited = True
+        time.sleep(0.02)
+    state["fail_grace"] = grace
+    return waited
+
+
+def _stable_window(args):
+    """How long the checks must keep passing. A hang shows only after `log_grows` seconds
+    without growth, so a job that hangs during `stable_for` is seen only that much later:
+    with log_grows, the window is stable_for + log_grows, and growth that happened before
+    the checks first passed never counts as the job being healthy through the window."""
+    return float(args.get("stable_for") or 0) + float(args.get("log_grows") or 0)
+
+
+def op_verify(args):
+    """Poll until every check passes (up to `within`), then keep them passing through the
+    stable window (_stable_window).
+
+    Stops at once when the outcome is final (the job ended, fail_regex matched), and at
+    `budget` seconds (the task timeout, minus the controller's margin) with the verdict so far."""
     t0 = time.time()
     state = {}
     state["meta"], state["offset"] = _launch_record(args)
     deadline = t0 + max(float(args.get("within") or 0), float(args.get("log_grows") or 0))
-    stable_for = float(args.get("stable_for") or 0)
+    stable_for = _stable_window(args)
     hard = t0 + float(args["budget"]) if args.get("budget") else None
     passed_at, cut = None, False
     while True:
@@ -212,13 +251,14 @@ def op_verify(args):
             if now - passed_at >= stable_for:
                 return {"ok": True, "checks": [list(c) for c in checks], "procs": state.get("procs", []),
                         "log_size": state.get("log_size"), "status": job_status(args, state, checks)}
-        elif passed_at is not None or now >= deadline or _ended(args, state):
+        elif passed_at is not None or now >= deadline or _fail_regex_matched(checks) or _ended(args, state):
             break
         if hard is not None and now + POLL_S >= hard:
             cut = True
             break
         time.sleep(POLL_S)
-    if _await_exit_record(args, state, hard):
+    waited = _fail_grace(args, state, checks, hard)
+    if _await_exit_record(args, state, hard) or waited:
         checks = _checks(args, state)
     failed = [c for c in checks if not c[1]]
     status = job_status(args, state, checks)
