@@ -102,3 +102,18 @@ class JobLockModule(Module):
 
 
 MODULE = JobLockModule()
+
+
+def hold_for_job(ctx: TaskContext, pidfile: str | None) -> None:
+    """The job lock that kill_old and launch_detached take implicitly, keyed by the job's
+    pidfile, from the first of them until the end of the run, where the play took none:
+    two runs of any playbook that restart the same job never both kill and launch. Raises
+    ModuleFailure naming the holder when another run has it (check mode only probes)."""
+    if not pidfile:
+        return
+    key = "job_lock:" + lock_path({"pidfile": pidfile})
+    if key in ctx.connection.held:
+        return
+    taken = MODULE.run(ctx, {"pidfile": pidfile, "wait": 0})
+    if key in ctx.connection.held:
+        ctx.notes.append(f"{taken.msg} (taken for this job, as no job_lock task did)")

@@ -6,6 +6,7 @@ from typing import Any
 
 from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import Module, TaskContext
+from opsrunner.modules.job_lock import hold_for_job
 from opsrunner.results import Status, TaskResult
 
 
@@ -24,6 +25,7 @@ class KillOldModule(Module):
         return []
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        hold_for_job(ctx, args.get("pidfile"))  # the job this task changes is locked by this run
         request: dict[str, Any] = {k: args[k] for k in ("pidfile", "pattern", "user", "signal", "grace") if k in args}
         request["check_mode"] = ctx.check_mode
         reply = ctx.agent("kill", request)

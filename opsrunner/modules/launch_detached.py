@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from opsrunner.modules.base import Module, TaskContext
+from opsrunner.modules.job_lock import hold_for_job
 from opsrunner.results import Status, TaskResult
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
@@ -43,6 +44,7 @@ class LaunchDetachedModule(Module):
     name = "launch_detached"
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        hold_for_job(ctx, args.get("pidfile"))  # the job this task changes is locked by this run
         if "argv" in args:
             argv, env = [str(a) for a in args["argv"]], dict[str, str]()
         else:
