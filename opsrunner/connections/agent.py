@@ -35,6 +35,12 @@ class _HostSpec(Protocol):
     @property
     def python(self) -> str: ...
 
+    @property
+    def connect_timeout(self) -> float: ...
+
+    @property
+    def wrapper(self) -> Sequence[Any]: ...
+
 
 class AgentHost(Protocol):
     """What an agent session needs of its connection (connections/base.py's Connection has it;
@@ -57,9 +63,10 @@ PROTOCOL = 1
 MAGIC = b"\0opsrunner-agent\0"
 MAX_JSON = 64 << 20
 CHUNK = 1 << 20
-#: How long a starting agent may take to greet (python start, imports), and how much
-#: output a wrapper may print before the greeting.
-START_TIMEOUT_S = 60.0
+#: How much output a wrapper may print before the agent's greeting. How long a start may
+#: take is the host's connect_timeout (default 10 s, as Ansible's connection timeout): a
+#: connection or wrapper chain that has not started the agent by then makes the host
+#: unreachable, whatever the task's own deadline.
 MAX_PREAMBLE = 64 << 10
 #: Extra seconds past a request's deadline before the controller gives up on the agent
 #: itself (the agent normally answers "timed out" first).
@@ -261,12 +268,31 @@ class AgentSession:
                 return self._stream
             self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
         lost, self._lost = self._lost, None
-        self._stream = self._start(notes, time.monotonic() + START_TIMEOUT_S if deadline is None
-                                   else min(deadline, time.monotonic() + START_TIMEOUT_S))
+        reach_by = time.monotonic() + self.connection.spec.connect_timeout
+        try:
+            self._stream = self._start(notes, reach_by if deadline is None else min(deadline, reach_by))
+        except TimeoutError:
+            if deadline is not None and deadline < reach_by:
+                raise  # the task's deadline came first: the task timed out
+            raise ConnectionFailed(self._not_reached()) from None
         self.starts += 1
         if lost and notes is not None:
             notes.append(f"remote agent restarted (now pid {self.pid}): the previous one {lost}")
         return self._stream
+
+    def ensure_reached(self, notes: list[str] | None = None) -> None:
+        """Start the agent if it is not running: proof that the connection and the wrapper
+        chain reach the target (ConnectionFailed within connect_timeout where they do not);
+        AgentStartFailed where they do but the agent cannot run there."""
+        with self._lock:
+            self._ensure_started(notes, None)
+
+    def _not_reached(self) -> str:
+        spec = self.connection.spec
+        chain = " | ".join(" ".join(getattr(layer, "prefix", ())) for layer in spec.wrapper)
+        through = f"through the wrapper chain `{chain}`" if chain else "on the connection"
+        return (f"the remote agent did not start within {spec.connect_timeout:g}s (connect_timeout) {through}: "
+                "the host or a wrapper hangs before running the command; it was stopped")
 
     def _start(self, notes: list[str] | None, deadline: float) -> Stream:
         """Start the agent (cached, else inline); TimeoutError when it has not greeted by `deadline`."""

@@ -162,6 +162,15 @@ class Connection(abc.ABC):
                 self._agent_failed = True
                 if notes is not None:
                     notes.append(f"{exc}; commands on this host run as bare execs")
+        elif self.spec.wrapper and not self._agent_failed:
+            # A bare exec cannot tell a wrapper that hangs before the command from a slow
+            # command: the agent's start, bounded by connect_timeout, proves the chain first.
+            try:
+                self.agent().ensure_reached(notes)
+            except AgentStartFailed as exc:
+                self._agent_failed = True
+                if notes is not None:
+                    notes.append(f"{exc}; commands on this host run as bare execs")
         return self.run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, script=script)
 
     def hold(self, argv: Sequence[str]) -> HeldCommand:

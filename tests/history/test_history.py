@@ -83,7 +83,7 @@ def test_a_run_stopped_by_preflight_is_recorded_as_ended(project: Path, tmp_path
     res = run(project, db, "play", "bad.yml", "-i", "inv.yml", "-e", "g=soon")
     assert res.rc == 4, res.err
     (row,) = run(project, db, "history").out.splitlines()[1:]
-    assert "error (4)" in row and "running" not in row
+    assert "bad input (4)" in row and "running" not in row
 
 
 def test_dirty_tree_is_recorded(project: Path, tmp_path: Path) -> None:
