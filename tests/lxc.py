@@ -1,9 +1,10 @@
 """A real LXC system container for the tests: `pct exec CTID --` on Proxmox runs
 `lxc-attach -n CTID --keep-env --`, so the suite runs its remote tests through that too.
 
-The container (Debian bookworm, systemd, python3) is created once under a fixed name and
-reused while it exists, so later runs - and CI on the same machine - pay the creation
-(about two minutes) only when it is missing. Its network is the host's
+The container (Debian bookworm, systemd, python3, cron, sudo) is created once under a fixed
+name and reused while it exists, so later runs - and CI on the same machine - pay the
+creation (one to two minutes) only when it is missing or was made by another version of
+examples/lxc/make_container.sh (its hash is kept in the READY mark). Its network is the host's
 (`lxc.net.0.type = none`): no bridge; the template's DHCP client and sshd are switched off
 before its first boot, so nothing in it talks to the network (only debootstrap and the
 container's apt, while it is created, reach Debian's package archive). A host directory is
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -35,13 +37,23 @@ NAME = os.environ.get("OPSRUNNER_TEST_LXC_NAME", "opsrunner-ct")
 SHARE = Path("/var/tmp/opsrunner-tests") / NAME
 #: A comment line in the container's config: the suite only ever rebuilds a container it made.
 MARK = "# opsrunner test container: made and reused by tests/lxc.py"
-#: Written last when creation succeeded; a container with the mark but without it is rebuilt.
+#: Written last when creation succeeded, naming the hash of the make_container.sh that made it;
+#: a container with the mark but without it, or made by another version of the script, is rebuilt.
 READY = "opsrunner-test-ready"
 TOOLS = ("lxc-create", "lxc-start", "lxc-attach", "lxc-info", "lxc-destroy", "lxc-config", "debootstrap")
 #: How the README makes a rehearsal container; the suite makes its own the same way.
 MAKE_CONTAINER = Path(__file__).resolve().parent.parent / "examples" / "lxc" / "make_container.sh"
 #: `OPSRUNNER_TEST_LXC=off` skips the container tests; `=require` fails them where it cannot run.
 MODE = os.environ.get("OPSRUNNER_TEST_LXC", "auto")
+
+
+def recipe_hash() -> str:
+    """What the READY mark records: a container made by an older recipe is made again."""
+    return hashlib.sha256(MAKE_CONTAINER.read_bytes()).hexdigest()[:16]
+
+
+def ready_text() -> str:
+    return f"made by {MAKE_CONTAINER.name} sha256:{recipe_hash()} for the opsrunner test suite\n"
 
 
 class LxcUnavailable(Exception):
@@ -135,8 +147,10 @@ def _create(name: str, share: Path, log: Path) -> None:
     res = _lxc("sh", str(MAKE_CONTAINER), name, MARK, mount, timeout=1200)
     log.write_text(res.stdout + res.stderr)
     if res.returncode != 0:
+        # the script's own FAILED line names the reason (apt's error, ...); else its last lines
+        own = [line for line in res.stderr.splitlines() if line.startswith(f"{MAKE_CONTAINER.name}:")]
         raise LxcUnavailable(f"{MAKE_CONTAINER.name} {name} failed (rc {res.returncode}): "
-                             f"{_tail(res.stdout + res.stderr)}")
+                             f"{own[-1] if own else _tail(res.stdout + res.stderr)} (full output: {log})")
 
 
 def _start(name: str, log: Path) -> None:
@@ -151,18 +165,24 @@ def _wait_booted(name: str, timeout: float = 90) -> None:
     """Until lxc-attach works, python3 >= 3.8 runs, and systemd has finished booting."""
     deadline = time.monotonic() + timeout
     last = ""
+    python_ran = False
     while time.monotonic() < deadline:
-        res = _lxc("lxc-attach", "-n", name, "--", "python3", "-c",
+        res = _lxc("lxc-attach", "-n", name, "--clear-env", "--", "python3", "-c",
                    "import subprocess, sys; assert sys.version_info >= (3, 8), sys.version;"
                    "print(subprocess.run(['systemctl', 'is-system-running'], stdout=subprocess.PIPE,"
                    " universal_newlines=True).stdout.strip())", timeout=30)
         last = _tail(res.stdout + res.stderr, 3)
-        if res.returncode == 0 and last in ("running", "degraded"):
+        python_ran = res.returncode == 0
+        if python_ran and last in ("running", "degraded"):
             return
         if "Operation not permitted" in res.stderr or "Permission denied" in res.stderr:
             raise LxcUnavailable(f"lxc-attach -n {name} is not permitted here: {last}")
         time.sleep(0.2)
-    raise LxcUnavailable(f"container {name} did not finish booting in {timeout:.0f}s: {last}")
+    if python_ran:
+        raise LxcUnavailable(f"systemd in container {name} did not finish booting in {timeout:.0f}s "
+                             f"(systemctl is-system-running: {last})")
+    raise LxcUnavailable(f"python3 does not run in container {name} "
+                         f"(`lxc-attach -n {name} -- python3 -c ...`, {timeout:.0f}s): {last}")
 
 
 @contextlib.contextmanager
@@ -190,9 +210,11 @@ def ensure(name: str = NAME, share: Path = SHARE) -> Container:
         if state is not None and MARK not in (ct_dir / "config").read_text(errors="replace"):
             raise LxcUnavailable(f"a container named {name} exists that the test suite did not make; "
                                  f"set OPSRUNNER_TEST_LXC_NAME to another name")
-        if state is not None and (not (ct_dir / READY).exists()
+        ready = ct_dir / READY
+        if state is not None and (not ready.exists() or ready.read_text(errors="replace") != ready_text()
                                   or mount_entry(share) not in (ct_dir / "config").read_text(errors="replace")):
-            # ours, but its creation never finished, or made by an older suite with another share
+            # ours, but its creation never finished, or made by another version of the script
+            # (an older one could leave it without python3, cron, ...) or with another share
             _lxc("lxc-destroy", "-n", name, "-f", timeout=300)
             state = None
         created = state is None
@@ -202,7 +224,8 @@ def ensure(name: str = NAME, share: Path = SHARE) -> Container:
         if _state(name) != "RUNNING":
             _start(name, share.parent / f"{name}-start.log")
         _wait_booted(name)
-        (ct_dir / READY).write_text(f"made by {MAKE_CONTAINER.name} for the opsrunner test suite\n")
+        if created:
+            ready.write_text(ready_text())
         pid = int(_lxc("lxc-info", "-n", name, "-pH").stdout.strip())
         fcntl.flock(fd, fcntl.LOCK_SH)  # in use: no other session stops it under us
         return Container(name, share, pid, started, fd)

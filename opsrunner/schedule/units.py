@@ -131,6 +131,14 @@ def install_systemd(schedule: Schedule, schedules: Path, target: UnitTarget) -> 
     return [service, timer]
 
 
+def timer_stamp(name: str, target: UnitTarget) -> Path:
+    """Where systemd keeps the last trigger time of the Persistent= timer (made when it starts)."""
+    if target.user:
+        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(base) / "systemd" / "timers" / f"stamp-{unit_name(name)}.timer"
+    return Path("/var/lib/systemd/timers") / f"stamp-{unit_name(name)}.timer"
+
+
 def remove_systemd(name: str, target: UnitTarget) -> list[Path]:
     base = target.folder / unit_name(name)
     files = [p for p in (base.with_suffix(".timer"), base.with_suffix(".service")) if p.exists()]
@@ -140,6 +148,12 @@ def remove_systemd(name: str, target: UnitTarget) -> list[Path]:
         f.unlink()
     if target.activate and files:
         _systemctl(target, "daemon-reload")
+    # Left behind, the stamp outlives the schedule: one added again under the same name would
+    # run at once for every time that passed since (Persistent=). `systemctl clean` needs D-Bus.
+    stamp = timer_stamp(name, target)
+    if target.activate and stamp.exists():
+        stamp.unlink()
+        files.append(stamp)
     return files
 
 
