@@ -1,30 +1,40 @@
 """The controller side of the long-lived agent: one per host connection, started on the
 first module call that needs it and kept for the whole run.
 
-The agent (opsrunner/remote/, server.py's loop) runs behind the whole wrapper chain and
-speaks length-prefixed JSON frames over its stdin/stdout (see server.py for the format).
-It greets with its protocol and version (the hash of its source), so a stale cached
-agent is never used. Each request runs on the target in a forked worker that the agent
+The agent (the opsrunner/remote package, shipped as one zip: artifact.py) runs behind the
+whole wrapper chain and speaks remote/protocol.py over its stdin/stdout. It greets with its
+protocol and version (the digest of its package's sources), so a stale cached agent is never
+used. Each request runs on the target in a forked worker that the agent
 kills, with its whole tree, at the request's deadline or when the connection closes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import shlex
-import struct
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import IO, Any, Protocol
 
+from opsrunner.connections.artifact import UNCACHE, agent_artifact, agent_version, cache_name, inline_argv, start_argv
 from opsrunner.connections.streams import Stream
 from opsrunner.errors import ConnectionFailed, ModuleFailure
-from opsrunner.packagedata import package_text
+from opsrunner.remote.protocol import (
+    ACK,
+    CHUNK,
+    DATA,
+    END,
+    HEAD_SIZE,
+    JSON,
+    MAGIC,
+    MAX_JSON,
+    NEED_SOURCE,
+    PROTOCOL,
+    frame,
+    frame_size,
+)
 from opsrunner.results import CommandResult
 
 
@@ -59,10 +69,6 @@ class AgentHost(Protocol):
     def run(self, argv: Sequence[str], *, stdin: bytes | IO[bytes] | None = None,
             timeout: float | None = None, env: Any = None, cwd: str | None = None) -> CommandResult: ...
 
-PROTOCOL = 1
-MAGIC = b"\0opsrunner-agent\0"
-MAX_JSON = 64 << 20
-CHUNK = 1 << 20
 #: How much output a wrapper may print before the agent's greeting. How long a start may
 #: take is the host's connect_timeout (default 10 s, as Ansible's connection timeout): a
 #: connection or wrapper chain that has not started the agent by then makes the host
@@ -75,75 +81,6 @@ BACKUP_GRACE_S = 5.0
 #: worker, which returns the output so far, normally acts first.
 EXEC_GRACE_S = 2.0
 
-#: The agent's parts, concatenated in this order into one script (procs first: it carries
-#: the `opsrunner-agent` marker that kill_old and verify use to never select the agent;
-#: server last: it holds the entry point).
-AGENT_PARTS = ("procs", "wire", "native", "reads", "guards", "launch", "verify", "diagnose", "files", "facts", "fsops",
-               "commands", "agent", "server")
-
-
-def _remote_text(name: str) -> str:
-    return package_text(f"remote/{name}.py")
-
-
-@lru_cache(maxsize=1)
-def supervisor_source() -> str:
-    """The job supervisor (remote/supervisor.py): launch runs it alone, in a fresh Python."""
-    return _remote_text("supervisor")
-
-
-def _supervisor_program() -> str:
-    """The supervisor part as the body of one function of the agent, `_supervisor_program`:
-    Python compiles it with the agent (into the cached agent's bytecode), and launch ships
-    that function's code, marshalled, to a fresh Python that runs it alone. No launch
-    compiles it (~3 ms of a worker's CPU on every host)."""
-    body = textwrap.indent(supervisor_source(), "    ")
-    return f"def _supervisor_program():\n{body}\n    supervise()\n"
-
-
-@lru_cache(maxsize=1)
-def agent_source() -> str:
-    """The parts, concatenated, with the supervisor program after the first part (whose first
-    line is the marker)."""
-    texts = [_remote_text(part) for part in AGENT_PARTS]
-    texts.insert(1, _supervisor_program())
-    return "\n".join(texts)
-
-
-@lru_cache(maxsize=1)
-def agent_version() -> str:
-    """What the agent reports in its greeting: the hash of its source (server.version())."""
-    return hashlib.sha256(agent_source().rstrip("\n").encode()).hexdigest()[:16]
-
-
-def agent_module() -> str:
-    return "opsrunner_agent_" + agent_version()
-
-
-AGENT_CACHE = "$HOME/.cache/opsrunner"
-# Store the agent in the cache on first use (one file per version), then start it from
-# there, so Python compiles it once and keeps the bytecode. Only when the file is missing
-# does the script ask for the source (NEED_SOURCE on stdout) and read exactly $2 bytes of
-# it (`head -c`, which reads no further); a cached agent costs no transfer. Exit 3: not
-# cacheable (the controller then starts the agent inline with -c). The copy is written to a
-# mktemp file and renamed: hosts that share a HOME (NFS, containers with a bind-mounted home)
-# may start agents at once, with the same pids when each is in a PID namespace of its own.
-# Every copy gets the same mtime (2000-01-01 UTC): Python keeps the compiled agent valid only
-# for the mtime and size of the file it was compiled from, and copies written by hosts that
-# share a HOME a second apart made it stale; the next run then compiled the agent on every
-# host (~40 ms of CPU each, 200 at once). A copy of another content fails the version check.
-NEED_SOURCE = b"\0opsrunner-agent-needs-source\0"
-_START = (
-    'd="' + AGENT_CACHE + '"; f="$d/$1.py"; '
-    'if [ ! -f "$f" ]; then printf "\\000opsrunner-agent-needs-source\\000"; '
-    'mkdir -p "$d" 2>/dev/null && t=$(mktemp "$f.XXXXXX") && head -c "$2" > "$t" '
-    '&& { TZ=UTC0 touch -t 200001010000 "$t" 2>/dev/null || :; } && mv -f "$t" "$f" '
-    '|| { rm -f "$t"; exit 3; }; fi; '
-    'exec "$3" -S -c "# opsrunner-agent (cached)' + "\n"
-    'import sys;sys.path.insert(0,sys.argv[1]);import $1 as agent;agent.main()" "$d"'
-)
-_UNCACHE = 'rm -f -- "' + AGENT_CACHE + '/$1.py" "' + AGENT_CACHE + '/__pycache__/$1".*'
-
 
 class AgentLost(ModuleFailure):
     """The agent process ended (crashed, killed, connection lost) while in use."""
@@ -151,10 +88,6 @@ class AgentLost(ModuleFailure):
 
 class AgentStartFailed(ModuleFailure):
     """The agent could not be started on the host (no Python there, a wrapper that fails...)."""
-
-
-def _frame(kind: bytes, body: bytes) -> bytes:
-    return struct.pack(">cI", kind, len(body)) + body
 
 
 class AgentSession:
@@ -202,7 +135,7 @@ class AgentSession:
                     stream = self._ensure_started(notes, backup)
                     if not self._deliver(stream, request, payload, backup):
                         raise EOFError("the new agent ended before it read the request")
-                return self._read_frame(stream, backup, b"J")
+                return self._read_frame(stream, backup, JSON)
             except TimeoutError:
                 self._drop("did not answer within the task timeout; it was stopped")
                 return {"timed_out": True, "error": f"the agent did not answer within {timeout:g}s"}
@@ -236,15 +169,15 @@ class AgentSession:
                  deadline: float | None) -> bool:
         """Send a request (and its payload); True once the agent acknowledged it."""
         try:
-            stream.send(_frame(b"J", request))
+            stream.send(frame(JSON, request))
             if payload is not None:
                 while chunk := payload.read(CHUNK):
-                    stream.send(_frame(b"D", chunk))
-                stream.send(_frame(b"E", b""))
+                    stream.send(frame(DATA, chunk))
+                stream.send(frame(END, b""))
         except (OSError, EOFError):
             pass  # gone already: the acknowledgement below cannot come either
         try:
-            self._read_frame(stream, deadline, b"A")
+            self._read_frame(stream, deadline, ACK)
         except (OSError, EOFError):
             return False
         return True
@@ -297,24 +230,25 @@ class AgentSession:
     def _start(self, notes: list[str] | None, deadline: float) -> Stream:
         """Start the agent (cached, else inline); TimeoutError when it has not greeted by `deadline`."""
         python = self.connection.spec.python
-        source = agent_source().encode()
+        artifact = agent_artifact()
         if self._cacheable:
-            stream = self.connection.spawn(["/bin/sh", "-c", _START, "opsrunner-agent", agent_module(),
-                                            str(len(source)), python], shown="<agent source on stdin>")
-            hello, problem = self._greeting(stream, deadline, source)
+            stream = self.connection.spawn(start_argv(python), shown="<opsrunner-agent start: cached package>")
+            hello, problem = self._greeting(stream, deadline, artifact)
             if hello is not None:
                 return stream
             why = problem or stream.exit_text()
             stream.close()
-            # Not cacheable here, or a cached file that is not this version (or broken): remove
+            # Not cacheable here, or a cached copy that is not this version (or broken): remove
             # it, so the next run stores a good one, and start this agent inline.
-            self.connection.run(["/bin/sh", "-c", _UNCACHE, "opsrunner-uncache", agent_module()],
+            self.connection.run(["/bin/sh", "-c", UNCACHE, "opsrunner-uncache", cache_name()],
                                 timeout=max(1.0, deadline - time.monotonic()))
             if why and notes is not None:
                 notes.append(f"cached remote agent not used ({why}); started it inline")
             self._cacheable = False
-        stream = self.connection.spawn([python, "-S", "-c", agent_source()],
-                                       shown=shlex.join([python, "-S", "-c", "<opsrunner-agent>"]))
+        stream = self.connection.spawn(inline_argv(python),
+                                       shown=shlex.join([python, "-S", "-c", "<opsrunner-agent inline>"]))
+        with contextlib.suppress(OSError, EOFError):  # it ended first: the greeting says why
+            stream.send(artifact)
         hello, problem = self._greeting(stream, deadline)
         if hello is None:
             detail = problem or stream.exit_text() or "no greeting"
@@ -342,7 +276,7 @@ class AgentSession:
                     return None, ""
                 self._buf += chunk
             self._buf = self._buf[self._buf.index(MAGIC) + len(MAGIC):]
-            hello = self._read_frame(stream, deadline, b"J")
+            hello = self._read_frame(stream, deadline, JSON)
         except TimeoutError:
             stream.close()
             raise
@@ -370,11 +304,12 @@ class AgentSession:
 
     def _read_frame(self, stream: Stream, deadline: float | None, want: bytes) -> dict[str, Any]:
         """The next frame, which must be of kind `want`: a J frame's object, {} for an A frame."""
-        kind, size = struct.unpack(">cI", self._read_exact(stream, 5, deadline))
+        head = self._read_exact(stream, HEAD_SIZE, deadline)
+        kind, size = head[:1], frame_size(head)
         if kind != want or size > MAX_JSON:
             raise ValueError(f"protocol error: a {kind!r} frame of {size} bytes")
         body = self._read_exact(stream, size, deadline)
-        if kind == b"A":
+        if kind == ACK:
             return {}
         reply = json.loads(body)
         if not isinstance(reply, dict):

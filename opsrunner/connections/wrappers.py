@@ -56,10 +56,9 @@ def parse_chain(value: object) -> tuple[Layer, ...]:
 
 @lru_cache(maxsize=1)
 def watchdog_source() -> str:
-    """remote/watchdog.py with remote/native.py (prctl, pidfds: shared with the agent) after
-    its first line, the marker that kill_old and verify know it by."""
-    first, rest = package_text("remote/watchdog.py").split("\n", 1)
-    return f"{first}\n{package_text('remote/native.py')}\n{rest}"
+    """remote/watchdog.py, whole: it imports nothing of opsrunner (its header says why), and its
+    first line is the marker that kill_old and verify know it by."""
+    return package_text("remote/watchdog.py")
 
 
 #: The outer watchdog's deadline is this much later than the inner one's, so that the inner

@@ -9,9 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from opsrunner.connections.agent import AGENT_PARTS as AGENT_PARTS  # re-exported: moved there
-from opsrunner.connections.agent import agent_module as agent_module
-from opsrunner.connections.agent import agent_source as agent_source
 from opsrunner.connections.base import Connection
 from opsrunner.errors import ModuleFailure
 from opsrunner.ledger import CheckLedger

@@ -4,6 +4,17 @@
 # An op is a function `op_x(args) -> dict`; a payload (the tar stream of "write") is its stdin.
 import os
 
+from .commands import op_exec
+from .diagnose import op_tail
+from .facts import op_facts
+from .files import op_clear, op_delete, op_read, op_stat, op_write
+from .fsops import op_fs_file, op_fs_put, op_fs_stat, op_lineinfile, op_wait_for
+from .guards import Refused
+from .launch import op_launch
+from .procs import op_kill, op_select
+from .reads import NotRegular
+from .verify import op_gpu_wait, op_verify
+
 OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
        "delete": op_delete, "read": op_read, "tail": op_tail, "facts": op_facts,

@@ -7,8 +7,11 @@
 import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 import errno
 import os
-import select as _poll_mod  # procs.py defines select(): the parts share one namespace
+import select
 import time
+
+from .procs import read_proc
+from .watchdog import descendants, exit_code, holds_output, kill_descendants, open_pidfd
 
 #: After the command exits, how long a background process may keep its output open.
 EXEC_HOLD_GRACE_S = 0.3
@@ -60,12 +63,12 @@ def _spawn_command(args, out_w, err_w):
 
 def _exec_collect(child, streams, held, deadline, reply):
     """Read the command's output until it is closed; stop the tree at the deadline."""
-    poller = _poll_mod.poll()
+    poller = select.poll()
     for fd in streams:
-        poller.register(fd, _poll_mod.POLLIN)
-    exit_fd = _pidfd(child)  # readable when the child exits (Linux >= 5.3, Python >= 3.9)
+        poller.register(fd, select.POLLIN)
+    exit_fd = open_pidfd(child)  # readable when the child exits (Linux >= 5.3, Python >= 3.9)
     if exit_fd is not None:
-        poller.register(exit_fd, _poll_mod.POLLIN)
+        poller.register(exit_fd, select.POLLIN)
     open_fds, exited_at, nap = set(streams), None, 0.0005
     while open_fds or reply["rc"] is None:
         now = time.time()
@@ -74,7 +77,7 @@ def _exec_collect(child, streams, held, deadline, reply):
                 poller.unregister(exit_fd)
                 os.close(exit_fd)
                 exit_fd = None
-            _kill_descendants(os.getpid(), 10)
+            kill_descendants(os.getpid(), 10)
             reply["timed_out"] = True
             reply["rc"] = 124
             _drain(poller, streams, open_fds, reply)
@@ -143,8 +146,8 @@ def _keep(reply, key, chunk):
 
 def _release_output(held, reply):
     """Name, then kill, background processes (and their trees) that hold the output open."""
-    holders = [pid for pid in _tree_of(os.getpid()) if _holds(pid, held)]
-    below = dict((pid, set(_tree_of(pid))) for pid in holders)
+    holders = [pid for pid in descendants(os.getpid()) if holds_output(pid, held)]
+    below = dict((pid, set(descendants(pid))) for pid in holders)
     inner = set().union(*below.values()) if below else set()
     for pid in holders:
         if pid not in inner:  # only the topmost holder of each tree is named
@@ -162,21 +165,6 @@ def _release_output(held, reply):
 def _warn_once(reply, text):
     if text not in reply["warnings"]:
         reply["warnings"].append(text)
-
-
-def _holds(pid, held):
-    try:
-        fds = os.listdir("/proc/%d/fd" % pid)
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            st = os.stat("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) in held:
-            return True
-    return False
 
 
 def _cmdline_of(pid):

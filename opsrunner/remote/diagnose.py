@@ -2,6 +2,11 @@
 import os
 import time
 
+from .gpus import gpu_memory
+from .jobfiles import exit_record, launch_offset, read_pidfile, when
+from .procs import alive, read_proc
+from .reads import TAIL_WINDOW, check_regular, file_size, read_window, tail_lines
+
 
 def _signal_name(num):
     import signal as signal_mod  # its enum: loaded only to name a signal
@@ -69,22 +74,17 @@ def _torn_down(pid):
     return p is not None and not p.cmdline
 
 
-def _exit_record(pidfile, pid):
-    record = read_json(pidfile_paths(pidfile)["exit"], "exit file")
-    return record if record and (pid is None or record.get("pid") == pid) else None
-
-
 def _job_state(args, state, checks):
     """(state, diagnosis): running / hung / exited N / killed by SIGX / never started / not running."""
     pidfile, log = args.get("pidfile"), args.get("log")
     meta = state.get("meta")
     pid, start = read_pidfile(pidfile) if pidfile else (None, None)
     running = bool(pid) and alive(pid, start)
-    record = _exit_record(pidfile, pid) if pidfile and not running else None
+    record = exit_record(pidfile, pid) if pidfile and not running else None
     if record:
         return _ended_text(record, meta)
     if pidfile and pid is None and meta and meta.get("error"):
-        return "never started", "never started: the launch at %s failed: %s" % (_when(meta.get("started_at") or 0),
+        return "never started", "never started: the launch at %s failed: %s" % (when(meta.get("started_at") or 0),
                                                                                  meta["error"])
     if state.get("log_error"):
         return "unknown", "the log %s cannot be read: %s" % (log, state["log_error"])
@@ -106,7 +106,7 @@ def _job_state(args, state, checks):
         grew_at = state.get("grew_at")
         if grew_at:
             since = "has not grown for %.1fs (%s bytes, last grew at %s)" % (
-                time.time() - grew_at, state.get("log_size"), _when(grew_at))
+                time.time() - grew_at, state.get("log_size"), when(grew_at))
         else:
             since = "has not grown since the launch (%s bytes)" % state.get("log_size")
         return "hung", "hung: %s is running but its log %s %s; log_grows allows %ss" % (
@@ -148,7 +148,7 @@ def op_tail(args):
         return {"error": problem}
     if args.get("since") is not None:
         since = int(args["since"])
-        size = _log_state(log)
+        size = file_size(log)
         if size is None:
             return {"missing": True, "end": 0, "text": ""}
         if size < since:  # truncated or replaced: start over
@@ -157,7 +157,7 @@ def op_tail(args):
         start = max(since, size - TAIL_WINDOW)
         return {"text": (data or b"").decode("utf-8", "replace"), "end": start + len(data or b""),
                 "skipped": start - since}
-    _, offset = _launch_record(args)
+    _, offset = launch_offset(args)
     data, size = read_window(log, offset, TAIL_WINDOW)
     if data is None:
         return {"missing": True, "end": 0, "text": ""}

@@ -6,6 +6,18 @@ import stat
 import sys
 import time
 
+from .atomic import create_temp_beside
+from .guards import (
+    Context,
+    Refused,
+    guard_delete_root,
+    guard_glob,
+    guard_path,
+    has_glob,
+    remove,
+    tree_usage,
+)
+
 
 def op_clear(args):
     if not os.environ.get("USER"):

@@ -5,6 +5,9 @@ import os
 import stat as stat_mod
 import time
 
+from .files import data_digest, file_digest
+from .guards import guard_path
+
 
 def _guard(path, purpose):
     """The target path guard (guards.py part): raises Refused, naming the rule, or returns."""

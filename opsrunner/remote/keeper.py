@@ -137,4 +137,5 @@ def main():
         pass
 
 
-main()
+if __name__ == "__main__":  # sent alone with -c (modules/job_lock.py)
+    main()

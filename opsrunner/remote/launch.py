@@ -1,34 +1,19 @@
 # opsrunner-agent part 3: launch_detached (a supervisor in its own session starts the job).
 import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 import os
-import select as _poll_mod  # procs.py defines select(): the parts share one namespace
-import stat
+import select
 import time
+
+from .atomic import create_temp_beside, write_atomic
+from .jobfiles import boot_id, pidfile_paths, read_pidfile
+from .procs import alive, read_proc, send_signal
+from .programs import resolve_program
+from .reads import check_regular, file_size, read_json, tail_lines
+from .watchdog import open_pidfd
+from .wire import json_dumps
 
 SUPERVISOR_BOOT = ("import os,marshal,binascii;"
                    "exec(marshal.loads(binascii.a2b_base64(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))))")
-
-
-def create_temp_beside(path, mode=0o600):
-    """(fd, name) of a new file next to path, to write and rename over it. The name is random
-    and the file created with O_EXCL|O_NOFOLLOW: never an existing file or a link planted in
-    a shared directory, and unique among hosts that share it (their pids may be equal: PID
-    namespaces, containers)."""
-    while True:
-        name = "%s.opsrunner-tmp-%s" % (path, os.urandom(6).hex())
-        try:
-            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode), name
-        except FileExistsError:
-            continue
-
-
-def write_atomic(path, data, mode=0o644):
-    fd, tmp = create_temp_beside(path, mode)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
 
 
 def op_launch(args):
@@ -51,7 +36,7 @@ def op_launch(args):
         if problem:
             return {"error": problem}
         return {"changed": True, "would_launch": args["argv"], "program": program}
-    log_offset = (_log_state(args["log"]) or 0) if args.get("log") else 0
+    log_offset = (file_size(args["log"]) or 0) if args.get("log") else 0
     if paths:
         for key in ("exit", "meta"):
             if os.path.lexists(paths[key]):
@@ -83,7 +68,7 @@ def _launched(args, paths, record, pid):
             write_atomic(paths["pid"], ("%d\n" % pid).encode())
         except OSError as exc:
             if ended is None:
-                _signal(-pid, signal.SIGKILL)  # never leave a job that nothing tracks
+                send_signal(-pid, signal.SIGKILL)  # never leave a job that nothing tracks
             return {"error": "cannot write %s: %s (errno %d); the job (pid %d) was killed"
                     % (paths["pid"], exc.strerror, exc.errno, pid)}
     reply = {"changed": True, "pid": pid, "log": args.get("log"),
@@ -104,11 +89,11 @@ def _settle(pid, wait_s=0.25):
     is readable as its process exits, a moment before /proc shows the zombie (procs.py's
     _wait_gone): /proc is then read again every ms until it does."""
     deadline = time.time() + wait_s
-    exit_fd = _pidfd(pid)  # native.py part
+    exit_fd = open_pidfd(pid)  # native.py part
     if exit_fd is not None:
         try:
-            poller = _poll_mod.poll()
-            poller.register(exit_fd, _poll_mod.POLLIN)
+            poller = select.poll()
+            poller.register(exit_fd, select.POLLIN)
             poller.poll(wait_s * 1000)  # until the job exits, or wait_s
         finally:
             os.close(exit_fd)
@@ -207,34 +192,17 @@ def preflight(args, paths, check):
     return problem, program
 
 
-def resolve_program(name, env, chdir):
-    """(error or None, path): where execvpe would find `name`, checked as exec would."""
-    search = env.get("PATH") or os.environ.get("PATH") or os.defpath
-    if "/" in name:
-        candidates = [os.path.join(chdir or os.getcwd(), name)]
-    else:
-        candidates = [os.path.join(d or ".", name) for d in search.split(":")]
-    for path in candidates:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return None, path
-    for path in candidates:
-        if os.path.isdir(path):
-            return "program %s is a directory" % path, None
-        if os.path.exists(path):
-            return "program %s is not executable (mode %04o)" % (path, stat.S_IMODE(os.stat(path).st_mode)), None
-    if "/" in name:
-        return "program %s not found on the target" % candidates[0], None
-    return "program %s not found on the target (searched PATH=%s)" % (name, search), None
-
-
 def supervisor_code():
-    """The supervisor part's code, marshalled (base64) for OPSRUNNER_SUPERVISOR_CODE: the body
-    of `_supervisor_program`, compiled with this agent, so no launch compiles it. Its
-    interpreter is this one (/proc/self/exe), so the bytecode fits it; a cold Python that
+    """The supervisor module's code, marshalled (base64) for OPSRUNNER_SUPERVISOR_CODE. Its
+    bytecode comes from this package's cache (the module's loader), so no launch compiles it;
+    its interpreter is this one (/proc/self/exe), so the bytecode fits it. A cold Python that
     unmarshals it spends ~3.5 ms of CPU less than one that parses the source, at every launch."""
     import binascii
     import marshal
-    return binascii.b2a_base64(marshal.dumps(_supervisor_program.__code__), newline=False).decode("ascii")
+
+    from . import supervisor
+    code = supervisor.__spec__.loader.get_code(supervisor.__name__)
+    return binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")
 
 
 def _supervisor_argv(env):

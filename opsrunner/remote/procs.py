@@ -4,6 +4,10 @@ import _signal as signal  # the C module: `signal` imports enum (~3 ms at every 
 import os
 import time
 
+from .jobfiles import trusted_pid
+from .reads import NotRegular, read_small
+from .watchdog import open_pidfd, walk
+
 AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 
@@ -109,16 +113,11 @@ def ancestors(procs):
 
 
 def descendants(procs, roots):
+    """Descendants of `roots` in a process table ({pid: Proc})."""
     children = {}
     for p in procs.values():
         children.setdefault(p.ppid, []).append(p.pid)
-    found, todo = set(), list(roots)
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+    return set(walk(children, roots))
 
 
 def uid_of(user):
@@ -128,27 +127,6 @@ def uid_of(user):
     if isinstance(user, int) or str(user).isdigit():
         return int(user)
     return pwd.getpwnam(str(user)).pw_uid
-
-
-def pidfile_paths(pidfile):
-    base = pidfile[:-4] if pidfile.endswith(".pid") else pidfile
-    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json"}
-
-
-def read_pidfile(pidfile):
-    """(pid, start) from a pidfile and its launch record; (None, None) if absent or bad.
-    A FIFO or device is refused (NotRegular), never read; a record from another boot gives no start."""
-    data = read_small(pidfile, "pidfile")
-    try:
-        pid = int(data.split()[0]) if data else None
-    except (ValueError, IndexError):
-        pid = None
-    if not pid or pid < 1:
-        return None, None
-    meta = launch_record(pidfile) or {}
-    if meta.get("pid") == pid and meta.get("boot_id") in (None, boot_id()):
-        return pid, meta.get("start")
-    return pid, None
 
 
 def select(args, procs, tree=True):
@@ -201,11 +179,11 @@ def op_kill(args):
     sig = getattr(signal, "SIG" + str(args.get("signal", "TERM")).upper().replace("SIG", ""))
     for pid in selected:
         if alive(pid, starts[pid]):  # never a pid reused since the table was read
-            _signal(pid, sig)
+            send_signal(pid, sig)
     survivors = _wait_gone(starts, float(args.get("grace", 10)))
     forced = sorted(survivors)
     for pid in survivors:
-        _signal(pid, signal.SIGKILL)
+        send_signal(pid, signal.SIGKILL)
     survivors = _wait_gone(dict((p, starts[p]) for p in survivors), 5.0)
     result = {"changed": True, "killed": victims, "main": main, "forced": forced}
     if survivors:
@@ -216,7 +194,7 @@ def op_kill(args):
     return result
 
 
-def _signal(pid, sig):
+def send_signal(pid, sig):
     try:
         os.kill(pid, sig)
     except OSError:
@@ -231,7 +209,7 @@ def _wait_gone(starts, wait_s):
     deadline = time.time() + wait_s
     fds = {}
     for pid, start in starts.items():
-        fd = _pidfd(pid)
+        fd = open_pidfd(pid)
         if fd is not None:
             fds[fd] = pid
     try:

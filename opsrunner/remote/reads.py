@@ -5,6 +5,8 @@ import errno
 import os
 import stat
 
+from .wire import json_loads
+
 #: The most of a log that verify searches with log_regex / log_not_regex: its last 4 MiB.
 REGEX_WINDOW = 4 << 20
 #: The most of a log that a tail (diagnosis, status, `opsrunner logs`) reads: its last 256 KiB.
@@ -109,3 +111,11 @@ def read_json(path, what):
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def file_size(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size

@@ -1,9 +1,6 @@
-# opsrunner-agent part 6: the long-lived agent loop (one per host connection).
-# Protocol on stdin/stdout, after a MAGIC preamble (anything a wrapper printed before it is
-# skipped by the controller): frames of 1 kind byte + 4-byte big-endian length + body.
-#   J  a JSON object: the hello (agent -> controller), a request, or a reply
-#   A  (empty) the agent has read a request: from here on it may run
-#   D  a chunk of a request's payload (controller -> agent), E  end of that payload
+# opsrunner-agent: the long-lived agent loop (one per host connection), speaking
+# protocol.py on stdin/stdout after a MAGIC preamble (anything a wrapper printed before it
+# is skipped by the controller).
 # No pickle: requests and replies are JSON. Each request runs in a forked worker (a child
 # subreaper, so nothing it starts escapes its tree): a deadline or the controller going
 # away (EOF on stdin) kills that whole tree. The worker's fds 0/1/2 are the payload (or
@@ -15,63 +12,44 @@
 # Python less per task (~1.5 ms of CPU on the target).
 import _signal as signal  # the C module: `signal` imports enum (~3 ms at every start)
 import os
-import select as _select_mod  # procs.py defines select(): the parts share one namespace
+import select
 import sys
 import time
 
-PROTOCOL = 1
-MAGIC = b"\0opsrunner-agent\0"
-SOURCE = ""
+from .agent import dispatch
+from .files import data_digest
+from .protocol import (
+    ACK,
+    END,
+    HEAD_SIZE,
+    JSON,
+    KEEP,
+    MAGIC,
+    PROTOCOL,
+    frame,
+    frame_size,
+    package_digest_input,
+)
+from .watchdog import kill_descendants, load_prctl
+from .wire import json_dumps, json_loads, read_frame, write_all
+
 _PRCTL = None
 
 
-def _version():
-    # files.py part: the builtin sha256, no OpenSSL load at every start
-    return data_digest(SOURCE.rstrip("\n").encode("utf-8"), "sha256")[:16]
+def package_sources():
+    """{file name: bytes} of this package's modules, as the controller shipped them."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    sources = {}
+    for name in os.listdir(folder):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as fh:
+                sources[name] = fh.read()
+    return sources
 
 
-def _own_source():
-    if "__file__" in globals():  # imported from the target's cache directory
-        with open(__file__) as fh:
-            return fh.read()
-    with open("/proc/self/cmdline", "rb") as fh:
-        argv = fh.read().split(b"\0")
-    return argv[argv.index(b"-c") + 1].decode("utf-8")  # works with or without -S before -c
-
-
-def _tree_of(root):
-    """Live (non-zombie) descendants of root, from /proc."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name, "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != b"Z":
-            children.setdefault(int(fields[1]), []).append(int(name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _kill_descendants(root, rounds):
-    """SIGKILL root's descendants, again while new ones appear (a fork racing the kill)."""
-    for _ in range(rounds):
-        pids = _tree_of(root)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.01)
+def version(sources):
+    # files.py's builtin sha256: no OpenSSL load at every start
+    return data_digest(package_digest_input(sources), "sha256")[:16]
 
 
 def _kill_tree(worker):
@@ -80,7 +58,7 @@ def _kill_tree(worker):
         os.kill(worker, signal.SIGSTOP)
     except OSError:
         pass
-    _kill_descendants(worker, 10)
+    kill_descendants(worker, 10)
     try:
         os.kill(worker, signal.SIGKILL)
     except OSError:
@@ -144,7 +122,7 @@ WORKER_REUSE_LIMIT = 500
 
 def _orphaned(_sig, _frame_):
     """The agent died (crashed, killed) while this worker ran: kill what it started, exit."""
-    _kill_descendants(os.getpid(), 5)
+    kill_descendants(os.getpid(), 5)
     os._exit(1)
 
 
@@ -185,7 +163,7 @@ def _worker_main(req_r, reply_w, payload_r, agent):
     except BaseException as exc:
         _worker_reply(reply_w, None, exc, False)
     while True:
-        got = _read_frame(req_r)
+        got = read_frame(req_r)
         if got is None:  # the agent ended or retired this worker before handing it a request
             os._exit(0)
         data, failure, again = None, None, False
@@ -208,7 +186,7 @@ def _worker_reply(reply_w, data, exc, again):
         except BaseException:
             data = b'{"error": "agent worker failed"}'
     try:
-        _write_all(reply_w, _frame(b"K" if again else b"J", data))
+        write_all(reply_w, frame(KEEP if again else JSON, data))
     except BaseException:
         os._exit(0)
     if not again:
@@ -247,15 +225,15 @@ class _Feeder(object):
         sink = self.pipe_w
         try:
             while True:
-                got = _read_frame(0)
-                if got is None or got[0] == b"J":
+                got = read_frame(0)
+                if got is None or got[0] == JSON:
                     self.gone = True
                     return
-                if got[0] == b"E":
+                if got[0] == END:
                     return
                 if sink is not None:
                     try:
-                        _write_all(sink, got[1])
+                        write_all(sink, got[1])
                     except OSError:
                         os.close(sink)
                         sink = None
@@ -273,21 +251,21 @@ def _status_text(status):
 
 
 def _agent_reply(reply):
-    return b"J", json_dumps(reply).encode("utf-8")
+    return JSON, json_dumps(reply).encode("utf-8")
 
 
 def _await(worker, deadline, feeder):
     """((kind, reply body), gone, reaped): the worker's reply frame (passed on as it is), or
     the agent's own for a timeout or the worker's death; gone = the controller left."""
-    poller = _select_mod.poll()
-    poller.register(worker.reply_r, _select_mod.POLLIN)
+    poller = select.poll()
+    poller.register(worker.reply_r, select.POLLIN)
     watching = feeder is None
     if watching:
-        poller.register(0, _select_mod.POLLIN)  # no request is sent mid-op: readable = EOF
+        poller.register(0, select.POLLIN)  # no request is sent mid-op: readable = EOF
     buf, status = b"", None
     while True:
         if not watching and not feeder.running():
-            poller.register(0, _select_mod.POLLIN)  # the payload is in: from now on, as above
+            poller.register(0, select.POLLIN)  # the payload is in: from now on, as above
             watching = True
         wait_ms = 200 if deadline is None else max(0, min(200, int((deadline - time.time()) * 1000)))
         for fd, _ev in poller.poll(wait_ms):
@@ -303,8 +281,8 @@ def _await(worker, deadline, feeder):
             if status is None:
                 _kill_tree(worker.pid)
             return None, True, True
-        if len(buf) >= 5 and len(buf) - 5 >= _frame_size(buf):
-            return (buf[:1], buf[5:5 + _frame_size(buf)]), False, status is not None
+        if len(buf) >= HEAD_SIZE and len(buf) - HEAD_SIZE >= frame_size(buf):
+            return (buf[:1], buf[HEAD_SIZE:HEAD_SIZE + frame_size(buf)]), False, status is not None
         if status is None:
             pid, raw = os.waitpid(worker.pid, os.WNOHANG)
             if pid:
@@ -325,7 +303,7 @@ def _handle(worker, body, request):
     deadline = time.time() + float(timeout) if timeout else None
     feeder = None
     try:
-        _write_all(worker.req_w, _frame(b"J", body))
+        write_all(worker.req_w, frame(JSON, body))
     except OSError:
         pass  # the worker died early: _await reports how
     if request.get("payload"):
@@ -352,15 +330,15 @@ def _no_inheritance():
                 pass
 
 
-def serve():
-    global SOURCE, _PRCTL
-    SOURCE = _own_source()
+def serve(sources=None):
+    global _PRCTL
     _PRCTL = load_prctl()  # native.py part: through _ctypes (the ctypes package costs ~4 ms)
     _no_inheritance()
-    hello = {"agent": "opsrunner", "protocol": PROTOCOL, "version": _version(), "pid": os.getpid(),
+    digest = version(sources if sources is not None else package_sources())
+    hello = {"agent": "opsrunner", "protocol": PROTOCOL, "version": digest, "pid": os.getpid(),
              "python": "%d.%d" % sys.version_info[:2]}
     try:
-        _write_all(1, MAGIC + _frame(b"J", json_dumps(hello).encode()))
+        write_all(1, MAGIC + frame(JSON, json_dumps(hello).encode()))
         _loop()
     except (OSError, ValueError) as exc:  # the connection broke or spoke nonsense: stop
         sys.stderr.write("opsrunner-agent: %s\n" % exc)
@@ -384,7 +362,7 @@ class _Workers(object):
 
     def done(self, worker, kind, reaped):
         """After the reply: keep a worker that answered K; reap one that is exiting, fork the next."""
-        if kind == b"K" and not reaped:
+        if kind == KEEP and not reaped:
             return
         worker.retire(reaped)
         if worker is self.plain:
@@ -404,32 +382,29 @@ def _loop():
     workers = _Workers()
     try:
         while True:
-            got = _read_frame(0)
+            got = read_frame(0)
             if got is None:
                 return
-            if got[0] != b"J":
+            if got[0] != JSON:
                 raise ValueError("expected a request, got a %r frame" % got[0])
             request = json_loads(got[1].decode("utf-8"))
             if not isinstance(request, dict):
                 raise ValueError("a request must be a JSON object")
-            _write_all(1, _frame(b"A", b""))  # read: from here on it may run
+            write_all(1, frame(ACK, b""))  # read: from here on it may run
             worker = workers.take(bool(request.get("payload")))
             (kind, reply), gone, reaped = _handle(worker, got[1], request)
             if gone:
                 return
-            _write_all(1, _frame(b"J", reply))
+            write_all(1, frame(JSON, reply))
             workers.done(worker, kind, reaped)
     finally:
         workers.close()
 
 
-def main():
-    serve()
+def main(sources=None):
+    """The agent: `sources` are its modules' bytes where it runs from memory (inline)."""
+    serve(sources)
     # Done (EOF): exit without the interpreter's teardown, so the controller that waits for
     # this exit at the end of a run waits as little as possible.
     sys.stderr.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":  # sent inline with -c (imported from the cache, the caller runs main)
-    main()

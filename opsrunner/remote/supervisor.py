@@ -1,7 +1,7 @@
 # opsrunner-supervisor: the job's supervisor (Python >= 3.8, builtin modules only).
 #
-# The agent carries this file as the body of one function, _supervisor_program, compiled
-# with the agent; launch.py runs that code alone in a fresh Python, as
+# A module of the agent's package that imports nothing of it: launch.py sends its compiled
+# code (from the package's bytecode cache) to a fresh Python, which runs it alone as
 # `opsrunner-supervisor`, in the job's new session: it starts the job, waits for it and
 # records how it ended. It imports no json, re or signal (which bring enum), so it starts in
 # ~8 ms of CPU where importing the whole agent took ~20 ms, once per launch on every host.
@@ -169,3 +169,7 @@ def _max_fd():
         return min(os.sysconf("SC_OPEN_MAX"), 65536)
     except (ValueError, OSError):
         return 4096
+
+
+if __name__ == "__main__":  # run by launch.py's boot in a fresh Python; the agent only imports it
+    supervise()

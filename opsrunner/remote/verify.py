@@ -3,15 +3,13 @@ import errno
 import os
 import time
 
+from .diagnose import job_status
+from .gpus import gpu_memory
+from .jobfiles import exit_record, launch_offset, read_pidfile
+from .procs import alive, read_proc, select, table_for
+from .reads import REGEX_WINDOW, NotRegular, check_regular, read_window, tail_lines
+
 POLL_S = 0.2
-
-
-def _log_state(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size
 
 
 def _listening(port):
@@ -27,27 +25,6 @@ def _listening(port):
         except OSError:
             continue
     return False
-
-
-def gpu_memory(gpus=None):
-    """{index: used MB} from nvidia-smi, or None when there is no nvidia-smi."""
-    if resolve_program("nvidia-smi", os.environ, None)[0]:
-        return None  # no GPU tools here: no subprocess import, no failed exec (every verify asks)
-    import subprocess
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    used = {}
-    for line in out.stdout.decode().splitlines():
-        if "," in line:
-            idx, mb = [x.strip() for x in line.split(",", 1)]
-            if gpus is None or int(idx) in [int(g) for g in gpus]:
-                used[int(idx)] = float(mb)
-    return used
 
 
 def _log_checks(args, state, out):
@@ -138,19 +115,6 @@ def _checks(args, state):
     return out
 
 
-def _launch_record(args):
-    """The launch record beside the pidfile, and where this run's output starts in the log."""
-    if not args.get("pidfile"):
-        return None, 0
-    meta = read_json(pidfile_paths(args["pidfile"])["meta"], "launch record")
-    if not meta or meta.get("log") != args.get("log"):
-        return meta, 0
-    try:
-        return meta, int(meta.get("log_offset") or 0)
-    except (TypeError, ValueError):
-        return meta, 0
-
-
 def _ended(args, state):
     """True when polling cannot change the verdict: the pidfile's job is gone and nothing
     matching the pattern remains (its exit is recorded, or it vanished)."""
@@ -180,7 +144,7 @@ def _await_exit_record(args, state, hard, wait_s=30.0):
     waited = False
     while time.time() < end:
         pid, start = read_pidfile(args["pidfile"])
-        if pid is None or _exit_record(args["pidfile"], pid):
+        if pid is None or exit_record(args["pidfile"], pid):
             return waited
         p = read_proc(pid)
         if p is not None and p.state != "Z" and p.cmdline and (start is None or p.start == start):
@@ -238,7 +202,7 @@ def op_verify(args):
     `budget` seconds (the task timeout, minus the controller's margin) with the verdict so far."""
     t0 = time.time()
     state = {}
-    state["meta"], state["offset"] = _launch_record(args)
+    state["meta"], state["offset"] = launch_offset(args)
     deadline = t0 + max(float(args.get("within") or 0), float(args.get("log_grows") or 0))
     stable_for = _stable_window(args)
     hard = t0 + float(args["budget"]) if args.get("budget") else None

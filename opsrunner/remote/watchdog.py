@@ -1,4 +1,8 @@
 # opsrunner-watchdog: runs ARGV with a deadline on the target host (Python >= 3.8, stdlib only).
+# Sent alone, inline (`python3 -S -c SOURCE`), so it imports nothing of opsrunner: it runs
+# around bare commands and outside the wrapper chain, whose stdin is the command's and where
+# no agent cache exists. The agent's modules import its kernel helpers (prctl, pidfds, the
+# live process tree, descriptor holders) from it, so each exists once.
 # usage: python3 -c SOURCE SECONDS ARGV...
 # SECONDS "none" (around a long-lived agent): no deadline, and no subreaper, so that a job
 # the agent launched (double-forked, in its own session) is not adopted, and not killed with
@@ -17,6 +21,36 @@ import stat
 import sys
 import time
 
+
+def load_prctl():
+    """prctl(2) from the C library through _ctypes, or None where that is not possible."""
+    try:
+        import _ctypes
+
+        class c_int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = c_int
+
+        return Function(_ctypes.dlsym(_ctypes.dlopen(None, 0), "prctl"))
+    except Exception:
+        return None
+
+
+def exit_code(status):
+    """A wait status as a shell reports it: the exit code, or 128 + the signal that killed it."""
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def open_pidfd(pid):
+    """A pidfd of `pid`, readable once it has exited (Linux >= 5.3, Python >= 3.9), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
 MARKER = b"\n[opsrunner] timed out\n"
 WARNING = "\n[opsrunner] warning: "
 #: After the command exits, how long a background process may keep its output open (a
@@ -24,27 +58,57 @@ WARNING = "\n[opsrunner] warning: "
 HOLD_GRACE_S = 0.3
 
 
-def descendants(root):
+def live_children():
+    """{ppid: [pid, ...]} of every live (non-zombie) process, from /proc."""
     children = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open("/proc/%s/stat" % name, "rb") as fh:
-                stat = fh.read()
-        except OSError:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
             continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(name))
-    found, todo = [], [root]
+        if fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def walk(children, roots):
+    """Every descendant of `roots` in a {ppid: [pid, ...]} map, each once."""
+    found, todo = [], list(roots)
+    seen = set(todo)
     while todo:
         for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
+            if child not in seen:
+                seen.add(child)
+                found.append(child)
+                todo.append(child)
     return found
 
 
+def descendants(root):
+    """Live descendants of root (zombies are dead: nothing to kill or to hold a descriptor)."""
+    return walk(live_children(), [root])
+
+
+def kill_descendants(root, rounds, pause=0.01):
+    """SIGKILL root's descendants, again while new ones appear (a fork racing the kill)."""
+    for _ in range(rounds):
+        pids = descendants(root)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if pause:
+            time.sleep(pause)
+
+
 def holds_output(pid, targets):
+    """True when process pid has a descriptor open on one of `targets` ({(st_dev, st_ino)})."""
     try:
         fds = os.listdir("/proc/%d/fd" % pid)
     except OSError:
@@ -156,7 +220,7 @@ def main():
             targets.add((st.st_dev, st.st_ino))
     poller = select.poll()
     poller.register(1, 0)
-    exit_fd = _pidfd(child)  # wakes the poll below when the command exits
+    exit_fd = open_pidfd(child)  # wakes the poll below when the command exits
     if exit_fd is not None:
         poller.register(exit_fd, select.POLLIN)
     status = None
@@ -191,4 +255,5 @@ def main():
     sys.exit(124)
 
 
-main()
+if __name__ == "__main__":  # sent inline with -c; the agent imports its helpers
+    main()

@@ -1,11 +1,10 @@
 # opsrunner-agent part: the wire format, in modules that cost nothing to load.
-# Frames: 1 kind byte + 4-byte big-endian length + body (see server.py). JSON goes through
+# Frames as protocol.py defines them, read from and written to descriptors. JSON goes through
 # the C accelerator (_json) directly: `import json` loads re and enum, ~10 ms of CPU at every
 # agent start, on every host. Where _json is missing or differs, the json module is used.
 import os
 
-MAX_JSON = 64 << 20  # bounded reads: a larger frame is a protocol error, never buffered
-MAX_DATA = 1 << 20
+from .protocol import DATA, END, HEAD_SIZE, JSON, MAX_DATA, MAX_JSON, frame_size
 
 
 def _read_exact(fd, size):
@@ -20,17 +19,13 @@ def _read_exact(fd, size):
     return b"".join(parts)
 
 
-def _frame_size(head):
-    return int.from_bytes(head[1:5], "big")
-
-
-def _read_frame(fd):
+def read_frame(fd):
     """(kind, body) or None at EOF; raises ValueError on a malformed or oversized frame."""
-    head = _read_exact(fd, 5)
+    head = _read_exact(fd, HEAD_SIZE)
     if head is None:
         return None
-    kind, size = head[:1], _frame_size(head)
-    if kind not in (b"J", b"D", b"E") or size > (MAX_JSON if kind == b"J" else MAX_DATA):
+    kind, size = head[:1], frame_size(head)
+    if kind not in (JSON, DATA, END) or size > (MAX_JSON if kind == JSON else MAX_DATA):
         raise ValueError("bad frame %r of %d bytes" % (kind, size))
     body = _read_exact(fd, size) if size else b""
     if body is None:
@@ -38,11 +33,7 @@ def _read_frame(fd):
     return kind, body
 
 
-def _frame(kind, body):
-    return kind + len(body).to_bytes(4, "big") + body
-
-
-def _write_all(fd, data):
+def write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

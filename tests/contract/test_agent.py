@@ -18,18 +18,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from opsrunner.connections.agent import MAGIC, AgentLost, agent_module, agent_source
+from opsrunner.connections.agent import AgentLost
+from opsrunner.connections.artifact import agent_artifact, cache_name, inline_argv, package_sources
 from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.connections.streams import Stream
 from opsrunner.connections.wrappers import parse_chain
-from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, sleep_marker, wait_for, write_inventory, write_yaml
-from tests.helpers import cli, read_events, task_ends
+from opsrunner.remote.protocol import MAGIC, PACKAGE
+from tests.conftest import FD_HOLDER, REAPER, pids_with, sleep_marker, wait_for, write_inventory, write_yaml
+from tests.helpers import cli, opsrunner_process, read_events, started, task_ends
 from tests.sshd import PrivateSSHD
 
 CHAINS = {"local": [], "ssh+reaper+fd_holder": [REAPER, FD_HOLDER]}
@@ -126,9 +129,9 @@ def test_a_cached_agent_is_started_without_sending_its_source(rig: Rig, monkeypa
         return streams[-1]
 
     monkeypatch.setattr(rig.conn, "_spawn", counting)
-    size = len(agent_source().encode())
+    size = len(agent_artifact())
     assert _read(rig) == {"contents": {}}
-    assert streams[0].sent > size  # first start on this HOME: the source, then the request
+    assert streams[0].sent > size  # first start on this HOME: the package, then the request
     rig.conn.agent().close()
     assert _read(rig) == {"contents": {}}  # a new agent, from the cache
     assert len(streams) == 2 and streams[1].sent < 1000, streams[1].sent
@@ -143,9 +146,8 @@ def test_one_agent_serves_every_request_and_greets_with_its_version(rig: Rig) ->
         assert "contents" in agent.call("read", {"paths": []}, notes=notes)
     assert agent.pid == first and agent.starts == 1 and notes == []
     assert first in rig.agent_pids()
-    # the agent was stored in the cache under its version and started from there
-    cached = rig.home / ".cache" / "opsrunner" / f"{agent_module()}.py"
-    assert cached.read_text() == agent_source()
+    # the agent's package was stored in the cache under its version and started from there
+    assert _cached_sources(rig.home / ".cache" / "opsrunner") == package_sources()
 
 
 def test_unknown_op_is_an_error_reply_and_the_agent_keeps_serving(rig: Rig) -> None:
@@ -167,28 +169,34 @@ def test_output_before_the_greeting_is_skipped(tmp_path: Path) -> None:
         conn.close()
 
 
-def _raw_agent(tmp_path: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-S", "-c", agent_source()], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
-    assert proc.stdout is not None
-    greeting = proc.stdout.read(len(MAGIC) + 5)
-    assert greeting.startswith(MAGIC)
-    proc.stdout.read(struct.unpack(">I", greeting[-4:])[0])
-    return proc
+def _cached_sources(cache: Path) -> dict[str, bytes]:
+    """{file name: bytes} of the package in this version's cache directory."""
+    return {f.name: f.read_bytes() for f in (cache / cache_name() / PACKAGE).glob("*.py")}
+
+
+@contextlib.contextmanager
+def _raw_agent(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """An agent started by hand (inline, as where no cache can be written), past its greeting;
+    ended by pid when the block ends."""
+    with started(inline_argv(sys.executable), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, cwd=tmp_path) as proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdin.write(agent_artifact())
+        proc.stdin.flush()
+        greeting = proc.stdout.read(len(MAGIC) + 5)
+        assert greeting.startswith(MAGIC)
+        proc.stdout.read(struct.unpack(">I", greeting[-4:])[0])
+        yield proc
 
 
 @pytest.mark.parametrize("frame", [b"X\0\0\0\x01a", b"J" + struct.pack(">I", (64 << 20) + 1),
                                    b"J\0\0\0\x02[]", b"J\0\0\0\x03{x}"])
 def test_malformed_or_oversized_frame_ends_the_agent_at_once(tmp_path: Path, frame: bytes) -> None:
-    proc = _raw_agent(tmp_path)
-    assert proc.stdin is not None
-    proc.stdin.write(frame)
-    proc.stdin.flush()  # stdin stays open: the agent must not wait for a 64 MiB body
-    try:
+    with _raw_agent(tmp_path) as proc:
+        assert proc.stdin is not None
+        proc.stdin.write(frame)
+        proc.stdin.flush()  # stdin stays open: the agent must not wait for a 64 MiB body
         _, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
     assert proc.returncode == 0
     assert b"opsrunner-agent:" in err
 
@@ -210,8 +218,8 @@ def test_hosts_sharing_a_home_in_pid_namespaces_each_get_a_good_cached_agent(tmp
                                                                                wrapper=chain)) for i in range(8)])
             assert replies == [{"contents": {}}] * 8
             assert notes == [[]] * 8  # none found a broken cached copy
-            assert (cache / f"{agent_module()}.py").read_text() == agent_source()
-            assert sorted(p.name for p in cache.glob("*.py*")) == [f"{agent_module()}.py"]  # no temp file left
+            assert _cached_sources(cache) == package_sources()
+            assert [p.name for p in cache.iterdir()] == [cache_name()]  # no temp directory left
         finally:
             factory.close_all()
 
@@ -241,7 +249,7 @@ def test_a_later_copy_of_the_cached_agent_keeps_its_bytecode_valid(tmp_path: Pat
     spec = ConnectionSpec(name="n", kind="local",
                           wrapper=parse_chain([f"env -u PYTHONDONTWRITEBYTECODE HOME={home}"]))
     cache = home / ".cache" / "opsrunner"
-    source = cache / f"{agent_module()}.py"
+    package = cache / cache_name() / PACKAGE
 
     def start_agent() -> None:
         factory = ConnectionFactory()
@@ -251,29 +259,35 @@ def test_a_later_copy_of_the_cached_agent_keeps_its_bytecode_valid(tmp_path: Pat
             factory.close_all()
 
     start_agent()
-    (compiled,) = (cache / "__pycache__").glob(f"{agent_module()}.*.pyc")
+    (compiled,) = (package / "__pycache__").glob("server.*.pyc")
     before = compiled.stat()
-    source.unlink()  # as if this host had not written it: another copy comes, a second later
+    kept = package.parent.with_name("kept")
+    (package / "__pycache__").rename(kept)
+    shutil.rmtree(cache / cache_name())  # as if this host had not written it: another copy comes later
     time.sleep(1.1)
+    start_agent()  # unpacks a new copy; its bytecode is the kept one, put back beside it below
+    shutil.rmtree(package / "__pycache__")
+    kept.rename(package / "__pycache__")
     start_agent()
     after = compiled.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not compiled again
-    assert source.read_text() == agent_source()
-    assert source.stat().st_mtime == 946684800  # 2000-01-01 00:00 UTC, on every copy
+    assert _cached_sources(cache) == package_sources()
+    assert (package / "server.py").stat().st_mtime == 946684800  # 2000-01-01 00:00 UTC, on every copy
 
 
 def test_stale_cached_agent_is_never_used(rig: Rig) -> None:
     # A cached file under this version's name whose content is another version (an old or
     # partly written copy): the greeting gives it away; it is removed and replaced.
     cache = rig.home / ".cache" / "opsrunner"
-    cache.mkdir(parents=True)
-    stale = agent_source().replace("PROTOCOL = 1", "PROTOCOL = 1  # an older build", 1)
-    assert stale != agent_source()
-    (cache / f"{agent_module()}.py").write_text(stale)
+    package = cache / cache_name() / PACKAGE
+    package.mkdir(parents=True)
+    for name, data in package_sources().items():
+        (package / name).write_bytes(data + b"# an older build\n"
+                                     if name == "agent.py" else data)
     notes: list[str] = []
     assert rig.conn.agent().call("read", {"paths": []}, notes=notes) == {"contents": {}}
     assert any("cached remote agent not used" in n and "version" in n for n in notes), notes
-    assert not (cache / f"{agent_module()}.py").exists()
+    assert not (cache / cache_name()).exists()
     # the next connection stores the right one again and uses it
     rig.close()
     fresh = ConnectionFactory().get(rig.spec)
@@ -281,7 +295,7 @@ def test_stale_cached_agent_is_never_used(rig: Rig) -> None:
         later: list[str] = []
         assert fresh.agent().call("read", {"paths": []}, notes=later) == {"contents": {}}
         assert later == []
-        assert (cache / f"{agent_module()}.py").read_text() == agent_source()
+        assert _cached_sources(cache) == package_sources()
     finally:
         fresh.close()
 
@@ -523,12 +537,11 @@ def test_interrupt_stops_in_flight_agent_work_over_the_hostile_chain(sshd: Priva
   tasks:
     - kill_old: {{pattern: "^nothing-{rig.marker}$", wait_gpu_free: 600, gpu_free_below_mb: 1}}
 """)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert wait_for(lambda: bool(pids_with(rig.marker)), 30)  # the op's GPU query is running
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        # Ended by pid when the block ends, pass or fail (SIGINT may be ignored: a background shell).
+        with opsrunner_process("play", str(pb), "-i", str(inv)) as proc:
+            assert wait_for(lambda: bool(pids_with(rig.marker)), 30)  # the op's GPU query is running
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 99, out
         assert wait_for(lambda: not rig.all_pids(), 15), [_cmdline(p) for p in rig.all_pids()]
     finally:
@@ -551,7 +564,7 @@ def test_vvv_prints_each_command_once_and_no_agent_or_watchdog_source(sshd: Priv
         assert sum("agent verify " in line for line in sent) == 1
         # a shell task's script travels on stdin: -vvv shows it once, under its command
         assert sum(f"| echo {rig.marker}" in line for line in out.splitlines()) == 1
-        assert sum("<agent source on stdin>" in line for line in sent) == 1  # started once
+        assert sum("<opsrunner-agent start: cached package>" in line for line in sent) == 1  # started once
         assert "<opsrunner-watchdog>" in out
         for source_line in ("def op_kill", "PR_SET_CHILD_SUBREAPER", "def _worker_main"):
             assert source_line not in out

@@ -6,26 +6,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-from opsrunner.modules.base import agent_source
-
-
-def _agent() -> dict[str, Any]:
-    namespace: dict[str, Any] = {"__name__": "opsrunner_agent_under_test"}
-    exec(compile(agent_source(), "opsrunner-agent", "exec"), namespace)
-    namespace["SOURCE"] = agent_source()  # what the supervisor runs when not imported from a file
-    return namespace
+from opsrunner.remote.launch import op_launch
 
 
 def test_200_instant_exits_under_load_are_all_reported_with_their_status(tmp_path: Path) -> None:
-    agent = _agent()
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     wrong, statuses = [], []
     try:
         for i in range(200):
             pidfile = str(tmp_path / f"j{i % 5}.pid")
-            reply = agent["op_launch"]({"argv": ["true"], "pidfile": pidfile, "log": str(tmp_path / "j.log")})
+            reply = op_launch({"argv": ["true"], "pidfile": pidfile, "log": str(tmp_path / "j.log")})
             if "error" in reply or "exited" not in reply:
                 wrong.append(reply)
             else:

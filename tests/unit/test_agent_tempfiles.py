@@ -10,12 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opsrunner.modules.base import agent_source
+from tests.agent_ns import unpack_agent
 
 PROBE = """
 import json, os, sys
-ns = {"__name__": "opsrunner_agent_probe"}
-exec(compile(sys.stdin.read(), "opsrunner-agent", "exec"), ns)
+sys.path.insert(0, sys.argv[2])
+from opsrunner_agent.atomic import write_atomic
 d = sys.argv[1]
 victim = os.path.join(d, "victim")
 with open(victim, "w") as fh:
@@ -26,7 +26,7 @@ for suffix in (str(os.getpid()), first.hex()):  # the pid, and the name the next
     os.symlink(victim, path + ".opsrunner-tmp-" + suffix)
 draws = iter([first, b"\\x01" * 6])
 os.urandom = lambda n: next(draws)
-ns["write_atomic"](path, b"123\\n")
+write_atomic(path, b"123\\n")
 with open(victim) as fh, open(path) as written:
     print(json.dumps({"victim": fh.read(), "written": written.read(), "islink": os.path.islink(path),
                       "entries": sorted(os.listdir(d))}))
@@ -34,7 +34,10 @@ with open(victim) as fh, open(path) as written:
 
 
 def test_write_atomic_never_follows_a_link_planted_at_its_temporary_name(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(tmp_path)], input=agent_source(),
+    agent = unpack_agent(tmp_path / "agent")
+    work = tmp_path / "work"
+    work.mkdir()
+    out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(work), str(agent)],
                          capture_output=True, text=True, check=True, timeout=60).stdout
     report = json.loads(out)
     assert report["victim"] == "keep"

@@ -15,17 +15,10 @@ from typing import Any
 
 import pytest
 
-from opsrunner.connections.agent import agent_module
-from opsrunner.modules.base import agent_source
+from opsrunner.remote import jobfiles, wire
+from opsrunner.remote.protocol import MAX_DATA, frame
+from tests.agent_ns import unpack_agent
 
-
-def _agent() -> dict[str, Any]:
-    namespace: dict[str, Any] = {}
-    exec(compile(agent_source(), "opsrunner-agent", "exec"), namespace)
-    return namespace
-
-
-AGENT = _agent()
 ALPHABET = "aZ09 \"\\/\b\f\n\r\t\x00\x1f\x7f\u00e9\u2028\u4e2d\U0001f600\udcff"
 
 
@@ -50,8 +43,8 @@ def _document(rng: random.Random, depth: int = 0) -> Any:
 @pytest.mark.parametrize("seed", range(4))
 def test_the_codec_reads_and_writes_what_json_does(seed: int) -> None:
     rng = random.Random(seed)
-    dumps, loads = AGENT["json_dumps"], AGENT["json_loads"]
-    assert AGENT["_c_codec"]() is not None  # this CPython has _json: the fast path is the one tested
+    dumps, loads = wire.json_dumps, wire.json_loads
+    assert wire._c_codec() is not None  # this CPython has _json: the fast path is the one tested
     for _ in range(300):
         doc = _document(rng)
         text = dumps(doc)
@@ -68,28 +61,28 @@ def test_the_codec_rejects_what_json_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         json.loads(text)
     with pytest.raises(ValueError):
-        AGENT["json_loads"](text)
+        wire.json_loads(text)
 
 
 def test_the_codec_refuses_what_json_cannot_write() -> None:
     doc = {"a": {1, 2}}
     for _ in range(2):  # the same object again: a TypeError again, not "Circular reference"
         with pytest.raises(TypeError, match="set is not JSON serializable"):
-            AGENT["json_dumps"](doc)
-    assert AGENT["json_dumps"]({"a": [1, 2]}) == '{"a":[1,2]}'
-    assert AGENT["json_loads"](' \n{"a": [1, 2]}\n ') == {"a": [1, 2]}
+            wire.json_dumps(doc)
+    assert wire.json_dumps({"a": [1, 2]}) == '{"a":[1,2]}'
+    assert wire.json_loads(' \n{"a": [1, 2]}\n ') == {"a": [1, 2]}
 
 
 def test_frames_round_trip_through_a_pipe() -> None:
     read_fd, write_fd = os.pipe()
     try:
         body = os.urandom(30_000)  # within the pipe buffer: nothing reads until it is written
-        AGENT["_write_all"](write_fd, AGENT["_frame"](b"D", body) + AGENT["_frame"](b"E", b""))
+        wire.write_all(write_fd, frame(b"D", body) + frame(b"E", b""))
         os.close(write_fd)
         write_fd = -1
-        assert AGENT["_read_frame"](read_fd) == (b"D", body)
-        assert AGENT["_read_frame"](read_fd) == (b"E", b"")
-        assert AGENT["_read_frame"](read_fd) is None  # EOF
+        assert wire.read_frame(read_fd) == (b"D", body)
+        assert wire.read_frame(read_fd) == (b"E", b"")
+        assert wire.read_frame(read_fd) is None  # EOF
     finally:
         os.close(read_fd)
         if write_fd >= 0:
@@ -99,21 +92,22 @@ def test_frames_round_trip_through_a_pipe() -> None:
 def test_an_oversized_or_unknown_frame_is_refused() -> None:
     read_fd, write_fd = os.pipe()
     try:
-        os.write(write_fd, b"D" + (AGENT["MAX_DATA"] + 1).to_bytes(4, "big") + b"Q" + (0).to_bytes(4, "big"))
+        os.write(write_fd, b"D" + (MAX_DATA + 1).to_bytes(4, "big") + b"Q" + (0).to_bytes(4, "big"))
         with pytest.raises(ValueError, match="bad frame"):
-            AGENT["_read_frame"](read_fd)
+            wire.read_frame(read_fd)
         with pytest.raises(ValueError, match="bad frame"):
-            AGENT["_read_frame"](read_fd)
+            wire.read_frame(read_fd)
     finally:
         os.close(read_fd)
         os.close(write_fd)
 
 
 def test_the_agent_loads_none_of_the_costly_modules(tmp_path: Path) -> None:
-    # As the target's cache starts it: python -S, the agent imported from a file.
-    (tmp_path / f"{agent_module()}.py").write_text(agent_source())
-    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import {agent_module()} as agent; "
-            "print(agent.load_prctl()(36, 1, 0, 0, 0)); "
+    # As the target's cache starts it: python -S, the agent's package imported from a folder.
+    unpack_agent(tmp_path)
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import opsrunner_agent.server; "
+            "from opsrunner_agent import watchdog, wire as agent; "
+            "print(watchdog.load_prctl()(36, 1, 0, 0, 0)); "
             "print(' '.join(sorted(set(sys.modules) & {'re', 'json', 'enum', 'signal', 'ctypes', "
             "'threading', 'struct', 'hashlib'})) or '-')\n"
             "for bad in ('{x}', '[1,]', '{\"a\": 1} 2', ''):\n"
@@ -124,7 +118,7 @@ def test_the_agent_loads_none_of_the_costly_modules(tmp_path: Path) -> None:
     assert out.split("\n")[2:6] == ["JSONDecodeError"] * 4
 
 
-def test_one_way_to_write_a_time_across_the_parts() -> None:
-    # guards.py and diagnose.py each had a _when(); the later part's won and wrote a missing
-    # time as 1970 or now. The one left names it.
-    assert AGENT["_when"](None) == AGENT["_when"](0) == "an unknown time"
+def test_one_way_to_write_a_time() -> None:
+    # guards.py and diagnose.py each had a _when(), and the later one wrote a missing time as
+    # 1970 or now. The one left names it.
+    assert jobfiles.when(None) == jobfiles.when(0) == "an unknown time"

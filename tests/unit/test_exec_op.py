@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from opsrunner.modules.base import agent_source
+from tests.agent_ns import unpack_agent
 
 PROBE = """
 import json, os, sys, time
-ns = {"__name__": "opsrunner_agent_probe"}
-exec(compile(sys.stdin.read(), "opsrunner-agent", "exec"), ns)
+sys.path.insert(0, sys.argv[1])
+from opsrunner_agent import commands
 polls = []
-real_poll = ns["_poll_mod"].poll
+real_poll = commands.select.poll
 class CountingPoll(object):
     def __init__(self):
         self.inner = real_poll()
@@ -25,17 +26,17 @@ class CountingPoll(object):
         polls.append(len(ready))
         return ready
 class PollModule(object):
-    POLLIN = ns["_poll_mod"].POLLIN
+    POLLIN = commands.select.POLLIN
     poll = CountingPoll
-ns["_poll_mod"] = PollModule
+commands.select = PollModule
 fds = len(os.listdir("/proc/self/fd"))
 results, idle_polls = [], 0
 for argv in (["true"], ["sh", "-c", "echo out; echo err >&2; exit 3"], ["false"]) * 20:
     del polls[:]
-    reply = ns["op_exec"]({"argv": argv, "timeout": 60})
+    reply = commands.op_exec({"argv": argv, "timeout": 60})
     results.append([reply["rc"], reply["stdout"], reply["stderr"]])
     idle_polls += polls.count(0)
-late = ns["op_exec"]({"argv": ["sh", "-c", "echo before; exec sleep 30"], "timeout": 0.3})
+late = commands.op_exec({"argv": ["sh", "-c", "echo before; exec sleep 30"], "timeout": 0.3})
 results.append([late["rc"], late["stdout"], late["timed_out"]])
 print(json.dumps({"fds_before": fds, "fds_after": len(os.listdir("/proc/self/fd")), "late": results[-1],
                   "results": results[:3], "same": all(r == results[i % 3] for i, r in enumerate(results[:-1])),
@@ -43,8 +44,8 @@ print(json.dumps({"fds_before": fds, "fds_after": len(os.listdir("/proc/self/fd"
 """
 
 
-def test_exec_op_codes_output_and_no_descriptor_left_open() -> None:
-    out = subprocess.run([sys.executable, "-S", "-c", PROBE], input=agent_source(), capture_output=True,
+def test_exec_op_codes_output_and_no_descriptor_left_open(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(unpack_agent(tmp_path))], capture_output=True,
                          text=True, check=True, timeout=120).stdout
     report = json.loads(out)
     assert report["results"] == [[0, "", ""], [3, "out\n", "err\n"], [1, "", ""]]

@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from opsrunner.modules.base import agent_source
+from tests.agent_ns import AGENT
 
-AGENT: dict[str, Any] = {}
-exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT)  # the shipped agent, loaded as pure logic
 CTX = AGENT["Context"](mounts={"/", "/mnt/data", "/home/u/nfs", "/tmp/space dir"},
                        homes={"/home/u"}, every_home={"/home/u", "/srv/svc"})
 

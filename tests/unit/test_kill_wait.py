@@ -8,17 +8,15 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any
 
-from opsrunner.modules.base import agent_source
+import pytest
 
-AGENT: dict[str, Any] = {}
-exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT)  # the shipped agent, loaded as pure logic
+from opsrunner.remote import procs
 
 
 def _started(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     proc = subprocess.Popen(argv)
-    return proc, AGENT["read_proc"](proc.pid).start
+    return proc, procs.read_proc(proc.pid).start
 
 
 def test_a_victim_that_exits_is_gone_before_the_grace_ends() -> None:
@@ -26,10 +24,10 @@ def test_a_victim_that_exits_is_gone_before_the_grace_ends() -> None:
     killer = threading.Timer(0.3, lambda: os.kill(proc.pid, signal.SIGTERM))
     killer.start()
     try:
-        left = AGENT["_wait_gone"]({proc.pid: start}, 30.0)
+        left = procs._wait_gone({proc.pid: start}, 30.0)
         # Not reaped yet (the test is its parent): a zombie counts as gone, as for a supervised job.
         assert left == set()
-        assert AGENT["read_proc"](proc.pid).state == "Z"
+        assert procs.read_proc(proc.pid).state == "Z"
     finally:
         killer.cancel()
         proc.kill()
@@ -39,7 +37,7 @@ def test_a_victim_that_exits_is_gone_before_the_grace_ends() -> None:
 def test_a_victim_that_lives_on_is_reported_when_the_grace_ends() -> None:
     proc, start = _started(["sleep", "30"])
     try:
-        assert AGENT["_wait_gone"]({proc.pid: start}, 0.3) == {proc.pid}
+        assert procs._wait_gone({proc.pid: start}, 0.3) == {proc.pid}
         assert proc.poll() is None
     finally:
         proc.kill()
@@ -50,36 +48,33 @@ def test_a_pid_with_another_start_time_is_not_waited_for() -> None:
     """The pid now names another process (reused): it is not the victim, nothing to wait for."""
     proc, start = _started(["sleep", "30"])
     try:
-        assert AGENT["_wait_gone"]({proc.pid: start + 1}, 30.0) == set()
+        assert procs._wait_gone({proc.pid: start + 1}, 30.0) == set()
         assert proc.poll() is None  # and it was left alone
     finally:
         proc.kill()
         proc.wait()
 
 
-def test_without_pidfds_the_wait_polls() -> None:
+def test_without_pidfds_the_wait_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     proc, start = _started(["sleep", "30"])
-    AGENT_NO_PIDFD: dict[str, Any] = {}
-    exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT_NO_PIDFD)
-    AGENT_NO_PIDFD["_pidfd"] = lambda pid: None  # a kernel or Python without pidfd_open
+    monkeypatch.setattr(procs, "open_pidfd", lambda pid: None)  # a kernel or Python without pidfd_open
     killer = threading.Timer(0.2, lambda: os.kill(proc.pid, signal.SIGTERM))
     killer.start()
     try:
-        assert AGENT_NO_PIDFD["_wait_gone"]({proc.pid: start}, 30.0) == set()
+        assert procs._wait_gone({proc.pid: start}, 30.0) == set()
     finally:
         killer.cancel()
         proc.kill()
         proc.wait()
 
 
-def test_a_victim_seen_alive_just_after_its_pidfd_fired_is_still_waited_for_by_its_pidfd() -> None:
+def test_a_victim_seen_alive_just_after_its_pidfd_fired_is_still_waited_for_by_its_pidfd(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A pidfd is readable as its process exits, a moment before /proc shows the zombie. Seen
     alive then, the victim must still wake the wait when /proc catches up: the wait used to
     drop its pidfd and sleep to the deadline (a restart's kill_old took its 5 s grace)."""
     proc, start = _started(["sleep", "30"])
-    racing: dict[str, Any] = {}
-    exec(compile(agent_source(), "opsrunner-agent", "exec"), racing)
-    real_alive, looks = racing["alive"], []
+    real_alive, looks = procs.alive, []
 
     def alive(pid: int, start: float | None = None) -> bool:
         looks.append(pid)
@@ -87,12 +82,12 @@ def test_a_victim_seen_alive_just_after_its_pidfd_fired_is_still_waited_for_by_i
             return True
         return bool(real_alive(pid, start))
 
-    racing["alive"] = alive
+    monkeypatch.setattr(procs, "alive", alive)
     killer = threading.Timer(0.3, lambda: os.kill(proc.pid, signal.SIGTERM))
     killer.start()
     begun = time.monotonic()
     try:
-        assert racing["_wait_gone"]({proc.pid: start}, 60.0) == set()
+        assert procs._wait_gone({proc.pid: start}, 60.0) == set()
         assert time.monotonic() - begun < 30  # woken, not left to the 60 s deadline
         assert len(looks) >= 3
     finally:

@@ -7,21 +7,16 @@ import subprocess
 import time
 from typing import Any
 
-from opsrunner.modules.base import agent_source
+import pytest
+
+from opsrunner.remote import launch
 
 
-def _agent() -> dict[str, Any]:
-    namespace: dict[str, Any] = {}
-    exec(compile(agent_source(), "opsrunner-agent", "exec"), namespace)  # the shipped agent, as pure logic
-    return namespace
-
-
-def test_a_job_that_ends_at_once_is_seen_ended_even_when_proc_lags_its_pidfd() -> None:
+def test_a_job_that_ends_at_once_is_seen_ended_even_when_proc_lags_its_pidfd(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pidfd is readable as its process exits, a moment before /proc shows the zombie. The
     first look after the wake-up is made to see it alive, as in that moment: the watch must
     look again, not report the dead job as launched."""
-    agent = _agent()
-    real_read, looks = agent["read_proc"], []
+    real_read, looks = launch.read_proc, []
 
     def read_proc(pid: int) -> Any:
         p = real_read(pid)
@@ -30,7 +25,7 @@ def test_a_job_that_ends_at_once_is_seen_ended_even_when_proc_lags_its_pidfd() -
             p.state = "S"  # /proc has not caught up with the exit yet
         return p
 
-    agent["read_proc"] = read_proc
+    monkeypatch.setattr(launch, "read_proc", read_proc)
     job = subprocess.Popen(["sh", "-c", "exit 3"], start_new_session=True)  # sid == pid, as a job's
     try:
         job_ended = time.monotonic() + 10
@@ -38,7 +33,7 @@ def test_a_job_that_ends_at_once_is_seen_ended_even_when_proc_lags_its_pidfd() -
             time.sleep(0.01)
         looks.clear()
         begun = time.monotonic()
-        seen = agent["_settle"](job.pid, wait_s=5.0)
+        seen = launch._settle(job.pid, wait_s=5.0)
         assert seen is not None and seen.state == "Z", looks
         assert time.monotonic() - begun < 2.5  # woken by the pidfd, not left to the 5 s end
         assert len(looks) >= 2
@@ -47,11 +42,10 @@ def test_a_job_that_ends_at_once_is_seen_ended_even_when_proc_lags_its_pidfd() -
 
 
 def test_a_job_that_lives_is_seen_running_when_the_watch_ends() -> None:
-    agent = _agent()
     job = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         begun = time.monotonic()
-        seen = agent["_settle"](job.pid, wait_s=0.3)
+        seen = launch._settle(job.pid, wait_s=0.3)
         assert seen is not None and seen.state != "Z" and seen.sid == job.pid
         assert time.monotonic() - begun >= 0.29
     finally:

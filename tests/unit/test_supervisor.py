@@ -12,12 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opsrunner.connections.agent import supervisor_source
-from opsrunner.modules.base import agent_source
-
-AGENT: dict[str, object] = {}
-exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT)  # launch's boot line and code, as shipped
-BOOT = str(AGENT["SUPERVISOR_BOOT"])
+from opsrunner.remote import supervisor
+from opsrunner.remote.launch import SUPERVISOR_BOOT as BOOT
+from opsrunner.remote.launch import supervisor_code
 
 
 def _supervise(tmp_path: Path, argv: list[str], **spec: object) -> tuple[list[str], dict[str, object]]:
@@ -26,7 +23,7 @@ def _supervise(tmp_path: Path, argv: list[str], **spec: object) -> tuple[list[st
     exit_file = tmp_path / "job.exit"
     full = {"argv": argv, "log": str(tmp_path / "job.log"), "exit_file": str(exit_file), "handshake_fd": w, **spec}
     env = dict(os.environ, OPSRUNNER_SPEC=binascii.b2a_base64(marshal.dumps(full), newline=False).decode(),
-               OPSRUNNER_SUPERVISOR_CODE=AGENT["supervisor_code"]())  # type: ignore[operator]
+               OPSRUNNER_SUPERVISOR_CODE=supervisor_code())
     sup = subprocess.Popen([sys.executable, "-S", "-c", BOOT], env=env, pass_fds=(w,))
     os.close(w)
     with os.fdopen(r, "rb") as handshake:
@@ -47,9 +44,7 @@ def test_records_the_exit_code_and_the_jobs_start(tmp_path: Path) -> None:
 def test_records_the_signal_that_killed_the_job(tmp_path: Path) -> None:
     _, record = _supervise(tmp_path, ["sh", "-c", "kill -KILL $$"])
     assert record["signal"] == signal.SIGKILL and record["returncode"] is None
-    part: dict[str, object] = {}
-    exec(supervisor_source(), part)  # the same cgroup as this test: is its oom_kill count readable?
-    if part["oom_kill_count"]() is not None:  # type: ignore[operator]
+    if supervisor.oom_kill_count() is not None:  # the same cgroup as this test: is its count readable?
         assert record["oom_kills"] == 0  # killed, but not by the OOM killer
 
 

@@ -16,10 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from opsrunner.modules.base import agent_source
-
-AGENT: dict[str, Any] = {}
-exec(compile(agent_source(), "opsrunner-agent", "exec"), AGENT)  # the shipped agent, loaded as pure logic
+from tests.agent_ns import AGENT
 
 
 def _dead_job(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, dict[str, str]]:
