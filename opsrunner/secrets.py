@@ -26,7 +26,7 @@ import re
 import shlex
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from opsrunner.errors import ValidationError
 from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
@@ -166,7 +166,7 @@ class Masker:
             return {self.mask(k) if isinstance(k, str) else k: self.mask_value(v)
                     for k, v in value.items()}  # type: ignore[return-value]
         if isinstance(value, list | tuple):
-            return type(value)(self.mask_value(v) for v in value)
+            return cast(T, type(value)(self.mask_value(v) for v in value))
         return value
 
     def mask_result(self, result: TaskResult) -> TaskResult:

@@ -39,6 +39,19 @@ def load_prctl():
         return None
 
 
+class ignored(object):
+    """contextlib.suppress without importing contextlib (~3 ms of CPU at every start)."""
+
+    def __init__(self, *kinds):
+        self.kinds = kinds
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, kind, value, traceback):
+        return kind is not None and issubclass(kind, self.kinds)
+
+
 def exit_code(status):
     """A wait status as a shell reports it: the exit code, or 128 + the signal that killed it."""
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
