@@ -213,12 +213,13 @@ class AgentSession:
             notes.append(f"remote agent restarted (now pid {self.pid}): the previous one {lost}")
         return self._stream
 
-    def ensure_reached(self, notes: list[str] | None = None) -> None:
+    def ensure_reached(self, notes: list[str] | None = None, deadline: float | None = None) -> None:
         """Start the agent if it is not running: proof that the connection and the wrapper
-        chain reach the target (ConnectionFailed within connect_timeout where they do not);
-        AgentStartFailed where they do but the agent cannot run there."""
+        chain reach the target. ConnectionFailed where they have not within connect_timeout,
+        TimeoutError where the task's `deadline` (monotonic) came first, AgentStartFailed
+        where they reach it but the agent cannot run there."""
         with self._lock:
-            self._ensure_started(notes, None)
+            self._ensure_started(notes, deadline)
 
     def _not_reached(self) -> str:
         spec = self.connection.spec

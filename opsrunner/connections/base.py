@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import io
 import shlex
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
@@ -165,12 +166,17 @@ class Connection(abc.ABC):
         elif self.spec.wrapper and not self._agent_failed:
             # A bare exec cannot tell a wrapper that hangs before the command from a slow
             # command: the agent's start, bounded by connect_timeout, proves the chain first.
+            started = time.monotonic()
             try:
-                self.agent().ensure_reached(notes)
+                self.agent().ensure_reached(notes, None if timeout is None else started + timeout)
             except AgentStartFailed as exc:
                 self._agent_failed = True
                 if notes is not None:
                     notes.append(f"{exc}; commands on this host run as bare execs")
+            except TimeoutError:  # the task's own deadline came first: the task timed out
+                return CommandResult(shlex.join(argv), 124, b"", b"the wrapper chain did not run the command "
+                                     b"within the task's timeout; it was stopped", time.monotonic() - started,
+                                     timed_out=True)
         return self.run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, script=script)
 
     def hold(self, argv: Sequence[str]) -> HeldCommand:
