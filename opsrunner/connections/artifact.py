@@ -58,18 +58,22 @@ def agent_artifact() -> bytes:
     return buffer.getvalue()
 
 
-# Reads exactly argv[1] bytes of stdin (os.read: nothing past them), unpacks the zip into a
+# Reads the zip (_READ_ZIP), unpacks it into a
 # temp directory beside argv[2] and renames it into place; a concurrent start that won the
 # rename is as good. The marker line keeps kill_old and verify away from it.
-_UNPACK = f"""# opsrunner-agent (unpack)
-import io, os, shutil, sys, zipfile
-size, final = int(sys.argv[1]), sys.argv[2]
+#: Both boot scripts start so: exactly argv[1] bytes of zip from stdin (os.read: nothing past them).
+_READ_ZIP = """size = int(sys.argv[1])
 data = b""
 while len(data) < size:
     chunk = os.read(0, size - len(data))
     if not chunk:
         sys.exit(3)
     data += chunk
+"""
+
+_UNPACK = f"""# opsrunner-agent (unpack)
+import io, os, shutil, sys, zipfile
+{_READ_ZIP}final = sys.argv[2]
 tmp = "%s.tmp-%s" % (final, os.urandom(6).hex())
 zipfile.ZipFile(io.BytesIO(data)).extractall(tmp)
 for folder, _dirs, files in os.walk(tmp):
@@ -100,14 +104,7 @@ INLINE = f"""# opsrunner-agent (inline)
 import io, os, sys, zipfile
 from importlib.abc import Loader, MetaPathFinder
 from importlib.util import spec_from_loader
-size = int(sys.argv[1])
-data = b""
-while len(data) < size:
-    chunk = os.read(0, size - len(data))
-    if not chunk:
-        sys.exit(3)
-    data += chunk
-archive = zipfile.ZipFile(io.BytesIO(data))
+{_READ_ZIP}archive = zipfile.ZipFile(io.BytesIO(data))
 SOURCES = {{n.split("/", 1)[1]: archive.read(n) for n in archive.namelist()}}
 class Memory(MetaPathFinder, Loader):
     def find_spec(self, name, path=None, target=None):
