@@ -76,7 +76,7 @@ def overhead(trees: list[Path], reps: int) -> dict[Path, float]:
         home = Path(folder)
         books = {}
         for n in (1, 201):
-            tasks = "\n".join("    - {name: t%d, command: \"true\"}" % i for i in range(n))
+            tasks = "\n".join(f'    - {{name: t{i}, command: "true"}}' for i in range(n))
             books[n] = home / f"pb{n}.yml"
             books[n].write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}\n")
         for tree in trees:  # warm-up: caches and bytecode
@@ -99,13 +99,14 @@ def main() -> int:
         for tree in trees[rep % 2:] + trees[:rep % 2]:  # alternating order
             for key, value in starts(tree).items():
                 figures[tree][key].append(value)
-    per_task = overhead(trees, max(3, args.reps // 3))
+    per_task = overhead(trees, max(3, args.reps // 3))  # the pairs printed below
     print(f"{'checkout':<40} {'cold start ms':>14} {'warm start ms':>14} {'agent call ms':>14} {'per task ms':>12}")
     for tree in trees:
         f = figures[tree]
-        print(f"{str(tree):<40} {statistics.median(f['cold']):>14.1f} {statistics.median(f['warm']):>14.1f} "
+        print(f"{tree!s:<40} {statistics.median(f['cold']):>14.1f} {statistics.median(f['warm']):>14.1f} "
               f"{statistics.median(f['call']):>14.2f} {per_task[tree]:>12.2f}")
-    print(f"(medians of {args.reps} fresh controllers each; per task: {max(3, args.reps // 3)} pairs of 201/1-task plays)")
+    pairs = max(3, args.reps // 3)
+    print(f"(medians of {args.reps} fresh controllers each; per task: {pairs} pairs of 201/1-task plays)")
     return 0
 
 
