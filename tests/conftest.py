@@ -21,6 +21,10 @@ import yaml
 from tests import lxc as lxc_rig
 from tests.sshd import PrivateSSHD, start_sshd
 
+#: The process guard (tests/procguard.py): a test, and the suite, fail when they leave a
+#: process running. A plugin, so that its fixtures are set up before every other one.
+pytest_plugins = ["tests.procguard"]
+
 ROOT = Path(__file__).resolve().parent.parent
 WRAPPERS = Path(__file__).resolve().parent / "wrappers"
 REAPER = f"{sys.executable} {WRAPPERS / 'session_reaper.py'} --"
@@ -42,7 +46,12 @@ def private_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    from tests import procguard  # here, not above: imported as the plugin first (assertion rewriting)
+
+    # Started by whichever test first asks for it, and kept for the session: not that test's.
+    with procguard.outside_test():
+        server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    procguard.exempt(server.proc.pid)
     try:
         yield server
     finally:
@@ -52,8 +61,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
 @pytest.fixture(scope="session")
 def lxc() -> Iterator[lxc_rig.Container]:
     """The real LXC container (tests/lxc.py); skipped with the exact reason where none can run."""
+    from tests import procguard
+
     try:
-        container = lxc_rig.ensure()
+        with procguard.outside_test(suite_too=True):  # shared with other sessions, outlives this one
+            container = lxc_rig.ensure()
     except lxc_rig.LxcUnavailable as exc:
         if lxc_rig.MODE == "require":
             pytest.fail(f"LXC container required (OPSRUNNER_TEST_LXC=require) but unavailable: {exc}")

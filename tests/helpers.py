@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,3 +59,51 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 def task_ends(events: list[dict[str, Any]], task: str | None = None) -> list[dict[str, Any]]:
     return [e for e in events if e["event"] in ("task_end", "handler_end") and (task is None or e["task"] == task)]
+
+
+def stop(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+    """End a process the test started, whatever it does with signals, and reap it: SIGTERM
+    (opsrunner stops its remote work on it, as on Ctrl-C; a background shell's `nohup ... &`
+    leaves SIGINT and SIGHUP ignored, never SIGTERM), then SIGKILL by pid after `grace`, and
+    SIGKILL to its process group where it leads one of its own. Its pipes are closed."""
+    group = None
+    with contextlib.suppress(OSError):
+        if proc.returncode is None and os.getpgid(proc.pid) == proc.pid != os.getpgrp():
+            group = proc.pid  # looked up before the reap, while the pid is still this process
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+    if group is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)  # what it started in its group, still running
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+@contextlib.contextmanager
+def started(argv: list[str], **popen: Any) -> Iterator[subprocess.Popen[Any]]:
+    """`subprocess.Popen(argv, **popen)`, ended by `stop` when the block ends, pass or fail."""
+    proc = subprocess.Popen(argv, **popen)
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+def opsrunner_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                      **popen: Any) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    """`python -m opsrunner ARGS` running while the block runs (output piped, text, stderr
+    into stdout unless given), ended by `stop` when it ends."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, **popen}
+    return started([sys.executable, "-m", "opsrunner", *args], cwd=cwd or ROOT, env=full_env, **popen)

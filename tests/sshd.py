@@ -1,6 +1,9 @@
 """A private OpenSSH sshd on 127.0.0.1 for the tests: own keys, own config, random port.
 
 Nothing of the machine's ssh setup is read or changed. The daemon is stopped by pid.
+The sessions it serves get the test suite's process markers (the OPSTEST_* variables of
+tests/procguard.py) in their environment: sshd builds that environment afresh, so they are
+set with `SetEnv`.
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ class PrivateSSHD:
         return base
 
     def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 s; by pid, and reaped."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
@@ -83,6 +88,14 @@ def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
                         "-f", str(root / name)], check=True)
     (root / "authorized_keys").write_text((root / "client_ed25519.pub").read_text())
     port = free_port()
+    # sshd reads only its first SetEnv line: the markers join the caller's, if it has one.
+    markers = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OPSTEST_")]
+    if markers:
+        setenv = [i for i, line in enumerate(extra_config) if line.lower().split()[:1] == ["setenv"]]
+        extra_config = tuple(f"{line} {' '.join(markers)}" if i == (setenv or [-1])[0] else line
+                             for i, line in enumerate(extra_config))
+        if not setenv:
+            extra_config += (f"SetEnv {' '.join(markers)}",)
     config = root / "sshd_config"
     config.write_text("\n".join([
         f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {root / 'host_ed25519'}",
@@ -96,14 +109,18 @@ def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
     ]))
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
-    log = (root / "sshd.log").open("wb")
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
-    host_pub = (root / "host_ed25519.pub").read_text().split()
-    known = root / "known_hosts"
-    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    wait_listening(proc, port, root / "sshd.log")
-    return PrivateSSHD(root, port, getpass.getuser(), root / "client_ed25519", known,
-                    f"{host_pub[0]} {host_pub[1]}", proc)
+    with (root / "sshd.log").open("wb") as log:
+        proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+    server = PrivateSSHD(root, port, getpass.getuser(), root / "client_ed25519", root / "known_hosts", "", proc)
+    try:
+        host_pub = (root / "host_ed25519.pub").read_text().split()
+        server.host_pub = f"{host_pub[0]} {host_pub[1]}"
+        server.known_hosts.write_text(f"[127.0.0.1]:{port} {server.host_pub}\n")
+        wait_listening(proc, port, root / "sshd.log")
+    except BaseException:
+        server.stop()  # a daemon that does not serve is not left running
+        raise
+    return server
 
 
 def accepted_logins(server: PrivateSSHD) -> int:

@@ -9,21 +9,24 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FD_HOLDER, REAPER, ROOT, pids_with, wait_for, write_inventory, write_yaml
-from tests.helpers import cli, read_events, task_ends
+from tests.conftest import FD_HOLDER, REAPER, pids_with, wait_for, write_inventory, write_yaml
+from tests.helpers import cli, opsrunner_process, read_events, task_ends
 from tests.sshd import PrivateSSHD, start_sshd
 
 #: The guarantee (issue 13): the remote tree is gone this soon after the signal.
 STOP_WITHIN_S = 2.0
 
 
-def _start(tmp_path: Path, host_vars: dict, marker: str) -> tuple[subprocess.Popen[str], Path]:
+@contextlib.contextmanager
+def _started(tmp_path: Path, host_vars: dict, marker: str) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """A play whose remote command is running (two `sleep marker`), until the block ends; the
+    controller is then ended by pid (helpers.stop), whether or not it heeded the test's signal."""
     inv = write_inventory(tmp_path / "inv.yml", {"h": host_vars})
     pb = write_yaml(tmp_path / "pb.yml", f"""
 - hosts: all
@@ -32,12 +35,9 @@ def _start(tmp_path: Path, host_vars: dict, marker: str) -> tuple[subprocess.Pop
       shell: sleep {marker} & sleep {marker}
 """)
     events = tmp_path / "ev.jsonl"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv),
-                             "--json-events", str(events), "--no-color"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert wait_for(lambda: len(pids_with(marker)) == 2, 30), "the remote command never started"
-    return proc, events
+    with opsrunner_process("play", str(pb), "-i", str(inv), "--json-events", str(events), "--no-color") as proc:
+        assert wait_for(lambda: len(pids_with(marker)) == 2, 30), "the remote command never started"
+        yield proc, events
 
 
 def _stopped_within(marker: str, since: float) -> float:
@@ -51,11 +51,11 @@ def _stopped_within(marker: str, since: float) -> float:
                          ids=["ssh", "ssh+fd_holder", "ssh+reaper+fd_holder"])
 def test_ctrl_c_stops_remote_tree_within_2s(tmp_path: Path, sshd: PrivateSSHD, cleanup_marker: str,
                                             wrapper: list[str]) -> None:
-    proc, events = _start(tmp_path, sshd.host_vars(wrapper=wrapper), cleanup_marker)
-    start = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    elapsed = _stopped_within(cleanup_marker, start)
-    out, _ = proc.communicate(timeout=30)
+    with _started(tmp_path, sshd.host_vars(wrapper=wrapper), cleanup_marker) as (proc, events):
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        elapsed = _stopped_within(cleanup_marker, start)
+        out, _ = proc.communicate(timeout=30)
     assert elapsed < STOP_WITHIN_S, f"remote tree lived {elapsed:.2f}s after Ctrl-C"
     assert proc.returncode == 99, out
     assert "PLAY RECAP" in out and "interrupted: run stopped by the user" in out
@@ -64,11 +64,11 @@ def test_ctrl_c_stops_remote_tree_within_2s(tmp_path: Path, sshd: PrivateSSHD, c
 
 
 def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path, sshd: PrivateSSHD, cleanup_marker: str) -> None:
-    proc, events = _start(tmp_path, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]), cleanup_marker)
-    start = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    elapsed = _stopped_within(cleanup_marker, start)
-    out, _ = proc.communicate(timeout=30)
+    with _started(tmp_path, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]), cleanup_marker) as (proc, events):
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        elapsed = _stopped_within(cleanup_marker, start)
+        out, _ = proc.communicate(timeout=30)
     assert elapsed < STOP_WITHIN_S, f"remote tree lived {elapsed:.2f}s after SIGTERM"
     assert proc.returncode == 143, out
     assert "PLAY RECAP" in out and "interrupted: run stopped by SIGTERM" in out
@@ -91,14 +91,14 @@ def _children(pid: int) -> list[int]:
 def test_lost_ssh_session_stops_remote_tree_and_is_unreachable(tmp_path: Path, cleanup_marker: str) -> None:
     server = start_sshd(tmp_path / "own-sshd")  # its own daemon: killing its sessions touches no other test
     try:
-        proc, events = _start(tmp_path, server.host_vars(wrapper=[REAPER, FD_HOLDER]), cleanup_marker)
-        sessions = _children(server.proc.pid)  # sshd's per-connection processes (ours only)
-        assert sessions
-        start = time.monotonic()
-        for pid in sessions:
-            os.kill(pid, signal.SIGKILL)
-        elapsed = _stopped_within(cleanup_marker, start)
-        out, _ = proc.communicate(timeout=30)
+        with _started(tmp_path, server.host_vars(wrapper=[REAPER, FD_HOLDER]), cleanup_marker) as (proc, events):
+            sessions = _children(server.proc.pid)  # sshd's per-connection processes (ours only)
+            assert sessions
+            start = time.monotonic()
+            for pid in sessions:
+                os.kill(pid, signal.SIGKILL)
+            elapsed = _stopped_within(cleanup_marker, start)
+            out, _ = proc.communicate(timeout=30)
     finally:
         server.stop()
     assert elapsed < STOP_WITHIN_S, f"remote tree lived {elapsed:.2f}s after the session died"

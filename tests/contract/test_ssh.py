@@ -3,17 +3,15 @@ parallel hosts, ssh_config aliases, and proof that the test wrappers really are 
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_inventory, write_yaml
-from tests.helpers import cli, cli_subprocess, read_events, task_ends
+from tests.conftest import FD_HOLDER, REAPER, kill_marked, pids_with, wait_for, write_inventory, write_yaml
+from tests.helpers import cli, cli_subprocess, opsrunner_process, read_events, started, task_ends
 from tests.sshd import PrivateSSHD, accepted_logins, free_port
 
 
@@ -193,15 +191,15 @@ def test_fd_holder_wrapper_really_hangs_naive_background(tmp_path: Path, sshd: P
                                                         cleanup_marker: str) -> None:
     # Control: the wrapper on its own waits as long as a naive background job lives.
     naive = f"sleep {cleanup_marker} >/dev/null 2>&1 &"
-    raw = subprocess.Popen([*FD_HOLDER.split(), "/bin/sh", "-c", naive])
-    try:
-        raw.wait(3)
-        raise AssertionError("fd_holder returned while the background job held fd 9")
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        kill_marked(cleanup_marker)
-        raw.wait(10)
+    with started([*FD_HOLDER.split(), "/bin/sh", "-c", naive]) as raw:
+        try:
+            raw.wait(3)
+            raise AssertionError("fd_holder returned while the background job held fd 9")
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            kill_marked(cleanup_marker)
+            raw.wait(10)
     # Through opsrunner (no task timeout: the default deadline applies), the task ends at
     # once with a warning naming the job, which is killed.
     start = time.monotonic()
@@ -243,12 +241,11 @@ def test_interrupt_kills_remote_command_with_a_timeout(tmp_path: Path, sshd: Pri
     - shell: sleep {cleanup_marker}
       timeout: 600
 """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert wait_for(lambda: bool(pids_with(cleanup_marker)), 15)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
+    # Ended by pid when the block ends, pass or fail (SIGINT may be ignored: a background shell).
+    with opsrunner_process("play", str(pb), "-i", str(inv)) as proc:
+        assert wait_for(lambda: bool(pids_with(cleanup_marker)), 15)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 99, out
     assert wait_for(lambda: not pids_with(cleanup_marker), 5), pids_with(cleanup_marker)
 

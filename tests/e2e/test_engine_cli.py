@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, pids_with, wait_for, write_inventory, write_yaml
-from tests.helpers import cli, cli_subprocess, read_events, task_ends
+from tests.helpers import cli, cli_subprocess, opsrunner_process, read_events, task_ends
 
 
 @pytest.fixture
@@ -343,19 +343,18 @@ def test_version_check_and_list_tasks_do_not_import_paramiko(tmp_path: Path) -> 
 
 def test_interrupt_stops_in_flight_commands_prints_recap_exit_99(tmp_path: Path, inv: Path,
                                                                   cleanup_marker: str) -> None:
-    import os
     import signal
     pb = write_yaml(tmp_path / "pb.yml", f"""
 - hosts: h1
   tasks:
     - shell: sleep {cleanup_marker}
 """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert wait_for(lambda: bool(pids_with(cleanup_marker)), 10)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=20)
+    # Ended by pid when the block ends, pass or fail: a Ctrl-C it never sees (SIGINT ignored,
+    # as a background shell leaves it) must not leave it running.
+    with opsrunner_process("play", str(pb), "-i", str(inv), cwd=tmp_path) as proc:
+        assert wait_for(lambda: bool(pids_with(cleanup_marker)), 10)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 99, out
     assert "PLAY RECAP" in out
     assert wait_for(lambda: not pids_with(cleanup_marker), 5)

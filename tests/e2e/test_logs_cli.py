@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, TRAINER, host_vars_for, kill_marked, wait_for, write_yaml
-from tests.helpers import cli_subprocess
+from tests.helpers import cli_subprocess, opsrunner_process
 
 
 def _descendants(root: int) -> list[str]:
@@ -59,15 +59,15 @@ def test_logs_tail_and_follow(transport: str, request: pytest.FixtureRequest, tm
         assert len(lines) == 3 and all(ln.startswith("box | step ") for ln in lines), tail.out
         everything = cli_subprocess("logs", "-i", str(inv), "-n", "1000", cwd=ROOT)
         assert "old run line" not in everything.out and "box | ready: training" in everything.out
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        follow = subprocess.Popen([sys.executable, "-m", "opsrunner", "logs", "-i", str(inv), "-n", "0", "-f"],
-                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        seen = [follow.stdout.readline() for _ in range(5)] if follow.stdout else []
-        assert all(s.startswith("box | step ") for s in seen), seen
-        steps = [int(s.split()[3].rstrip(":")) for s in seen]
-        assert steps == list(range(steps[0], steps[0] + 5))  # in order, nothing lost or repeated
-        follow.send_signal(signal.SIGINT)
-        assert follow.wait(10) == 0
+        # Ended by pid when the block ends, pass or fail: started from a background shell it
+        # inherits SIGINT ignored, and a Ctrl-C it never sees must not leave it following.
+        with opsrunner_process("logs", "-i", str(inv), "-n", "0", "-f", stderr=subprocess.PIPE) as follow:
+            seen = [follow.stdout.readline() for _ in range(5)] if follow.stdout else []
+            assert all(s.startswith("box | step ") for s in seen), seen
+            steps = [int(s.split()[3].rstrip(":")) for s in seen]
+            assert steps == list(range(steps[0], steps[0] + 5))  # in order, nothing lost or repeated
+            follow.send_signal(signal.SIGINT)
+            assert follow.wait(10) == 0
         if server is not None:
             assert wait_for(lambda: not [c for c in _descendants(server.proc.pid) if "opsrunner" in c], 2)
     finally:

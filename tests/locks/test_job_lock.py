@@ -3,6 +3,7 @@ SIGKILLed controller, Ctrl-C, a stale holder record, and the keeper's heartbeat 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -18,7 +19,7 @@ import pytest
 
 from opsrunner.modules.job_lock import keeper_source
 from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
-from tests.helpers import cli_subprocess
+from tests.helpers import cli_subprocess, opsrunner_process, started
 from tests.sshd import PrivateSSHD
 
 
@@ -37,10 +38,10 @@ def _inventory(tmp_path: Path, demo: Path, host_vars: dict[str, Any], **override
         "hosts": {"gpu-box": host_vars}, "vars": role_vars}}}})
 
 
-def _play(*args: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "opsrunner", "play", "restart_training.yml", *args],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def _play(*args: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    """`opsrunner play restart_training.yml ARGS` running while the block runs; ended by pid
+    (helpers.stop) when it ends, whatever the test did to it."""
+    return opsrunner_process("play", "restart_training.yml", *args)
 
 
 def _record(lock: Path) -> dict[str, Any] | None:
@@ -79,8 +80,9 @@ def _ready_lines(demo: Path) -> int:
 
 def test_two_concurrent_restarts_one_job_one_locked_by(tmp_path: Path, sshd: PrivateSSHD, demo: Path) -> None:
     inv = _inventory(tmp_path, demo, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]))
-    runs = [_play("-i", str(inv)), _play("-i", str(inv))]
-    outs = [p.communicate(timeout=240)[0] for p in runs]
+    with _play("-i", str(inv)) as one, _play("-i", str(inv)) as two:
+        runs = [one, two]
+        outs = [p.communicate(timeout=240)[0] for p in runs]
     codes = sorted(p.returncode for p in runs)
     assert codes == [0, 2], outs
     loser = outs[[p.returncode for p in runs].index(2)]
@@ -98,8 +100,7 @@ def test_killed_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, sshd
     inv = _inventory(tmp_path, demo, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]), verify_stable_for=120,
                      verify_within=150)
     lock = demo / "train.lock"
-    first = _play("-i", str(inv))
-    try:
+    with _play("-i", str(inv)) as first:
         # Killed mid-verify: after the launch has finished (its pidfile written; a launch still in
         # flight is stopped with its job, as every in-flight request is), while it holds the lock.
         assert wait_for(lambda: _keeper_alive(lock) and len(pids_with(f"{demo}/code/train.py")) == 1
@@ -107,7 +108,6 @@ def test_killed_controller_leaves_a_lock_the_next_run_takes(tmp_path: Path, sshd
         time.sleep(0.5)  # into verify
         keeper = _record(lock)["keeper_pid"]  # type: ignore[index]
         first.send_signal(sig)
-    finally:
         first.communicate(timeout=30)
     assert wait_for(lambda: not Path(f"/proc/{keeper}").exists(), 15), "the keeper outlived its controller"
     second = cli_subprocess("play", "restart_training.yml", "-i", str(inv), "-e", "{\"verify_stable_for\": 1}")
@@ -121,12 +121,12 @@ def test_ctrl_c_releases_the_lock(tmp_path: Path, sshd: PrivateSSHD, demo: Path)
     inv = _inventory(tmp_path, demo, sshd.host_vars(wrapper=[REAPER, FD_HOLDER]), verify_stable_for=120,
                      verify_within=150)
     lock = demo / "train.lock"
-    run = _play("-i", str(inv))
-    assert wait_for(lambda: _keeper_alive(lock), 60)
-    assert not _lock_is_free(lock)
-    time.sleep(0.5)
-    run.send_signal(signal.SIGINT)
-    out = run.communicate(timeout=60)[0]
+    with _play("-i", str(inv)) as run:
+        assert wait_for(lambda: _keeper_alive(lock), 60)
+        assert not _lock_is_free(lock)
+        time.sleep(0.5)
+        run.send_signal(signal.SIGINT)
+        out = run.communicate(timeout=60)[0]
     assert run.returncode == 99, out
     assert wait_for(lambda: _lock_is_free(lock), 15)
     assert _record(lock) is None  # released in order: the holder record is gone too
@@ -148,12 +148,10 @@ def test_a_stale_record_is_taken_over_even_with_pid_reuse(tmp_path: Path, demo: 
 def test_second_run_waits_up_to_lock_timeout(tmp_path: Path, demo: Path) -> None:
     inv = _inventory(tmp_path, demo, {"connection": "local"}, verify_stable_for=3)
     lock = demo / "train.lock"
-    first = _play("-i", str(inv))
-    try:
+    with _play("-i", str(inv)) as first:
         assert wait_for(lambda: _keeper_alive(lock), 60)
         second = cli_subprocess("play", "restart_training.yml", "-i", str(inv), "-e", "{\"lock_timeout\": 120}",
                                 "-e", "{\"verify_stable_for\": 1}")
-    finally:
         out = first.communicate(timeout=120)[0]
     assert first.returncode == 0, out
     assert second.rc == 0, second.out  # it waited for the first run instead of failing
@@ -164,9 +162,8 @@ def test_second_run_waits_up_to_lock_timeout(tmp_path: Path, demo: Path) -> None
 def test_keeper_gives_up_without_heartbeat(tmp_path: Path) -> None:
     """A half-open connection never delivers EOF: the lease ends the keeper anyway."""
     lock = tmp_path / "job.lock"
-    keeper = subprocess.Popen([sys.executable, "-S", "-c", keeper_source()], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with started([sys.executable, "-S", "-c", keeper_source()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE) as keeper:
         assert keeper.stdin is not None and keeper.stdout is not None
         keeper.stdin.write(json.dumps({"path": str(lock), "lease": 1}).encode() + b"\n")
         keeper.stdin.flush()
@@ -177,6 +174,3 @@ def test_keeper_gives_up_without_heartbeat(tmp_path: Path) -> None:
         assert time.monotonic() - start < 10
         assert _lock_is_free(lock)
         assert json.loads(keeper.stdout.read().strip())["why"] == "no heartbeat for 1s"
-    finally:
-        keeper.kill()
-        keeper.wait()
