@@ -114,6 +114,14 @@ def hold_for_job(ctx: TaskContext, pidfile: str | None) -> None:
     key = "job_lock:" + lock_path({"pidfile": pidfile})
     if key in ctx.connection.held:
         return
-    taken = MODULE.run(ctx, {"pidfile": pidfile, "wait": 0})
+    try:
+        taken = MODULE.run(ctx, {"pidfile": pidfile, "wait": 0})
+    except ModuleFailure as exc:
+        if "holder" in exc.data:
+            raise  # another run restarts this job
+        # No lock file can be made beside the pidfile (its folder is missing or not a
+        # folder): the task's own checks name what is wrong there, and nothing can race on it.
+        ctx.notes.append(f"job lock not taken: {str(exc).splitlines()[-1][:300]}")
+        return
     if key in ctx.connection.held:
         ctx.notes.append(f"{taken.msg} (taken for this job, as no job_lock task did)")

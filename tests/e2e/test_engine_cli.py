@@ -297,7 +297,7 @@ def test_verbose_vvv_prints_commands_as_sent(tmp_path: Path, inv: Path) -> None:
     assert rc == 0
     # Run by the host's agent (its source is not printed), the script on stdin.
     assert "<h1> SENT: agent exec /bin/sh -c 'IFS= read -r opsrunner_n" in out
-    assert "<h1> SENT: '<agent source on stdin>'" in out
+    assert "<h1> SENT: '<opsrunner-agent start: cached package>'" in out
     assert '    script on stdin:\n    | echo "quoted \'x\'"' in out
     assert "import" not in out  # no agent source
     rc, out, _ = play(tmp_path, inv, """
