@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.connections.base import Connection
 from opsrunner.connections.factory import ConnectionFactory
+from opsrunner.connections.ops import TAIL
 from opsrunner.errors import ConnectionFailed, ModuleFailure, OpsrunnerError, TemplateError
 from opsrunner.results import Status
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import TailArgs, TailReply
 
 POLL_S = 1.0
 EXIT_FAILED, EXIT_UNREACHABLE = 2, 3
@@ -104,8 +108,8 @@ def _sources(playbook: Any, inventory: Any, options: Any, args: argparse.Namespa
     return sources, failed
 
 
-def _agent(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    reply: dict[str, Any] = conn.agent().call("tail", request, timeout=AGENT_TIMEOUT_S)
+def _agent(conn: Connection, request: TailArgs) -> TailReply:
+    reply = conn.agent().request(TAIL, request, timeout=AGENT_TIMEOUT_S)
     if reply.get("error"):
         raise ModuleFailure(str(reply["error"]))
     return reply

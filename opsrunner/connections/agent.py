@@ -16,9 +16,10 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from opsrunner.connections.artifact import UNCACHE, agent_artifact, agent_version, cache_name, inline_argv, start_argv
+from opsrunner.connections.ops import EXEC, AgentOp, ArgsT, ReplyT
 from opsrunner.connections.streams import Stream
 from opsrunner.errors import ConnectionFailed, ModuleFailure
 from opsrunner.remote.protocol import (
@@ -36,6 +37,9 @@ from opsrunner.remote.protocol import (
     frame_size,
 )
 from opsrunner.results import CommandResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import ExecArgs, ExecReply
 
 
 class _HostSpec(Protocol):
@@ -153,17 +157,27 @@ class AgentSession:
         target, with the deadline, tree kill and held-output rules of the watchdog."""
         start = time.monotonic()
         command = shlex.join(argv)
-        reply = self.call("exec", {"argv": list(argv), "cwd": cwd, "timeout": timeout},
-                          timeout=None if timeout is None else timeout + EXEC_GRACE_S,
-                          payload=stdin, notes=notes, shown=shown or f"agent exec {command}")
+        request: ExecArgs = {"argv": list(argv), "cwd": cwd, "timeout": timeout}
+        raw = self.call(EXEC.name, cast("dict[str, Any]", request),
+                        timeout=None if timeout is None else timeout + EXEC_GRACE_S,
+                        payload=stdin, notes=notes, shown=shown or f"agent exec {command}")
         took = time.monotonic() - start
-        if "rc" not in reply:
-            if reply.get("timed_out"):  # the worker itself did not answer: the agent stopped its tree
-                return CommandResult(command, 124, b"", str(reply.get("error", "")).encode(), took, timed_out=True)
-            raise AgentLost(f"remote agent could not run the command: {reply.get('error', reply)}")
-        return CommandResult(command, int(reply["rc"]), str(reply["stdout"]).encode("latin-1"),
-                             str(reply["stderr"]).encode("latin-1"), took, bool(reply.get("timed_out")),
-                             tuple(str(w) for w in reply.get("warnings") or ()))
+        if "rc" not in raw:  # an error reply (protocol.ErrorReply) instead of ExecReply
+            if raw.get("timed_out"):  # the worker itself did not answer: the agent stopped its tree
+                return CommandResult(command, 124, b"", str(raw.get("error", "")).encode(), took, timed_out=True)
+            raise AgentLost(f"remote agent could not run the command: {raw.get('error', raw)}")
+        reply = cast("ExecReply", raw)
+        return CommandResult(command, reply["rc"], reply["stdout"].encode("latin-1"),
+                             reply["stderr"].encode("latin-1"), took, reply["timed_out"], tuple(reply["warnings"]))
+
+    def request(self, op: AgentOp[ArgsT, ReplyT], args: ArgsT, *, timeout: float | None = None,
+                payload: IO[bytes] | None = None, notes: list[str] | None = None,
+                shown: str | None = None) -> ReplyT:
+        """call() with the op's request and reply types (connections/ops.py). The reply may
+        instead carry only protocol.ErrorReply's keys: the caller looks for them first."""
+        reply = self.call(op.name, cast("dict[str, Any]", args), timeout=timeout, payload=payload, notes=notes,
+                          shown=shown)
+        return cast(ReplyT, reply)
 
     def _deliver(self, stream: Stream, request: bytes, payload: IO[bytes] | None,
                  deadline: float | None) -> bool:

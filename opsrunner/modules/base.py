@@ -7,9 +7,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from opsrunner.connections.base import Connection
+from opsrunner.connections.ops import AgentOp, ArgsT, ReplyT
 from opsrunner.errors import ModuleFailure
 from opsrunner.ledger import CheckLedger
 from opsrunner.results import CommandResult, Status, TaskResult
@@ -40,21 +41,24 @@ class TaskContext:
                 return folder / candidate
         return self.task.base_dir / candidate
 
-    def agent(self, op: str, request: dict[str, Any], timeout: float | None = None,
-              payload: IO[bytes] | None = None) -> dict[str, Any]:
-        """Run one operation on the target's long-lived agent (remote/); return its JSON reply.
+    def agent(self, op: AgentOp[ArgsT, ReplyT], request: ArgsT, timeout: float | None = None,
+              payload: IO[bytes] | None = None) -> ReplyT:
+        """Run one operation on the target's long-lived agent (remote/); return its reply, typed
+        as the op's (connections/ops.py). A reply with an error raises ModuleFailure, one
+        past the deadline TimedOut.
 
         The agent is started on this connection's first request and kept; if it was lost,
         it is started again here and a note says so."""
         limit = timeout if timeout is not None else self.timeout
         start = time.monotonic()
-        reply = self.connection.agent().call(op, request, timeout=limit, payload=payload, notes=self.notes)
+        reply = self.connection.agent().call(op.name, cast("dict[str, Any]", request), timeout=limit,
+                                             payload=payload, notes=self.notes)
         if reply.get("timed_out"):
-            raise TimedOut(CommandResult(f"agent {op}", 124, b"", str(reply.get("error", "")).encode(),
+            raise TimedOut(CommandResult(f"agent {op.name}", 124, b"", str(reply.get("error", "")).encode(),
                                          time.monotonic() - start, timed_out=True))
         if reply.get("error"):
             raise ModuleFailure(str(reply["error"]), reply)
-        return reply
+        return cast(ReplyT, reply)
 
 
 class TimedOut(Exception):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opsrunner.connections import ops
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import ClearArgs
 
 
 def human_bytes(n: float) -> str:
@@ -21,8 +25,9 @@ class ClearCacheModule(Module):
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         paths = args["paths"] if isinstance(args["paths"], list) else [args["paths"]]
-        reply = ctx.agent("clear", {"paths": paths, "max_matches": args.get("max_matches", 20),
-                                    "check_mode": ctx.check_mode})
+        request: ClearArgs = {"paths": paths, "max_matches": int(args.get("max_matches", 20)),
+                              "check_mode": ctx.check_mode}
+        reply = ctx.agent(ops.CLEAR, request)
         removed = reply.get("removed", [])
         data = {"removed": removed, "bytes": reply.get("bytes", 0)}
         if not removed:

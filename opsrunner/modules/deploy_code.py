@@ -11,11 +11,15 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
+from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import DeleteArgs, FileDigest, OtherFile, ReadArgs, StatArgs, WriteArgs, WriteReply
 
 SPOOL_IN_MEMORY = 8 << 20  # larger transfers spill to a temp file, never held twice in memory
 
@@ -73,8 +77,8 @@ class DeployCodeModule(Module):
         exclude = list(args.get("exclude") or [])
         root, files = collect(src, args["dest"], exclude, parse_mode(args.get("mode")))
         delete = bool(args.get("delete")) and src.is_dir()
-        remote = ctx.agent("stat", {"dest": root, "files": [f.rel for f in files],
-                                    "list_extra": delete, "exclude": exclude})
+        asked: StatArgs = {"dest": root, "files": [f.rel for f in files], "list_extra": delete, "exclude": exclude}
+        remote = ctx.agent(ops.STAT, asked)
         changed = [f for f in files if _differs(f, remote["files"].get(f.rel))]
         extra: list[str] = remote.get("extra", []) if delete else []
         data: dict[str, Any] = {"changed_files": [f.rel for f in changed], "deleted_files": extra,
@@ -89,7 +93,8 @@ class DeployCodeModule(Module):
                 reply = self._send(ctx, root, changed, bool(args.get("backup")))
                 data["backups"] = reply.get("backups", [])
             if extra:
-                ctx.agent("delete", {"dest": root, "files": extra})
+                doomed: DeleteArgs = {"dest": root, "files": extra}
+                ctx.agent(ops.DELETE, doomed)
         verb = "would deploy" if ctx.check_mode else "deployed"
         msg = f"{verb} {len(changed)} of {len(files)} files to {root}"
         if changed:
@@ -98,7 +103,7 @@ class DeployCodeModule(Module):
             msg += f"; {'would delete' if ctx.check_mode else 'deleted'} {len(extra)}: {', '.join(extra[:10])}"
         return TaskResult(Status.CHANGED, changed=True, msg=msg, diff=diff, data=data)
 
-    def _send(self, ctx: TaskContext, root: str, files: list[LocalFile], backup: bool) -> dict[str, Any]:
+    def _send(self, ctx: TaskContext, root: str, files: list[LocalFile], backup: bool) -> WriteReply:
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
             with tarfile.open(fileobj=spool, mode="w|") as tar:
                 for f in files:
@@ -108,13 +113,15 @@ class DeployCodeModule(Module):
                     with f.path.open("rb") as fh:
                         tar.addfile(info, fh)
             spool.seek(0)
-            return ctx.agent("write", {"dest": root, "backup": backup}, payload=cast(IO[bytes], spool))
+            request: WriteArgs = {"dest": root, "backup": backup}
+            return ctx.agent(ops.WRITE, request, payload=cast(IO[bytes], spool))
 
     def _diff(self, ctx: TaskContext, root: str, changed: list[LocalFile], extra: list[str]) -> str:
         paths = [posixpath.join(root, f.rel) for f in changed] + [posixpath.join(root, e) for e in extra]
         if not paths:
             return ""
-        old = ctx.agent("read", {"paths": paths})["contents"]
+        request: ReadArgs = {"paths": paths}
+        old = ctx.agent(ops.READ, request)["contents"]
         out = []
         for f in changed:
             remote_path = posixpath.join(root, f.rel)
@@ -131,10 +138,10 @@ class DeployCodeModule(Module):
         return "".join(out)
 
 
-def _differs(local: LocalFile, remote: dict[str, Any] | None) -> bool:
-    if remote is None or remote.get("type") == "other":
+def _differs(local: LocalFile, remote: FileDigest | OtherFile | None) -> bool:
+    if remote is None or "type" in remote:  # missing, or not a regular file there
         return True
-    return bool(remote["sha256"] != local.sha256 or remote["mode"] != local.mode)
+    return remote["sha256"] != local.sha256 or remote["mode"] != local.mode
 
 
 MODULE = DeployCodeModule()

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import base64
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opsrunner.connections import ops
 from opsrunner.modules.base import TaskContext
 from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import FsPutArgs
 
 
 def mode_arg(mode: Any) -> str | None:
@@ -29,11 +33,12 @@ def unified(before: str, after: str, path: str) -> str:
 
 def put_content(ctx: TaskContext, dest: str, content: bytes, args: dict[str, Any]) -> TaskResult:
     """copy and template: send the bytes; the agent writes them only when they differ."""
-    reply = ctx.agent("fs_put", {
+    request: FsPutArgs = {
         "dest": dest, "content_b64": base64.b64encode(content).decode("ascii"), "mode": mode_arg(args.get("mode")),
         "owner": args.get("owner"), "group": args.get("group"), "backup": bool(args.get("backup")),
         "check": ctx.check_mode, "diff": ctx.diff_mode,
-    })
+    }
+    reply = ctx.agent(ops.FS_PUT, request)
     diff = unified(reply["before"], content.decode("utf-8", "replace"), dest) if "before" in reply else ""
     data = {"dest": reply["dest"], "checksum": reply["checksum"]}
     if "backup_file" in reply:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.modules.job_lock import hold_for_job
 from opsrunner.results import Status, TaskResult
 
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import GpuWaitArgs, KillArgs, ProcInfo
 
-def describe(procs: list[dict[str, Any]], limit: int = 10) -> str:
+
+def describe(procs: list[ProcInfo], limit: int = 10) -> str:
     shown = [f"{p['pid']} ({p['cmdline'][:100]})" for p in procs[:limit]]
     more = f" and {len(procs) - limit} more" if len(procs) > limit else ""
     return ", ".join(shown) + more
@@ -26,10 +30,16 @@ class KillOldModule(Module):
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         hold_for_job(ctx, args.get("pidfile"))  # the job this task changes is locked by this run
-        request: dict[str, Any] = {k: args[k] for k in ("pidfile", "pattern", "user", "signal", "grace") if k in args}
-        request["check_mode"] = ctx.check_mode
-        reply = ctx.agent("kill", request)
-        killed: list[dict[str, Any]] = reply.get("killed", [])
+        request: KillArgs = {"check_mode": ctx.check_mode}
+        for key in ("pidfile", "pattern", "user"):
+            if key in args:
+                request[key] = args[key]
+        if "signal" in args:
+            request["signal"] = str(args["signal"])
+        if "grace" in args:
+            request["grace"] = float(args["grace"])
+        reply = ctx.agent(ops.KILL, request)
+        killed = reply.get("killed", [])
         data: dict[str, Any] = {"killed": killed, "pids": [p["pid"] for p in killed],
                                 "forced": reply.get("forced", [])}
         if ctx.check_mode:
@@ -47,7 +57,8 @@ class KillOldModule(Module):
         wait = float(args["wait_gpu_free"])
         below = float(args.get("gpu_free_below_mb", 1024))
         timeout = None if ctx.timeout is None else max(ctx.timeout, wait + 30)
-        reply = ctx.agent("gpu_wait", {"wait": wait, "below_mb": below, "gpus": args.get("gpus")},
+        request: GpuWaitArgs = {"wait": wait, "below_mb": below, "gpus": args.get("gpus")}
+        reply = ctx.agent(ops.GPU_WAIT, request,
                           timeout=timeout)
         if reply.get("skipped"):
             ctx.notes.append(reply["msg"])

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opsrunner.connections import ops
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.modules.job_lock import hold_for_job
 from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import LaunchArgs, LaunchReply
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -50,16 +54,16 @@ class LaunchDetachedModule(Module):
         else:
             argv, env = command_argv(args["command"])
         env.update({str(k): str(v) for k, v in (args.get("env") or {}).items()})
-        request: dict[str, Any] = {"argv": argv, "env": env, "check_mode": ctx.check_mode}
+        request: LaunchArgs = {"argv": argv, "env": env, "check_mode": ctx.check_mode}
         if ctx.check_mode:
             request["would_stop"] = sorted(ctx.ledger.would_stop)
             request["would_exist"] = list(ctx.ledger.would_create)
         for key in ("chdir", "log", "pidfile", "umask"):
             if key in args:
-                request[key] = args[key]
-        reply = ctx.agent("launch", request)
-        keys = ("pid", "pgid", "sid", "log", "exit_file", "cmdline", "exited")
-        data: dict[str, Any] = {k: reply[k] for k in keys if k in reply}
+                request[key] = str(args[key])
+        reply = ctx.agent(ops.LAUNCH, request)
+        data: dict[str, Any] = {k: v for k, v in reply.items()
+                                if k in ("pid", "pgid", "sid", "log", "exit_file", "cmdline", "exited")}
         if reply.get("already_running"):
             return TaskResult(Status.OK, msg=f"already running as pid {reply['pid']} "
                               f"(from {args['pidfile']}); not starting a second copy", data=data)
@@ -74,10 +78,10 @@ class LaunchDetachedModule(Module):
                           msg=f"launched pid {reply['pid']} in its own session{log}")
 
 
-def _ended_at_once(reply: dict[str, Any], args: dict[str, Any]) -> TaskResult:
+def _ended_at_once(reply: LaunchReply, args: dict[str, Any]) -> TaskResult:
     """A job that ended before the launch returned: its exit status is the verdict."""
-    ended: dict[str, Any] = reply["exited"]
-    data: dict[str, Any] = {k: reply[k] for k in ("pid", "log", "exit_file", "exited") if k in reply}
+    ended = reply["exited"]
+    data: dict[str, Any] = {k: v for k, v in reply.items() if k in ("pid", "log", "exit_file", "exited")}
     pid = reply["pid"]
     if ended.get("unknown"):
         how = "ended at once; its exit status was not recorded" + ("" if args.get("pidfile") else " (no pidfile)")

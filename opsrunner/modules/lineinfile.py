@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.modules.fsutil import mode_arg, unified
 from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import LineInFileArgs
 
 
 class LineInFileModule(Module):
@@ -19,10 +23,12 @@ class LineInFileModule(Module):
             raise ModuleFailure("lineinfile: state present needs line")
         if state == "absent" and "line" not in args and "regexp" not in args:
             raise ModuleFailure("lineinfile: state absent needs line or regexp")
-        request = {k: args.get(k) for k in ("path", "line", "regexp", "insertafter", "insertbefore", "create",
-                                            "backup")}
-        request.update(state=state, mode=mode_arg(args.get("mode")), check=ctx.check_mode)
-        reply = ctx.agent("lineinfile", request)
+        request: LineInFileArgs = {
+            "path": args["path"], "line": args.get("line"), "regexp": args.get("regexp"),
+            "insertafter": args.get("insertafter"), "insertbefore": args.get("insertbefore"),
+            "create": args.get("create"), "backup": args.get("backup"), "state": state,
+            "mode": mode_arg(args.get("mode")), "check": ctx.check_mode}
+        reply = ctx.agent(ops.LINEINFILE, request)
         if not reply["changed"]:
             return TaskResult(Status.OK, msg=reply.get("msg", ""), data={"backup": ""})
         diff = unified(reply["before"], reply["after"], str(args["path"])) if ctx.diff_mode else ""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from opsrunner.connections import ops
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol import VerifyArgs, VerifyReply
 
 CHECK_KEYS = ("processes", "min_processes", "log", "port", "gpu_min_memory_mb")
 #: Seconds of a task timeout kept for starting the agent and bringing its verdict back.
@@ -54,12 +58,14 @@ class VerifyModule(Module):
             what = "launch" if ctx.ledger.would_launch else "stop"
             return TaskResult(Status.SKIPPED, msg=f"skipped in check mode: an earlier task would {what} the job "
                               "on this host, so there is no run to verify yet")
-        request = dict(args)
+        # Its arguments are the op's: the schema (verify.json) has VerifyArgs' keys, checked
+        # by tests/unit/test_agent_ops.py.
+        request: VerifyArgs = cast("VerifyArgs", dict(args))
         if ctx.timeout is not None:  # the task timeout bounds verify, whatever `within` says
             request["budget"] = max(ctx.timeout - TIMEOUT_MARGIN_S, ctx.timeout / 2)
-        reply = ctx.agent("verify", request, timeout=ctx.timeout)
+        reply = ctx.agent(ops.VERIFY, request, timeout=ctx.timeout)
         procs = reply.get("procs", [])
-        status: dict[str, Any] = reply.get("status") or {}
+        status: dict[str, Any] = dict(reply.get("status") or {})
         data = {"checks": reply.get("checks", []), "pids": [p["pid"] for p in procs],
                 "processes": len(procs), "log_size": reply.get("log_size")}
         data.update({k: status.get(k) for k in STATUS_KEYS})
@@ -69,7 +75,7 @@ class VerifyModule(Module):
         return _failure(args, reply, data, ctx.timeout)
 
 
-def _failure(args: dict[str, Any], reply: dict[str, Any], data: dict[str, Any], timeout: float | None) -> TaskResult:
+def _failure(args: dict[str, Any], reply: VerifyReply, data: dict[str, Any], timeout: float | None) -> TaskResult:
     failed = "; ".join(f"{c[0]}: expected {c[2]}, got {c[3]}" for c in reply["failed"])
     msg = ""
     if reply.get("cut_short"):
