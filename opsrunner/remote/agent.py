@@ -1,7 +1,10 @@
 # opsrunner-agent part 5: the dispatcher. The parts (procs, launch, verify, files, agent,
 # server) are sent concatenated as one script (Python >= 3.8, stdlib only); server.py runs
 # the long-lived loop that calls `dispatch` once per request, each in a forked worker.
-# An op is a function `op_x(args) -> dict`; a payload (the tar stream of "write") is its stdin.
+# An op is a function `op_x(args: XArgs) -> XReply` (protocol.py has the table); a payload
+# (the tar stream of "write") is its stdin.
+from __future__ import annotations
+
 import os
 
 from .commands import op_exec
@@ -15,7 +18,13 @@ from .procs import op_kill, op_select
 from .reads import NotRegular
 from .verify import op_gpu_wait, op_verify
 
-OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Mapping
+
+    from .protocol import Reply
+
+OPS: dict[str, Callable[..., Reply]] = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
        "delete": op_delete, "read": op_read, "tail": op_tail, "facts": op_facts,
        "fs_stat": op_fs_stat, "fs_put": op_fs_put, "fs_file": op_fs_file, "lineinfile": op_lineinfile,
@@ -25,12 +34,16 @@ OPS = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_v
 PATH_ARGS = ("pidfile", "log", "chdir", "dest", "path")
 
 
-def dispatch(request):
-    """Run one request {"op": ..., "args": {...}}; the reply dict ({"error": ...} on failure)."""
-    op = OPS.get(request.get("op"))
+def dispatch(request: Mapping[str, object]) -> Reply:
+    """Run one request {"op": ..., "args": {...}} (protocol.py's Request); the reply dict
+    ({"error": ...} on failure)."""
+    name = request.get("op")
+    op = OPS.get(name) if isinstance(name, str) else None
     if op is None:
-        return {"error": "unknown agent operation %r" % (request.get("op"),)}
+        return {"error": f"unknown agent operation {name!r}"}
     args = request.get("args") or {}
+    if not isinstance(args, dict):
+        return {"error": f"the arguments of agent operation {name!r} are not an object: {args!r}"}
     for key in PATH_ARGS:
         if isinstance(args.get(key), str):
             args[key] = os.path.expanduser(args[key])
@@ -41,4 +54,4 @@ def dispatch(request):
     except NotRegular as exc:  # the message says which file and what it is
         return {"error": str(exc)}
     except Exception as exc:  # reported to the controller as the task's failure message
-        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+        return {"error": f"{type(exc).__name__}: {exc}"}

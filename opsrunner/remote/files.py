@@ -1,5 +1,7 @@
 # opsrunner-agent part 4: clear_cache and deploy_code on the target.
 # Heavier modules (glob, hashlib, shutil, tarfile) are imported where used: most calls need none.
+from __future__ import annotations
+
 import errno
 import os
 import stat
@@ -12,20 +14,44 @@ from .guards import (
     Refused,
     guard_delete_root,
     guard_glob,
+    guard_glob_match,
     guard_path,
     has_glob,
     remove,
     tree_usage,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _hashlib import HASH
+    from typing import Callable
 
-def op_clear(args):
+    from .protocol import (
+        ClearArgs,
+        ClearReply,
+        DeleteArgs,
+        DeleteReply,
+        FileDigest,
+        OtherFile,
+        ReadArgs,
+        ReadReply,
+        Removed,
+        StatArgs,
+        StatReply,
+        WriteArgs,
+        WriteReply,
+    )
+
+
+def op_clear(args: ClearArgs) -> ClearReply:
     if not os.environ.get("USER"):
         import pwd
         os.environ["USER"] = pwd.getpwuid(os.getuid()).pw_name
     ctx = Context()
     limit = int(args.get("max_matches", 20))
-    targets, refused, rules = [], [], []
+    targets: list[str] = []
+    refused: list[str] = []
+    rules: list[str] = []
     for pattern in args["paths"]:
         try:
             matches = _clear_matches(pattern, limit, ctx)
@@ -34,7 +60,7 @@ def op_clear(args):
             rules.append(exc.rule)
             continue
         targets.extend(m for m in matches if m not in targets)
-    removed = []
+    removed: list[Removed] = []
     for path in targets:  # sized (and checked for mounts below) before anything is removed
         try:
             size, files = tree_usage(path)
@@ -52,7 +78,7 @@ def op_clear(args):
     return {"changed": bool(removed), "removed": removed, "bytes": sum(r["bytes"] for r in removed)}
 
 
-def _clear_matches(pattern, limit, ctx):
+def _clear_matches(pattern: str, limit: int, ctx: Context) -> list[str]:
     """The real paths a clear_cache pattern removes; Refused names the rule that fired."""
     expanded = os.path.expandvars(os.path.expanduser(pattern))
     if has_glob(expanded):
@@ -63,9 +89,8 @@ def _clear_matches(pattern, limit, ctx):
     import glob
     matches = sorted(glob.glob(expanded))
     if len(matches) > limit:
-        raise Refused("max-matches", "%r matches %d entries (more than max_matches=%d)"
-                      % (pattern, len(matches), limit))
-    return [guard_path(match, "delete", ctx=ctx) for match in matches]
+        raise Refused("max-matches", f"{pattern!r} matches {len(matches)} entries (more than max_matches={limit})")
+    return [guard_glob_match(pattern, match, "delete", ctx=ctx) for match in matches]
 
 
 # -- deploy_code -----------------------------------------------------------------------------
@@ -75,23 +100,29 @@ def _clear_matches(pattern, limit, ctx):
 BUILTIN_HASH_BUDGET = [4 << 20]
 
 
-def _builtin_hash(name):
+def _builtin_hash(name: str) -> Callable[[], HASH] | None:
     try:
         if name == "sha1":
-            from _sha1 import sha1
+            if TYPE_CHECKING:  # (the builtin modules have no type stubs: hashlib's have the same API)
+                from hashlib import sha1
+            else:
+                from _sha1 import sha1
             return sha1
         if name == "sha256":
-            try:
-                from _sha256 import sha256  # Python <= 3.11
-            except ImportError:
-                from _sha2 import sha256  # Python >= 3.12
+            if TYPE_CHECKING:
+                from hashlib import sha256
+            else:
+                try:
+                    from _sha256 import sha256  # Python <= 3.11
+                except ImportError:
+                    from _sha2 import sha256  # Python >= 3.12
             return sha256
     except ImportError:
         pass
     return None
 
 
-def new_hash(name, size):
+def new_hash(name: str, size: int) -> HASH:
     """A hash object for about `size` bytes: builtin while the budget lasts, else hashlib's."""
     builtin = _builtin_hash(name) if size <= BUILTIN_HASH_BUDGET[0] else None
     if builtin is not None:
@@ -101,14 +132,14 @@ def new_hash(name, size):
     return hashlib.new(name)
 
 
-def data_digest(data, name):
+def data_digest(data: bytes, name: str) -> str:
     """Hex digest of bytes in memory."""
     h = new_hash(name, len(data))
     h.update(data)
     return h.hexdigest()
 
 
-def file_digest(path, name):
+def file_digest(path: str, name: str) -> str:
     """Hex digest of a file read in 1 MiB chunks: sha256 for deploy_code, sha1 for stat/copy."""
     with open(path, "rb") as fh:
         h = new_hash(name, os.fstat(fh.fileno()).st_size)
@@ -117,20 +148,22 @@ def file_digest(path, name):
     return h.hexdigest()
 
 
-def _excluded(rel, patterns):
+def _excluded(rel: str, patterns: list[str]) -> bool:
     import fnmatch
     parts = rel.split("/")
     return any(fnmatch.fnmatch(rel, p) or any(fnmatch.fnmatch(part, p) for part in parts) for p in patterns)
 
 
-def op_stat(args):
-    """Checksums and modes of the files the controller wants to deploy, and extras under dest."""
+def op_stat(args: StatArgs) -> StatReply:
+    """Checksums and modes of the files the controller wants to deploy, and extras under dest.
+
+    Check mode sends no write or delete: what they would refuse is refused here, in both modes."""
     ctx = Context()
     root = os.path.realpath(args["dest"])
     for rel in args["files"]:  # refused here too, so check mode refuses what the run would
         guard_path(os.path.join(root, rel), "write", dest=root, ctx=ctx)
     dest = guard_delete_root(args["dest"], ctx) if args.get("list_extra") else root
-    files = {}
+    files: dict[str, FileDigest | OtherFile | None] = {}
     for rel in args["files"]:
         path = os.path.join(dest, rel) if rel else dest
         try:
@@ -142,24 +175,33 @@ def op_stat(args):
             files[rel] = {"type": "other"}
             continue
         files[rel] = {"sha256": file_digest(path, "sha256"), "mode": stat.S_IMODE(st.st_mode), "size": st.st_size}
+    extra = _extra_files(args, dest) if args.get("list_extra") else []
+    for rel in extra:  # judged as op_delete judges them
+        guard_path(os.path.join(dest, rel), "delete", dest=dest, ctx=ctx)
+    return {"files": files, "extra": extra}
+
+
+def _extra_files(args: StatArgs, dest: str) -> list[str]:
+    """The files under dest that the controller does not deploy (and does not exclude), sorted."""
     extra = []
-    if args.get("list_extra") and os.path.isdir(dest):
+    if os.path.isdir(dest):
         wanted = set(args["files"])
-        for root, dirs, names in os.walk(dest):
+        for folder, _dirs, names in os.walk(dest):
             for name in names:
-                rel = os.path.relpath(os.path.join(root, name), dest)
+                rel = os.path.relpath(os.path.join(folder, name), dest)
                 if rel not in wanted and not _excluded(rel, args.get("exclude") or []):
                     extra.append(rel)
-    return {"files": files, "extra": sorted(extra)}
+    return sorted(extra)
 
 
-def op_write(args):
+def op_write(args: WriteArgs) -> WriteReply:
     """Unpack a tar stream from stdin; each file lands atomically (temp file + rename)."""
     import shutil
     import tarfile
     dest = os.path.realpath(args["dest"])
     ctx = Context()
-    written, backups = [], []
+    written: list[str] = []
+    backups: list[str] = []
     stamp = time.strftime("%Y%m%d%H%M%S")
     with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
         for member in tar:
@@ -170,10 +212,12 @@ def op_write(args):
             if parent:
                 os.makedirs(parent, exist_ok=True)
             if args.get("backup") and os.path.isfile(path):
-                shutil.copy2(path, "%s.%s~" % (path, stamp))
-                backups.append("%s.%s~" % (path, stamp))
-            fd, tmp = create_temp_beside(path)  # launch.py part
+                shutil.copy2(path, f"{path}.{stamp}~")
+                backups.append(f"{path}.{stamp}~")
             src = tar.extractfile(member)
+            if src is None:
+                continue  # (a regular file's member always has its data)
+            fd, tmp = create_temp_beside(path)
             with os.fdopen(fd, "wb") as fh:
                 shutil.copyfileobj(src, fh, 1 << 20)
             os.chmod(tmp, member.mode & 0o7777)
@@ -182,7 +226,7 @@ def op_write(args):
     return {"written": written, "backups": backups}
 
 
-def op_delete(args):
+def op_delete(args: DeleteArgs) -> DeleteReply:
     ctx = Context()
     dest = guard_delete_root(args["dest"], ctx)
     doomed = [(rel, guard_path(os.path.join(dest, rel), "delete", dest=dest, ctx=ctx))
@@ -200,8 +244,8 @@ def op_delete(args):
     return {"removed": removed}
 
 
-def op_read(args):
-    out = {}
+def op_read(args: ReadArgs) -> ReadReply:
+    out: dict[str, str | None] = {}
     for path in args["paths"]:
         try:
             with open(path, "rb") as fh:

@@ -1,6 +1,9 @@
 # opsrunner-agent part: file operations for stat, copy, template, file, lineinfile and wait_for
 # (Python >= 3.8, stdlib only; runs on targets). Every op takes a `check` flag and changes
-# nothing when it is set; every op that overwrites or deletes asks guards.py's guard_path first.
+# nothing when it is set; every op that overwrites or deletes asks guards.py's guard_path first,
+# with or without `check`: check mode refuses what a real run would.
+from __future__ import annotations
+
 import os
 import stat as stat_mod
 import time
@@ -8,13 +11,29 @@ import time
 from .files import data_digest, file_digest
 from .guards import guard_path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .protocol import (
+        FsFileArgs,
+        FsFileReply,
+        FsPutArgs,
+        FsPutReply,
+        FsStatArgs,
+        FsStatInfo,
+        FsStatReply,
+        LineInFileArgs,
+        LineInFileReply,
+        WaitForArgs,
+        WaitForReply,
+    )
 
-def _guard(path, purpose):
+
+def _guard(path: str, purpose: str) -> str:
     """The target path guard (guards.py part): raises Refused, naming the rule, or returns."""
     return guard_path(path, purpose)  # the guards part, concatenated before this one
 
 
-def _owner_names(st):
+def _owner_names(st: os.stat_result) -> tuple[str, str]:
     import grp
     import pwd
     try:
@@ -28,14 +47,14 @@ def _owner_names(st):
     return owner, group
 
 
-def op_fs_stat(args):
+def op_fs_stat(args: FsStatArgs) -> FsStatReply:
     path = args["path"]
     try:
         st = os.stat(path) if args.get("follow") else os.lstat(path)
     except FileNotFoundError:
         return {"stat": {"exists": False}}
     owner, group = _owner_names(st)
-    info = {"exists": True, "path": path, "mode": "%04o" % stat_mod.S_IMODE(st.st_mode),
+    info: FsStatInfo = {"exists": True, "path": path, "mode": f"{stat_mod.S_IMODE(st.st_mode):04o}",
             "isdir": stat_mod.S_ISDIR(st.st_mode), "isreg": stat_mod.S_ISREG(st.st_mode),
             "islnk": stat_mod.S_ISLNK(st.st_mode), "size": st.st_size, "uid": st.st_uid,
             "gid": st.st_gid, "pw_name": owner, "gr_name": group, "mtime": st.st_mtime}
@@ -47,7 +66,7 @@ def op_fs_stat(args):
     return {"stat": info}
 
 
-def _attrs(path, mode, owner, group, check):
+def _attrs(path: str, mode: str | None, owner: str | None, group: str | None, check: bool) -> bool:
     """Apply mode/owner/group; True when something differed."""
     import grp
     import pwd
@@ -66,7 +85,7 @@ def _attrs(path, mode, owner, group, check):
     return changed
 
 
-def _read_text(path, limit=1 << 20):
+def _read_text(path: str, limit: int = 1 << 20) -> str | None:
     try:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)
@@ -77,7 +96,7 @@ def _read_text(path, limit=1 << 20):
     return data.decode("utf-8", "replace")
 
 
-def _write_atomic(dest, data, mode):
+def _write_atomic(dest: str, data: bytes, mode: str | None) -> None:
     import tempfile
     folder = os.path.dirname(dest) or "."
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".opsrunner.")
@@ -97,28 +116,28 @@ def _write_atomic(dest, data, mode):
         raise
 
 
-def op_fs_put(args):
+def op_fs_put(args: FsPutArgs) -> FsPutReply:
     """Write content to dest when it differs (atomically); then mode/owner/group."""
     import base64
     import shutil
-    dest, check = args["dest"], args.get("check")
+    dest, check = args["dest"], bool(args.get("check"))
     data = base64.b64decode(args["content_b64"])
     if os.path.isdir(dest):
-        raise ValueError("dest %s is a directory" % dest)
+        raise ValueError(f"dest {dest} is a directory")
     exists = os.path.exists(dest)
     checksum = data_digest(data, "sha1")  # files.py part
     same = exists and file_digest(dest, "sha1") == checksum
     backup = None
-    reply = {"checksum": checksum, "dest": dest}
+    reply: FsPutReply = {"checksum": checksum, "dest": dest, "changed": not same}
     if args.get("diff") and not same:
         reply["before"] = (_read_text(dest) if exists else "") or ""
     if not same:
         _guard(dest, "overwrite")
         if not os.path.isdir(os.path.dirname(dest) or "."):
-            raise ValueError("the folder of %s does not exist" % dest)
+            raise ValueError(f"the folder of {dest} does not exist")
         if not check:
             if exists and args.get("backup"):
-                backup = "%s.%s~" % (dest, time.strftime("%Y%m%d%H%M%S"))
+                backup = f"{dest}.{time.strftime('%Y%m%d%H%M%S')}~"
                 shutil.copy2(dest, backup)
             _write_atomic(dest, data, args.get("mode"))
     attrs = os.path.exists(dest) and _attrs(dest, args.get("mode"), args.get("owner"), args.get("group"), check)
@@ -128,7 +147,7 @@ def op_fs_put(args):
     return reply
 
 
-def _absent(path, check):
+def _absent(path: str, check: bool) -> bool:
     import shutil
     if not os.path.lexists(path):
         return False
@@ -141,26 +160,28 @@ def _absent(path, check):
     return True
 
 
-def _link(path, src, check):
+def _link(path: str, src: str | None, check: bool) -> bool:
     current = os.readlink(path) if os.path.islink(path) else None
     if current == src:
         return False
+    if src is None:
+        raise ValueError(f"state link needs src (what {path} points to)")
     if os.path.lexists(path):
         if current is None:
-            raise ValueError("%s exists and is not a symlink (refusing to replace it)" % path)
+            raise ValueError(f"{path} exists and is not a symlink (refusing to replace it)")
         _guard(path, "replace")
     if not check:
-        tmp = "%s.opsrunner-link" % path
+        tmp = f"{path}.opsrunner-link"
         os.symlink(src, tmp)
         os.replace(tmp, path)
     return True
 
 
-def _present(path, state, check):
+def _present(path: str, state: str, check: bool) -> bool:
     exists = os.path.lexists(path)
     if state == "directory":
         if exists and not os.path.isdir(path):
-            raise ValueError("%s exists and is not a directory" % path)
+            raise ValueError(f"{path} exists and is not a directory")
         if not exists and not check:
             os.makedirs(path)
         return not exists
@@ -171,31 +192,34 @@ def _present(path, state, check):
             os.utime(path, None)
         return True
     if not exists:
-        raise ValueError("file %s does not exist (use state: touch to create it)" % path)
+        raise ValueError(f"file {path} does not exist (use state: touch to create it)")
     return False
 
 
-def op_fs_file(args):
-    path, state, check = args["path"], args["state"], args.get("check")
+def op_fs_file(args: FsFileArgs) -> FsFileReply:
+    path, state, check = args["path"], args["state"], bool(args.get("check"))
     if state == "absent":
         return {"changed": _absent(path, check), "path": path, "state": state}
     if state == "link":
-        return {"changed": _link(path, args["src"], check), "path": path, "state": state}
+        return {"changed": _link(path, args.get("src"), check), "path": path, "state": state}
     changed = _present(path, state, check)
     if os.path.lexists(path):
         changed = _attrs(path, args.get("mode"), args.get("owner"), args.get("group"), check) or changed
     return {"changed": changed, "path": path, "state": state}
 
 
-def _lines_after(lines, args):
+def _lines_after(lines: list[str], args: LineInFileArgs) -> tuple[list[str], str]:
     """lineinfile's edit of a list of lines: (new lines, message)."""
     import re
     line, state = args.get("line"), args.get("state") or "present"
-    regexp = re.compile(args["regexp"]) if args.get("regexp") else None
+    regexp_text, before = args.get("regexp"), args.get("insertbefore")
+    regexp = re.compile(regexp_text) if regexp_text else None
     matches = [i for i, text in enumerate(lines) if (regexp.search(text) if regexp else text == line)]
     if state == "absent":
         kept = [text for i, text in enumerate(lines) if i not in matches]
-        return kept, ("%d line(s) removed" % len(matches)) if matches else ""
+        return kept, f"{len(matches)} line(s) removed" if matches else ""
+    if line is None:
+        raise ValueError("lineinfile: state present needs line")
     if matches:
         index = matches[-1]  # as ansible-core: the last match is replaced
         if lines[index] == line:
@@ -207,8 +231,8 @@ def _lines_after(lines, args):
         return lines, ""
     where = args.get("insertafter") or "EOF"
     new = list(lines)
-    if args.get("insertbefore"):
-        pattern = re.compile(args["insertbefore"])
+    if before:
+        pattern = re.compile(before)
         hits = [i for i, text in enumerate(lines) if pattern.search(text)]
         new.insert(hits[-1] if hits else len(new), line)
     elif where not in ("EOF",):
@@ -220,33 +244,36 @@ def _lines_after(lines, args):
     return new, "line added"
 
 
-def op_lineinfile(args):
+def op_lineinfile(args: LineInFileArgs) -> LineInFileReply:
     import shutil
     path, check = args["path"], args.get("check")
     if not os.path.exists(path):
         if not args.get("create") or args.get("state") == "absent":
             if args.get("state") == "absent":
                 return {"changed": False, "msg": "file not present"}
-            raise ValueError("Destination %s does not exist !" % path)
+            raise ValueError(f"Destination {path} does not exist !")
         text = ""
     else:
-        text = _read_text(path, limit=16 << 20)
+        found = _read_text(path, limit=16 << 20)
+        if found is None:  # a directory, or gone since
+            raise ValueError(f"{path} is not a file lineinfile can edit")
+        text = found
     lines = text.splitlines()
     new, msg = _lines_after(lines, args)
     if not msg:
         return {"changed": False, "msg": ""}
     after = "\n".join(new) + ("\n" if new else "")
-    reply = {"changed": True, "msg": msg, "before": text, "after": after}
+    reply: LineInFileReply = {"changed": True, "msg": msg, "before": text, "after": after}
+    _guard(path, "overwrite")  # check mode refuses what the run would
     if not check:
-        _guard(path, "overwrite")
         if os.path.exists(path) and args.get("backup"):
-            reply["backup_file"] = "%s.%s~" % (path, time.strftime("%Y%m%d%H%M%S"))
+            reply["backup_file"] = f"{path}.{time.strftime('%Y%m%d%H%M%S')}~"
             shutil.copy2(path, reply["backup_file"])
         _write_atomic(path, after.encode("utf-8"), args.get("mode"))
     return reply
 
 
-def _port_open(host, port):
+def _port_open(host: str, port: int) -> bool:
     import socket
     try:
         with socket.create_connection((host, port), timeout=1):
@@ -255,24 +282,27 @@ def _port_open(host, port):
         return False
 
 
-def _wait_condition(args):
+def _wait_condition(args: WaitForArgs) -> bool:
     state = args.get("state") or "started"
-    if args.get("port") is not None:
-        is_open = _port_open(args.get("host") or "127.0.0.1", int(args["port"]))
+    port, path = args.get("port"), args.get("path")
+    if port is not None:
+        is_open = _port_open(args.get("host") or "127.0.0.1", int(port))
         return is_open if state in ("started", "present") else not is_open
-    path = args["path"]
+    if path is None:
+        raise ValueError("wait_for needs a port or a path")
     if state in ("absent", "stopped"):
         return not os.path.exists(path)
     if not os.path.exists(path):
         return False
-    if args.get("search_regex"):
+    regex = args.get("search_regex")
+    if regex:
         text = _read_text(path, limit=64 << 20) or ""
         import re
-        return re.search(args["search_regex"], text, re.MULTILINE) is not None
+        return re.search(regex, text, re.MULTILINE) is not None
     return True
 
 
-def op_wait_for(args):
+def op_wait_for(args: WaitForArgs) -> WaitForReply:
     time.sleep(float(args.get("delay") or 0))
     start = time.time()
     deadline = start + float(args.get("timeout", 300))

@@ -3,18 +3,39 @@ record (train.launch.json) and the exit record (train.exit), and whether a pid i
 
 A start time in clock ticks means something only within one boot, so the records carry the
 boot id; a record of an earlier boot names a job that ended with it."""
+from __future__ import annotations
+
 import os
 import time
 
 from .guards import Refused
 from .reads import read_json, read_small
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping, Protocol, TypedDict
 
-def pidfile_paths(pidfile):
+    from .protocol import ExitRecord, LaunchRecord
+
+    class Proc(Protocol):
+        """What these functions read of a process (procs.py's Proc, not imported: procs imports this)."""
+        @property
+        def start(self) -> int: ...
+        @property
+        def cmdline(self) -> str: ...
+
+    class JobPaths(TypedDict):
+        """The pidfile and the records beside it (train.pid, train.exit, train.launch.json)."""
+        pid: str
+        exit: str
+        meta: str
+
+
+def pidfile_paths(pidfile: str) -> JobPaths:
     base = pidfile[:-4] if pidfile.endswith(".pid") else pidfile
     return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json"}
 
-def boot_id():
+def boot_id() -> str | None:
     """This boot's id: a start time in clock ticks means something only within one boot."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as fh:
@@ -22,7 +43,7 @@ def boot_id():
     except OSError:
         return None
 
-def _boot_time():
+def _boot_time() -> int | None:
     try:
         with open("/proc/stat") as fh:
             for line in fh:
@@ -32,26 +53,83 @@ def _boot_time():
         pass
     return None
 
-def when(epoch):
+def when(epoch: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "an unknown time"
 
-def started_at(proc):
+def started_at(proc: Proc) -> float | None:
     """Wall-clock start of a process (its start in clock ticks since boot, plus boot time)."""
     boot = _boot_time()
     return None if boot is None else boot + float(proc.start) / os.sysconf("SC_CLK_TCK")
 
-def launch_record(pidfile):
-    """The launch record beside a pidfile (reads.py: bounded, never a FIFO), or None."""
-    return read_json(pidfile_paths(pidfile)["meta"], "launch record")
+# -- the records as JSON files hold them: each key kept with the type its writer gives it ----
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
 
-def read_pidfile(pidfile):
+def _number(value: object) -> float | None:
+    return value if isinstance(value, (int, float)) else None
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+def as_launch_record(raw: Mapping[str, object]) -> LaunchRecord:
+    """A launch record read from its file (launch.py writes it)."""
+    record: LaunchRecord = {}
+    if "pid" in raw:
+        record["pid"] = _int(raw["pid"])
+    if "start" in raw:
+        record["start"] = _int(raw["start"])
+    argv, offset, started, sup, error = (raw.get(key) for key in (
+        "argv", "log_offset", "started_at", "supervisor", "error"))
+    if isinstance(argv, list):
+        record["argv"] = [str(arg) for arg in argv]
+    if "log" in raw:
+        record["log"] = _text(raw["log"])
+    if isinstance(offset, int):
+        record["log_offset"] = offset
+    if isinstance(started, (int, float)):
+        record["started_at"] = started
+    if "boot_id" in raw:
+        record["boot_id"] = _text(raw["boot_id"])
+    if "supervisor" in raw:
+        record["supervisor"] = [_int(v) for v in sup] if isinstance(sup, list) else None
+    if isinstance(error, str):
+        record["error"] = error
+    return record
+
+def as_exit_record(raw: Mapping[str, object]) -> ExitRecord:
+    """An exit record read from its file (supervisor.py writes it)."""
+    record: ExitRecord = {}
+    pid, ended, kills = raw.get("pid"), raw.get("ended_at"), raw.get("oom_kills")
+    if isinstance(pid, int):
+        record["pid"] = pid
+    if "start" in raw:
+        record["start"] = _int(raw["start"])
+    if isinstance(ended, (int, float)):
+        record["ended_at"] = ended
+    if "returncode" in raw:
+        record["returncode"] = _int(raw["returncode"])
+    if "signal" in raw:
+        record["signal"] = _int(raw["signal"])
+    if isinstance(kills, int):
+        record["oom_kills"] = kills
+    return record
+
+def launch_record(pidfile: str) -> LaunchRecord | None:
+    """The launch record beside a pidfile (reads.py: bounded, never a FIFO), or None."""
+    raw = read_json(pidfile_paths(pidfile)["meta"], "launch record")
+    return None if raw is None else as_launch_record(raw)
+
+def _pid_in(data: bytes | None) -> int | None:
+    """The pid a pidfile's bytes name (its first word), or None."""
+    try:
+        return int(data.split()[0]) if data else None
+    except (ValueError, IndexError):
+        return None
+
+def read_pidfile(pidfile: str) -> tuple[int | None, int | None]:
     """(pid, start) from a pidfile and its launch record; (None, None) if absent or bad.
     A FIFO or device is refused (NotRegular), never read; a record from another boot gives no start."""
-    data = read_small(pidfile, "pidfile")
-    try:
-        pid = int(data.split()[0]) if data else None
-    except (ValueError, IndexError):
-        pid = None
+    pid = _pid_in(read_small(pidfile, "pidfile"))
     if not pid or pid < 1:
         return None, None
     meta = launch_record(pidfile) or {}
@@ -59,17 +137,13 @@ def read_pidfile(pidfile):
         return pid, meta.get("start")
     return pid, None
 
-def trusted_pid(pidfile, procs, pattern=None):
+def trusted_pid(pidfile: str, procs: Mapping[int, Proc], pattern: str | None = None) -> int | None:
     """The pidfile's pid if it is the launched job, None if there is no such process (or the
     launch record is from an earlier boot: that job ended with it); else Refused.
 
     Trusted: the launch record beside the pidfile names this pid and its start time, or the
     task's pattern matches the process's command line too."""
-    data = read_small(pidfile, "pidfile")  # NotRegular for a FIFO or device: refused, never read
-    try:
-        pid = int(data.split()[0]) if data else None
-    except (ValueError, IndexError):
-        pid = None
+    pid = _pid_in(read_small(pidfile, "pidfile"))  # NotRegular for a FIFO or device: refused, never read
     if not pid or pid < 1:
         return None
     proc = procs.get(pid)
@@ -77,7 +151,7 @@ def trusted_pid(pidfile, procs, pattern=None):
         return None
     meta = launch_record(pidfile)
     same_boot = meta and meta.get("boot_id") in (None, boot_id())  # records of 0.1 have none
-    if same_boot and meta.get("pid") == pid and meta.get("start") == proc.start:
+    if meta and same_boot and meta.get("pid") == pid and meta.get("start") == proc.start:
         return pid
     if meta and not same_boot:
         return None  # the job of an earlier boot ended with it: what has its pid now is not it
@@ -85,29 +159,26 @@ def trusted_pid(pidfile, procs, pattern=None):
         import re
         if re.search(pattern, proc.cmdline):
             return pid
-    found = 'pid %d (from %s) is "%s" started at %s' % (pid, pidfile, proc.cmdline[:200],
-                                                        when(started_at(proc)))
+    found = f'pid {pid} (from {pidfile}) is "{proc.cmdline[:200]}" started at {when(started_at(proc))}'
     if not meta:
-        why = "and there is no launch record %s to show it is the job" % pidfile_paths(pidfile)["meta"]
+        why = f"and there is no launch record {pidfile_paths(pidfile)['meta']} to show it is the job"
     elif meta.get("pid") != pid:
-        why = "but the launch record is for pid %s launched at %s" % (meta.get("pid"), when(meta.get("started_at")))
+        why = f"but the launch record is for pid {meta.get('pid')} launched at {when(meta.get('started_at'))}"
     else:
-        why = "not the job launched at %s" % when(meta.get("started_at"))
-    raise Refused("pidfile-trust", "%s, %s; refusing to signal or count it (a pattern that "
-                  "matches the job's command line makes it trusted)" % (found, why))
+        why = f"not the job launched at {when(meta.get('started_at'))}"
+    raise Refused("pidfile-trust", f"{found}, {why}; refusing to signal or count it (a pattern that "
+                  "matches the job's command line makes it trusted)")
 
-def exit_record(pidfile, pid):
-    record = read_json(pidfile_paths(pidfile)["exit"], "exit file")
+def exit_record(pidfile: str, pid: int | None) -> ExitRecord | None:
+    raw = read_json(pidfile_paths(pidfile)["exit"], "exit file")
+    record = None if raw is None else as_exit_record(raw)
     return record if record and (pid is None or record.get("pid") == pid) else None
 
-def launch_offset(args):
+def launch_offset(pidfile: str | None, log: str | None) -> tuple[LaunchRecord | None, int]:
     """The launch record beside the pidfile, and where this run's output starts in the log."""
-    if not args.get("pidfile"):
+    if not pidfile:
         return None, 0
-    meta = read_json(pidfile_paths(args["pidfile"])["meta"], "launch record")
-    if not meta or meta.get("log") != args.get("log"):
+    meta = launch_record(pidfile)
+    if not meta or meta.get("log") != log:
         return meta, 0
-    try:
-        return meta, int(meta.get("log_offset") or 0)
-    except (TypeError, ValueError):
-        return meta, 0
+    return meta, meta.get("log_offset") or 0

@@ -1,32 +1,44 @@
 # opsrunner-agent part 3: launch_detached (a supervisor in its own session starts the job).
-import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
+from __future__ import annotations
+
 import os
 import select
 import time
 
 from .atomic import create_temp_beside, write_atomic
-from .jobfiles import boot_id, pidfile_paths, read_pidfile
+from .jobfiles import as_exit_record, boot_id, pidfile_paths, read_pidfile
 from .procs import alive, read_proc, send_signal
 from .programs import resolve_program
 from .reads import check_regular, file_size, read_json, tail_lines
 from .watchdog import open_pidfd
 from .wire import json_dumps
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from typing import NoReturn
+
+    from .jobfiles import JobPaths
+    from .procs import Proc
+    from .protocol import ExitRecord, LaunchArgs, LaunchRecord, LaunchReply
+else:
+    import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
+
 SUPERVISOR_BOOT = ("import os,marshal,binascii;"
                    "exec(marshal.loads(binascii.a2b_base64(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))))")
 
 
-def op_launch(args):
+def op_launch(args: LaunchArgs) -> LaunchReply:
     pidfile = args.get("pidfile")
     paths = pidfile_paths(pidfile) if pidfile else None
     if args.get("chdir") and args.get("log") and not os.path.isabs(args["log"]):
         args["log"] = os.path.join(args["chdir"], args["log"])  # the job opens it after chdir
     if paths:
-        for key, what in (("pid", "pidfile"), ("exit", "exit file"), ("meta", "launch record")):
-            problem = check_regular(paths[key], what)
+        for path, what in ((paths["pid"], "pidfile"), (paths["exit"], "exit file"), (paths["meta"], "launch record")):
+            problem = check_regular(path, what)
             if problem:
                 return {"error": problem}
-        pid, start = read_pidfile(pidfile)
+        pid, start = read_pidfile(paths["pid"])
         stopping = set(args.get("would_stop") or ())  # check mode: an earlier task would kill these
         if pid and start is not None and alive(pid, start) and pid not in stopping:
             return {"changed": False, "pid": pid, "already_running": True, "log": args.get("log")}
@@ -38,26 +50,23 @@ def op_launch(args):
         return {"changed": True, "would_launch": args["argv"], "program": program}
     log_offset = (file_size(args["log"]) or 0) if args.get("log") else 0
     if paths:
-        for key in ("exit", "meta"):
-            if os.path.lexists(paths[key]):
-                os.unlink(paths[key])
-    record = {"pid": None, "start": None, "argv": args["argv"], "log": args.get("log"),
-              "log_offset": log_offset, "started_at": time.time(), "boot_id": boot_id()}
+        for path in (paths["exit"], paths["meta"]):
+            if os.path.lexists(path):
+                os.unlink(path)
+    record: LaunchRecord = {"pid": None, "start": None, "argv": args["argv"], "log": args.get("log"),
+                            "log_offset": log_offset, "started_at": time.time(), "boot_id": boot_id()}
     if problem:
         return _failed_launch(paths, record, problem)
-    spec = dict(args)
-    spec["exit_file"] = paths["exit"] if paths else None
-    pid, error = _spawn(spec)
-    record["supervisor"] = spec.get("supervisor")
-    if error:
-        return _failed_launch(paths, record, "could not start the job: %s" % error)
+    pid, error, record["supervisor"] = _spawn(args, paths["exit"] if paths else None)
+    if error or pid is None:
+        return _failed_launch(paths, record, f"could not start the job: {error}")
     return _launched(args, paths, record, pid)
 
 
-def _launched(args, paths, record, pid):
+def _launched(args: LaunchArgs, paths: JobPaths | None, record: LaunchRecord, pid: int) -> LaunchReply:
     """Record the launch; a job that already ended is reported with its exit status."""
     p = _settle(pid)
-    ended = None
+    ended: ExitRecord | None = None
     if p is None or p.state == "Z" or p.sid != pid:
         ended = _await_exit(paths["exit"], pid) if paths else {"pid": pid, "unknown": True}
     record["pid"] = pid
@@ -65,24 +74,24 @@ def _launched(args, paths, record, pid):
     if paths:
         try:
             write_atomic(paths["meta"], json_dumps(record).encode())
-            write_atomic(paths["pid"], ("%d\n" % pid).encode())
+            write_atomic(paths["pid"], f"{pid}\n".encode())
         except OSError as exc:
             if ended is None:
                 send_signal(-pid, signal.SIGKILL)  # never leave a job that nothing tracks
-            return {"error": "cannot write %s: %s (errno %d); the job (pid %d) was killed"
-                    % (paths["pid"], exc.strerror, exc.errno, pid)}
-    reply = {"changed": True, "pid": pid, "log": args.get("log"),
-             "exit_file": paths["exit"] if paths else None}
-    if ended is not None:
-        reply["exited"] = ended
-        if args.get("log"):
-            reply["log_tail"] = tail_lines(args["log"], record["log_offset"])
+            return {"error": f"cannot write {paths['pid']}: {exc.strerror} (errno {exc.errno}); the job "
+                             f"(pid {pid}) was killed"}
+    reply: LaunchReply = {"changed": True, "pid": pid, "log": args.get("log"),
+                          "exit_file": paths["exit"] if paths else None}
+    if ended is None and p is not None:
+        reply.update({"pgid": p.pgid, "sid": p.sid, "cmdline": p.cmdline})
         return reply
-    reply.update({"pgid": p.pgid, "sid": p.sid, "cmdline": p.cmdline})
+    reply["exited"] = ended if ended is not None else {"pid": pid, "unknown": True}
+    if args.get("log"):
+        reply["log_tail"] = tail_lines(args["log"], record["log_offset"])
     return reply
 
 
-def _settle(pid, wait_s=0.25):
+def _settle(pid: int, wait_s: float = 0.25) -> Proc | None:
     """The job a moment after its exec: one that fails at once (bad arguments, missing file)
     is then reported with its exit status instead of as launched. Woken by a pidfd where
     there is one (~5 ms of CPU less than reading /proc every 10 ms, on every host). A pidfd
@@ -104,11 +113,12 @@ def _settle(pid, wait_s=0.25):
         time.sleep(0.01 if exit_fd is None else 0.001)
 
 
-def _await_exit(exit_file, pid, wait_s=5.0):
+def _await_exit(exit_file: str, pid: int, wait_s: float = 5.0) -> ExitRecord:
     """The supervisor's exit record of a job that ended at once (it lands within ms)."""
     deadline = time.time() + wait_s
     while True:
-        record = read_json(exit_file, "exit file")
+        raw = read_json(exit_file, "exit file")
+        record = None if raw is None else as_exit_record(raw)
         if record and record.get("pid") == pid:
             return record
         if time.time() >= deadline:
@@ -116,7 +126,7 @@ def _await_exit(exit_file, pid, wait_s=5.0):
         time.sleep(0.01)
 
 
-def _failed_launch(paths, record, problem):
+def _failed_launch(paths: JobPaths | None, record: LaunchRecord, problem: str) -> LaunchReply:
     """The launch record survives a failed launch, so later checks read only this run's log."""
     if paths:
         record["error"] = problem
@@ -129,28 +139,29 @@ def _failed_launch(paths, record, problem):
     return {"error": problem}
 
 
-def _writable_dir(path, check):
+def _writable_dir(path: str, check: bool) -> str | None:
     """None when files can be created in directory `path` (created unless check), else the error."""
     probe = path
     while probe and not os.path.exists(probe):
         probe = os.path.dirname(probe.rstrip("/")) or "/"
     if not os.path.isdir(probe):
-        return "%s is not a directory" % probe
+        return f"{probe} is not a directory"
     if check:
         if os.access(probe, os.W_OK | os.X_OK):
             return None
-        return "%s is not writable" % (probe if probe == path else "%s (to create %s)" % (probe, path))
+        what = probe if probe == path else f"{probe} (to create {path})"
+        return f"{what} is not writable"
     try:
         os.makedirs(path, exist_ok=True)
         fd, name = create_temp_beside(os.path.join(path, ".opsrunner-probe"))
         os.close(fd)
         os.unlink(name)
     except OSError as exc:
-        return "%s: %s (errno %d)" % (exc.filename or path, exc.strerror, exc.errno)
+        return f"{exc.filename or path}: {exc.strerror} (errno {exc.errno})"
     return None
 
 
-def _would_exist(path, args):
+def _would_exist(path: str, args: LaunchArgs) -> bool:
     """Check mode: an earlier task (deploy_code) would have created this path or one below it."""
     path = os.path.abspath(path).rstrip("/")
     for made in args.get("would_exist") or ():
@@ -160,11 +171,11 @@ def _would_exist(path, args):
     return False
 
 
-def preflight(args, paths, check):
+def preflight(args: LaunchArgs, paths: JobPaths | None, check: bool) -> tuple[str | None, str | None]:
     """(why the job cannot start or None, the resolved program): checked before anything starts."""
     chdir = args.get("chdir")
     if chdir and not os.path.isdir(chdir) and not (check and _would_exist(chdir, args)):
-        return "chdir %s does not exist on the target" % chdir, None
+        return f"chdir {chdir} does not exist on the target", None
     log = args.get("log")
     if log and log != os.devnull:
         problem = check_regular(log, "log")
@@ -173,18 +184,18 @@ def preflight(args, paths, check):
         folder = os.path.dirname(os.path.abspath(log))
         why = _writable_dir(folder, check)
         if why:
-            return "cannot open the log %s: directory %s" % (log, why), None
+            return f"cannot open the log {log}: directory {why}", None
         if check and os.path.exists(log) and not os.access(log, os.W_OK):
-            return "cannot open the log %s: Permission denied" % log, None
+            return f"cannot open the log {log}: Permission denied", None
         if not check:
             try:
                 os.close(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644))
             except OSError as exc:
-                return "cannot open the log %s: %s (errno %d)" % (log, exc.strerror, exc.errno), None
+                return f"cannot open the log {log}: {exc.strerror} (errno {exc.errno})", None
     if paths:
         why = _writable_dir(os.path.dirname(os.path.abspath(paths["pid"])), check)
         if why:
-            return "cannot write the pidfile %s: %s; the job was not started" % (paths["pid"], why), None
+            return f"cannot write the pidfile {paths['pid']}: {why}; the job was not started", None
     problem, program = resolve_program(args["argv"][0], args.get("env") or {}, chdir)
     if problem and check and "/" in args["argv"][0] and _would_exist(
             os.path.join(chdir or os.getcwd(), args["argv"][0]), args):
@@ -192,7 +203,7 @@ def preflight(args, paths, check):
     return problem, program
 
 
-def supervisor_code():
+def supervisor_code() -> str:
     """The supervisor module's code, marshalled (base64) for OPSRUNNER_SUPERVISOR_CODE. Its
     bytecode comes from this package's cache (the module's loader), so no launch compiles it;
     its interpreter is this one (/proc/self/exe), so the bytecode fits it. A cold Python that
@@ -201,18 +212,22 @@ def supervisor_code():
     import marshal
 
     from . import supervisor
-    code = supervisor.__spec__.loader.get_code(supervisor.__name__)
+    loader = supervisor.__spec__.loader if supervisor.__spec__ is not None else None
+    if loader is None or not hasattr(loader, "get_code"):
+        raise ImportError(f"the loader of {supervisor.__name__} ({loader!r}) does not give its code")
+    code = loader.get_code(supervisor.__name__)
     return binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")
 
 
-def _supervisor_argv(env):
+def _supervisor_argv(env: dict[str, str]) -> list[str]:
     """A command line that names no job: the supervisor part's code comes in env."""
     env["OPSRUNNER_SUPERVISOR_CODE"] = supervisor_code()
     return ["opsrunner-supervisor", "-S", "-c", SUPERVISOR_BOOT]
 
 
-def _spawn(spec):
-    """Start the supervisor (own session, neutral command line), which forks the job.
+def _spawn(args: LaunchArgs, exit_file: str | None) -> tuple[int | None, str | None, list[int | None] | None]:
+    """Start the supervisor (own session, neutral command line), which forks the job:
+    (the job's pid, why it failed or None, [the supervisor's pid, its start] or None).
 
     A new Python running only the supervisor part (supervisor.py), not a plain fork of
     this worker: a fork would share the agent's pages
@@ -236,29 +251,39 @@ def _spawn(spec):
     env = dict(os.environ)
     # base64, not JSON: the supervisor imports no json. An environment string may hold
     # 128 KiB (MAX_ARG_STRLEN): ~96 KiB of spec (the job's argv and env).
-    env["OPSRUNNER_SPEC"] = binascii.b2a_base64(marshal.dumps(dict(spec, handshake_fd=w)),
-                                                newline=False).decode("ascii")
+    spec = dict(args, exit_file=exit_file, handshake_fd=w)  # protocol.py's LaunchSpec
+    env["OPSRUNNER_SPEC"] = binascii.b2a_base64(marshal.dumps(spec), newline=False).decode("ascii")
     argv, exe = _supervisor_argv(env), os.readlink("/proc/self/exe")
     null = os.open(os.devnull, os.O_RDWR)
     try:
         child = os.fork()
         if child == 0:
-            try:
-                os.setsid()
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
-                os.set_inheritable(w, True)
-                os.execve(exe, argv, env)
-            finally:
-                os._exit(127)
+            _exec_supervisor(null, w, exe, argv, env)
     except OSError as exc:
         os.close(r)
-        return None, "cannot start the supervisor: %s" % (exc.strerror or exc)
+        return None, f"cannot start the supervisor: {exc.strerror or exc}", None
     finally:
         os.close(null)
         os.close(w)
     sup = read_proc(child)  # recorded: verify waits for an exit record only while it lives
-    spec["supervisor"] = [child, sup.start if sup is not None else None]
+    pid, error = _handshake(r, child)
+    return pid, error, [child, sup.start if sup is not None else None]
+
+
+def _exec_supervisor(null: int, w: int, exe: str, argv: list[str], env: dict[str, str]) -> NoReturn:
+    """In the forked child: its own session, /dev/null as 0, 1 and 2, the handshake pipe; never returns."""
+    try:
+        os.setsid()
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.set_inheritable(w, True)
+        os.execve(exe, argv, env)
+    finally:
+        os._exit(127)
+
+
+def _handshake(r: int, child: int) -> tuple[int | None, str | None]:
+    """(the job's pid, the first error the supervisor reported) from the handshake pipe."""
     data = b""
     deadline = time.time() + 30
     while time.time() < deadline:

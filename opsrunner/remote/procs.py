@@ -1,26 +1,45 @@
 # opsrunner-agent part 1: the process table (Python >= 3.8, stdlib only; runs on targets).
 # Sent together with agent.py as one `python3 -c` script; no imports between the parts.
-import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
+from __future__ import annotations
+
 import os
 import time
 
 from .jobfiles import trusted_pid
 from .reads import NotRegular, read_small
-from .watchdog import open_pidfd, walk
+from .watchdog import ignored, open_pidfd, walk
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from typing import Iterable, Mapping
+
+    from .protocol import KillArgs, KillReply, ProcInfo, SelectArgs, Selector, SelectReply
+else:
+    import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 
 AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 
-class Proc(object):
+class Proc:
     """A /proc entry: stat read at once; cmdline and owner read on first use (a scan of a
     busy host reads one file per process, not two and a stat)."""
     __slots__ = ("_cmdline", "_uid", "pgid", "pid", "ppid", "sid", "start", "state")
+    _cmdline: str | None
+    _uid: int | None
+    pgid: int
+    pid: int
+    ppid: int
+    sid: int
+    #: Clock ticks since boot.
+    start: int
+    state: str
 
     @property
-    def cmdline(self):
+    def cmdline(self) -> str:
         if self._cmdline is None:
             try:
-                with open("/proc/%d/cmdline" % self.pid, "rb") as fh:
+                with open(f"/proc/{self.pid}/cmdline", "rb") as fh:
                     raw = fh.read()
             except OSError:
                 raw = b""
@@ -28,24 +47,24 @@ class Proc(object):
         return self._cmdline
 
     @property
-    def uid(self):
+    def uid(self) -> int:
         if self._uid is None:
             try:
-                self._uid = os.stat("/proc/%d" % self.pid).st_uid
+                self._uid = os.stat(f"/proc/{self.pid}").st_uid
             except OSError:
                 self._uid = -1
         return self._uid
 
-    def as_dict(self):
+    def as_dict(self) -> ProcInfo:
         return {"pid": self.pid, "ppid": self.ppid, "pgid": self.pgid, "sid": self.sid,
                 "uid": self.uid, "cmdline": self.cmdline}
 
 
-def read_proc(pid):
+def read_proc(pid: int) -> Proc | None:
     # os.open/os.read: a scan reads every process's stat (kill_old scans once per host and
     # task), and a file object cost ~40% more per process.
     try:
-        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY)
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -67,7 +86,7 @@ def read_proc(pid):
     return p
 
 
-def table_for(args, tree):
+def table_for(args: Selector, tree: bool) -> dict[int, Proc]:
     """The processes select() needs: all of them, or, for a pidfile alone without its tree
     (verify, which polls), just that pid (ancestors are read as they are walked)."""
     if tree or args.get("pattern") or not args.get("pidfile"):
@@ -78,10 +97,10 @@ def table_for(args, tree):
     except (ValueError, IndexError, NotRegular):
         return table()  # select() reports what is wrong with the pidfile
     p = read_proc(pid) if pid and pid > 0 else None
-    return {pid: p} if p is not None and p.state != "Z" else {}
+    return {p.pid: p} if p is not None and p.state != "Z" else {}
 
 
-def table():
+def table() -> dict[int, Proc]:
     procs = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -91,14 +110,14 @@ def table():
     return procs
 
 
-def alive(pid, start=None):
+def alive(pid: int, start: int | None = None) -> bool:
     p = read_proc(pid)
     if p is None or p.state == "Z":
         return False
     return start is None or p.start == start
 
 
-def ancestors(procs):
+def ancestors(procs: Mapping[int, Proc]) -> set[int]:
     """This agent, its parents up to init: the shell, wrapper chain and session carrying it."""
     out = set()
     pid = os.getpid()
@@ -112,24 +131,24 @@ def ancestors(procs):
     return out
 
 
-def descendants(procs, roots):
+def descendants(procs: Mapping[int, Proc], roots: Iterable[int]) -> set[int]:
     """Descendants of `roots` in a process table ({pid: Proc})."""
-    children = {}
+    children: dict[int, list[int]] = {}
     for p in procs.values():
         children.setdefault(p.ppid, []).append(p.pid)
     return set(walk(children, roots))
 
 
-def uid_of(user):
+def uid_of(user: str | int | None) -> int | None:
     import pwd
     if user is None:
         return None
-    if isinstance(user, int) or str(user).isdigit():
+    if isinstance(user, int) or user.isdigit():
         return int(user)
-    return pwd.getpwnam(str(user)).pw_uid
+    return pwd.getpwnam(user).pw_uid
 
 
-def select(args, procs, tree=True):
+def select(args: Selector, procs: Mapping[int, Proc], tree: bool = True) -> tuple[list[int], list[int]]:
     """Selected processes: by pidfile (pid, its group, its descendants) and/or pattern.
 
     Never: this agent, its ancestors, opsrunner's own helpers, or PID 1. A process group is
@@ -138,7 +157,7 @@ def select(args, procs, tree=True):
     """
     protected = ancestors(procs)
     uid = uid_of(args.get("user"))
-    main = set()
+    main: set[int] = set()
     pidfile = args.get("pidfile")
     pattern = args.get("pattern")
     if pidfile:
@@ -161,7 +180,7 @@ def select(args, procs, tree=True):
     return sorted(selected), sorted(main)
 
 
-def _eligible(p, protected, uid):
+def _eligible(p: Proc, protected: set[int], uid: int | None) -> bool:
     if p.pid in protected or not p.cmdline:
         return False
     if any(m in p.cmdline[:200] for m in AGENT_MARKERS):
@@ -169,14 +188,14 @@ def _eligible(p, protected, uid):
     return uid is None or p.uid == uid
 
 
-def op_kill(args):
+def op_kill(args: KillArgs) -> KillReply:
     procs = table()
     selected, main = select(args, procs)
     victims = [procs[pid].as_dict() for pid in selected]
     if args.get("check_mode") or not selected:
         return {"changed": bool(selected), "killed": victims, "main": main}
     starts = dict((pid, procs[pid].start) for pid in selected)
-    sig = getattr(signal, "SIG" + str(args.get("signal", "TERM")).upper().replace("SIG", ""))
+    sig: int = getattr(signal, "SIG" + str(args.get("signal", "TERM")).upper().replace("SIG", ""))
     for pid in selected:
         if alive(pid, starts[pid]):  # never a pid reused since the table was read
             send_signal(pid, sig)
@@ -185,30 +204,28 @@ def op_kill(args):
     for pid in survivors:
         send_signal(pid, signal.SIGKILL)
     survivors = _wait_gone(dict((p, starts[p]) for p in survivors), 5.0)
-    result = {"changed": True, "killed": victims, "main": main, "forced": forced}
+    result: KillReply = {"changed": True, "killed": victims, "main": main, "forced": forced}
     if survivors:
         left = [procs[pid].as_dict() for pid in sorted(survivors)]
         result["error"] = "processes survived SIGKILL: " + "; ".join(
-            "%d (%s)" % (p["pid"], p["cmdline"][:120]) for p in left)
+            f"{p['pid']} ({p['cmdline'][:120]})" for p in left)
         result["survivors"] = left
     return result
 
 
-def send_signal(pid, sig):
-    try:
+def send_signal(pid: int, sig: int) -> None:
+    with ignored(OSError):
         os.kill(pid, sig)
-    except OSError:
-        pass
 
 
-def _wait_gone(starts, wait_s):
+def _wait_gone(starts: Mapping[int, int], wait_s: float) -> set[int]:
     """The pids of `starts` ({pid: start time}) still alive after up to wait_s seconds. Woken
     by their pidfds as each exits (a 50 ms poll cost 25 ms a kill on average); without
     pidfds, polled."""
     import select as select_lib  # this part's select() is the process selection
     deadline = time.time() + wait_s
-    fds = {}
-    for pid, start in starts.items():
+    fds: dict[int, int] = {}
+    for pid in starts:
         fd = open_pidfd(pid)
         if fd is not None:
             fds[fd] = pid
@@ -244,7 +261,7 @@ def _wait_gone(starts, wait_s):
             os.close(fd)
 
 
-def op_select(args):
+def op_select(args: SelectArgs) -> SelectReply:
     procs = table()
     selected, main = select(args, procs, tree=bool(args.get("tree", False)))
     return {"procs": [procs[pid].as_dict() for pid in selected], "main": main}
