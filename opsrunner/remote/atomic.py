@@ -1,20 +1,23 @@
 """Files written whole or not at all: a temp file beside the target, then a rename."""
+from __future__ import annotations
+
 import os
 
 
-def create_temp_beside(path, mode=0o600):
+def create_temp_beside(path: str, mode: int = 0o600) -> tuple[int, str]:
     """(fd, name) of a new file next to path, to write and rename over it. The name is random
     and the file created with O_EXCL|O_NOFOLLOW: never an existing file or a link planted in
     a shared directory, and unique among hosts that share it (their pids may be equal: PID
     namespaces, containers)."""
     while True:
-        name = "%s.opsrunner-tmp-%s" % (path, os.urandom(6).hex())
+        name = f"{path}.opsrunner-tmp-{os.urandom(6).hex()}"
         try:
             return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode), name
         except FileExistsError:
             continue
 
-def write_atomic(path, data, mode=0o644):
+
+def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
     fd, tmp = create_temp_beside(path, mode)
     try:
         os.write(fd, data)

@@ -1,11 +1,18 @@
 # opsrunner-agent part: facts (Python >= 3.8, stdlib only; runs on targets). gather_facts asks
 # for a small set restart procedures use: who and where, the OS, Python, NVIDIA GPUs.
+from __future__ import annotations
+
 import os
 import sys
 
+# typing and the messages' types are imported by the type checker alone: never at run time
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .protocol import Facts, FactsArgs, FactsReply, NvidiaGpu
 
-def _os_release():
-    out = {}
+
+def _os_release() -> dict[str, str]:
+    out: dict[str, str] = {}
     try:
         with open("/etc/os-release") as fh:
             for line in fh:
@@ -17,17 +24,17 @@ def _os_release():
     return out
 
 
-def _nvidia_gpus():
+def _nvidia_gpus() -> list[NvidiaGpu]:
     """One dict per GPU from nvidia-smi; [] when there is no driver (not an error)."""
     import subprocess
     query = "index,name,uuid,memory.total,memory.used,utilization.gpu"
     try:
         proc = subprocess.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20,
-                              universal_newlines=True)
+                              text=True)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    gpus = []
+    gpus: list[NvidiaGpu] = []
     for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 6:
@@ -37,13 +44,13 @@ def _nvidia_gpus():
     return gpus
 
 
-def op_facts(args):
+def op_facts(args: FactsArgs) -> FactsReply:
     import getpass
     import platform
     import socket
     release = _os_release()
     uname = platform.uname()
-    facts = {
+    facts: Facts = {
         "hostname": socket.gethostname().split(".")[0], "fqdn": socket.getfqdn(), "nodename": uname.node,
         "user_id": getpass.getuser(), "user_uid": os.getuid(), "user_dir": os.path.expanduser("~"),
         "system": uname.system, "kernel": uname.release, "architecture": uname.machine,

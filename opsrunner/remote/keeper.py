@@ -8,6 +8,8 @@
 # it, and the kernel drops the flock with the process. So no lock outlives its run, and a
 # dead holder can never block a restart. A busy lock prints {"busy": true, "holder": ...}.
 # Standalone on purpose (like the watchdog): it does not depend on how the agent is run.
+from __future__ import annotations
+
 import errno
 import fcntl
 import json
@@ -17,13 +19,26 @@ import socket
 import sys
 import time
 
+# typing is imported by the type checker alone: never at run time
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class LockRequest(TypedDict, total=False):
+        """The request line (modules/job_lock.py)."""
+        path: str
+        wait: float | None
+        lease: float | None
+        holder: dict[str, object] | None
+        probe: bool
+
 POLL_S = 0.1
 
 
-def start_time(pid):
+def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks (pid reuse gives a different one), or None."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except (OSError, ValueError):
         return None
@@ -33,15 +48,17 @@ def start_time(pid):
     return int(fields[19])
 
 
-def read_record(fd):
+def read_record(fd: int) -> dict[str, object] | None:
+    """The holder record in the lock file; None when it is empty, unreadable or no JSON object."""
     try:
         raw = os.pread(fd, 65536, 0)
-        return json.loads(raw.decode("utf-8")) if raw.strip() else None
+        record = json.loads(raw.decode("utf-8")) if raw.strip() else None
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
 
 
-def try_lock(fd):
+def try_lock(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
@@ -51,24 +68,30 @@ def try_lock(fd):
         raise
 
 
-def live_holder(fd):
+def keeper_alive(record: dict[str, object]) -> bool:
+    """The record names a keeper that is alive (pid and start time match)."""
+    pid = record.get("keeper_pid") or 0
+    start = record.get("keeper_start")
+    return start is not None and isinstance(pid, (int, float, str)) and start_time(int(pid)) == start
+
+
+def live_holder(fd: int) -> dict[str, object]:
     """The holder record, once it names a keeper that is alive (pid and start time match)."""
     deadline = time.time() + 2.0
     while True:
         record = read_record(fd)
-        if record and record.get("keeper_start") is not None \
-                and start_time(int(record.get("keeper_pid") or 0)) == record.get("keeper_start"):
+        if record and keeper_alive(record):
             return record
         if time.time() >= deadline:  # a fresh holder has not written its record yet
             return record or {}
         time.sleep(0.05)
 
 
-def say(reply):
+def say(reply: dict[str, object]) -> None:
     os.write(1, (json.dumps(reply) + "\n").encode("utf-8"))
 
 
-def probe(path):
+def probe(path: str) -> dict[str, object]:
     """Check mode: is it free? Creates nothing."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -82,7 +105,7 @@ def probe(path):
         os.close(fd)
 
 
-def hold(lease):
+def hold(lease: float) -> str:
     """Block until the controller lets go; return why."""
     poller = select.poll()
     poller.register(0, select.POLLIN | select.POLLHUP | select.POLLERR)
@@ -102,11 +125,11 @@ def hold(lease):
                 return "released"
             last = time.time()
         if time.time() - last > lease:
-            return "no heartbeat for %gs" % lease
+            return f"no heartbeat for {lease:g}s"
 
 
-def main():
-    request = json.loads(sys.stdin.buffer.readline().decode("utf-8"))
+def main() -> None:
+    request: LockRequest = json.loads(sys.stdin.buffer.readline().decode("utf-8"))
     path = os.path.expanduser(request["path"])
     if request.get("probe"):
         say(probe(path))
@@ -122,7 +145,7 @@ def main():
             return
         time.sleep(POLL_S)
     stale = read_record(fd)  # left by a keeper that died without releasing (kill -9, reboot)
-    record = dict(request.get("holder") or {})
+    record: dict[str, object] = dict(request.get("holder") or {})
     record.update(keeper_pid=os.getpid(), keeper_start=start_time(os.getpid()), target=socket.gethostname(),
                   since=time.time())
     os.ftruncate(fd, 0)
@@ -134,7 +157,7 @@ def main():
     try:
         say({"released": True, "path": path, "why": why})
     except OSError:  # the channel is gone: nobody to tell
-        pass
+        return
 
 
 if __name__ == "__main__":  # sent alone with -c (modules/job_lock.py)

@@ -1,6 +1,8 @@
 # opsrunner-agent part 2: bounded reads of regular files. A FIFO, device or socket where a
 # regular file is expected is refused (opening one could block forever, reading /dev/zero
 # or /dev/full never ends); every read stops at a documented size.
+from __future__ import annotations
+
 import errno
 import os
 import stat
@@ -22,31 +24,31 @@ class NotRegular(ValueError):
     """A path that must be a regular file is something else; the message says what."""
 
 
-def file_kind(mode):
+def file_kind(mode: int) -> str:
     for test, name in _KINDS:
         if test(mode):
             return name
     return "not a regular file"
 
 
-def not_regular_msg(what, path, mode):
-    return "%s %s is %s, not a regular file: refusing to use it" % (what, path, file_kind(mode))
+def not_regular_msg(what: str, path: str, mode: int) -> str:
+    return f"{what} {path} is {file_kind(mode)}, not a regular file: refusing to use it"
 
 
-def check_regular(path, what):
+def check_regular(path: str, what: str) -> str | None:
     """None when `path` is absent or a regular file, else why it cannot be used (one line)."""
     try:
         st = os.stat(path)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return None
-        return "%s %s: %s (errno %d)" % (what, path, exc.strerror, exc.errno)
+        return f"{what} {path}: {exc.strerror} (errno {exc.errno})"
     if stat.S_ISREG(st.st_mode):
         return None
     return not_regular_msg(what, path, st.st_mode)
 
 
-def open_regular(path, what):
+def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
     """A read-only fd on a regular file; O_NONBLOCK so a FIFO never blocks the open."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     st = os.fstat(fd)
@@ -56,7 +58,7 @@ def open_regular(path, what):
     return fd, st
 
 
-def _read_range(fd, start, limit):
+def _read_range(fd: int, start: int, limit: int) -> bytes:
     os.lseek(fd, start, 0)
     chunks, left = [], limit
     while left > 0:
@@ -68,7 +70,7 @@ def _read_range(fd, start, limit):
     return b"".join(chunks)
 
 
-def read_small(path, what):
+def read_small(path: str, what: str) -> bytes | None:
     """The whole of a small regular file (up to SMALL_LIMIT), or None when it is absent."""
     try:
         fd, _ = open_regular(path, what)
@@ -80,7 +82,8 @@ def read_small(path, what):
         os.close(fd)
 
 
-def read_window(path, offset=0, limit=TAIL_WINDOW, what="log"):
+def read_window(path: str, offset: int = 0, limit: int = TAIL_WINDOW,
+                what: str = "log") -> tuple[bytes, int] | tuple[None, None]:
     """(bytes from max(offset, size - limit) to the end, size); (None, None) when absent."""
     try:
         fd, st = open_regular(path, what)
@@ -94,14 +97,14 @@ def read_window(path, offset=0, limit=TAIL_WINDOW, what="log"):
         os.close(fd)
 
 
-def tail_lines(path, offset=0, lines=20):
+def tail_lines(path: str, offset: int = 0, lines: int = 20) -> str:
     data, _ = read_window(path, offset, TAIL_WINDOW)
     if not data:
         return ""
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
 
-def read_json(path, what):
+def read_json(path: str, what: str) -> dict[str, object] | None:
     """A small JSON record (launch record, exit record), or None when absent or unreadable."""
     data = read_small(path, what)
     if data is None:
@@ -113,7 +116,7 @@ def read_json(path, what):
     return value if isinstance(value, dict) else None
 
 
-def file_size(path):
+def file_size(path: str) -> int | None:
     try:
         st = os.stat(path)
     except OSError:

@@ -6,22 +6,49 @@
 # records how it ended. It imports no json, re or signal (which bring enum), so it starts in
 # ~8 ms of CPU where importing the whole agent took ~20 ms, once per launch on every host.
 # The spec comes marshalled, in base64, in OPSRUNNER_SPEC.
+from __future__ import annotations
+
 import os
 import time
+
+# typing is imported by the type checker alone: never at run time
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn, TypedDict
+
+    class Spec(TypedDict, total=False):
+        """What launch.py hands over (protocol.py's LaunchSpec: this module imports nothing of
+        the package)."""
+        argv: list[str]
+        env: dict[str, str]
+        chdir: str
+        log: str
+        umask: str
+        exit_file: str | None
+        handshake_fd: int
+
+    class ExitRecord(TypedDict, total=False):
+        """The exit record (protocol.py's ExitRecord)."""
+        pid: int
+        start: int | None
+        ended_at: float
+        returncode: int | None
+        signal: int | None
+        oom_kills: int
 
 SUPERVISOR_SIGKILL = 9  # Linux; the signal module is not imported here (see above)
 
 
-def oom_kill_count():
+def oom_kill_count() -> int | None:
     """oom_kill events of this process's memory cgroup (v2 memory.events, v1 memory.oom_control)."""
     for line in _read_text("/proc/self/cgroup").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         if parts[0] == "0" and parts[1] == "":
-            files = ["/sys/fs/cgroup%s/memory.events" % parts[2], "/sys/fs/cgroup/unified%s/memory.events" % parts[2]]
+            files = [f"/sys/fs/cgroup{parts[2]}/memory.events", f"/sys/fs/cgroup/unified{parts[2]}/memory.events"]
         elif "memory" in parts[1].split(","):
-            files = ["/sys/fs/cgroup/memory%s/memory.oom_control" % parts[2]]
+            files = [f"/sys/fs/cgroup/memory{parts[2]}/memory.oom_control"]
         else:
             continue
         for name in files:
@@ -32,7 +59,7 @@ def oom_kill_count():
     return None
 
 
-def _read_text(path):
+def _read_text(path: str) -> str:
     """A small kernel file (/proc, /sys), or "" when it is absent or unreadable (O_NONBLOCK:
     a FIFO put in its place cannot hang the supervisor)."""
     try:
@@ -47,25 +74,25 @@ def _read_text(path):
         os.close(fd)
 
 
-def _proc_start(pid):
+def _proc_start(pid: int) -> int | None:
     """The start time (clock ticks since boot) of pid, from /proc/<pid>/stat; None if gone."""
-    text = _read_text("/proc/%d/stat" % pid)
+    text = _read_text(f"/proc/{pid}/stat")
     try:
         return int(text[text.rindex(")") + 2:].split()[19])
     except (ValueError, IndexError):
         return None
 
 
-def _exit_record_json(record):
+def _exit_record_json(record: ExitRecord) -> str:
     """The exit record as JSON: its values are ints, a float and None (no json module here)."""
-    return "{%s}" % ", ".join('"%s": %s' % (key, "null" if value is None else repr(value))
-                              for key, value in record.items())
+    return "{" + ", ".join(f'"{key}": {"null" if value is None else repr(value)}'
+                           for key, value in record.items()) + "}"
 
 
-def _write_exit_record(path, record):
+def _write_exit_record(path: str, record: ExitRecord) -> None:
     # A random name created O_EXCL|O_NOFOLLOW, as launch.py's create_temp_beside (this script
     # runs alone): never a link planted in a shared directory.
-    tmp = "%s.opsrunner-tmp-%s" % (path, os.urandom(6).hex())
+    tmp = f"{path}.opsrunner-tmp-{os.urandom(6).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
@@ -77,11 +104,11 @@ def _write_exit_record(path, record):
         pass
 
 
-def supervise():
+def supervise() -> None:
     """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
     import binascii
     import marshal
-    spec = marshal.loads(binascii.a2b_base64(os.environ.pop("OPSRUNNER_SPEC")))
+    spec: Spec = marshal.loads(binascii.a2b_base64(os.environ.pop("OPSRUNNER_SPEC")))
     w = spec["handshake_fd"]
     oom_before = oom_kill_count()  # the job shares this cgroup unless something moves it
     job = os.fork()
@@ -100,8 +127,10 @@ def supervise():
             break
         except InterruptedError:
             continue
-    if spec.get("exit_file"):
-        record = {"pid": job, "start": start, "ended_at": time.time(), "returncode": None, "signal": None}
+    exit_file = spec.get("exit_file")
+    if exit_file:
+        record: ExitRecord = {"pid": job, "start": start, "ended_at": time.time(), "returncode": None,
+                              "signal": None}
         if os.WIFSIGNALED(status):
             record["signal"] = os.WTERMSIG(status)
         else:
@@ -110,22 +139,22 @@ def supervise():
             oom_after = oom_kill_count()  # 137: a shell job whose command was SIGKILLed
             if oom_before is not None and oom_after is not None:
                 record["oom_kills"] = oom_after - oom_before
-        _write_exit_record(spec["exit_file"], record)
+        _write_exit_record(exit_file, record)
 
 
-def _exec_job(spec, w):
+def _exec_job(spec: Spec, w: int) -> NoReturn:
     step = "setsid"
     try:
         os.setsid()
         if spec.get("umask") is not None:
             os.umask(int(str(spec["umask"]), 8))
         if spec.get("chdir"):
-            step = "chdir %s" % spec["chdir"]
+            step = f"chdir {spec['chdir']}"
             os.chdir(spec["chdir"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         log = spec.get("log") or os.devnull
-        step = "open the log %s" % log
+        step = f"open the log {log}"
         out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(out, 1)
         os.dup2(out, 2)
@@ -135,36 +164,44 @@ def _exec_job(spec, w):
         env = dict((k, v) for k, v in os.environ.items() if not k.startswith("OPSRUNNER_"))
         env.update(spec.get("env") or {})
         default_signals()
-        os.write(w, ("ok %d\n" % os.getpid()).encode())
+        os.write(w, f"ok {os.getpid()}\n".encode())
         argv = spec["argv"]
-        step = "exec %s" % argv[0]
+        step = f"exec {argv[0]}"
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
-        try:
-            os.write(w, ("err %s: %s (errno %s)\n" % (step, exc.strerror or exc, exc.errno)).encode())
-        except OSError:
-            pass
+        _tell_failure(w, f"err {step}: {exc.strerror or exc} (errno {exc.errno})\n")
     os._exit(127)
 
 
-def default_signals():
+def _tell_failure(w: int, text: str) -> None:
+    """Write why the job did not start to the handshake pipe, if launch.py still reads it."""
+    try:
+        os.write(w, text.encode())
+    except OSError:  # it does not: nobody to tell
+        return
+
+
+def default_signals() -> None:
     """Every signal at its default action and none blocked, as a login shell starts a job.
 
     What is ignored survives exec: every Python ignores SIGPIPE and SIGXFSZ, and a
     controller started from a background shell or nohup has SIGINT, SIGQUIT and SIGHUP
     ignored, which its agent, a wrapper and this supervisor inherit. The job must not."""
-    import _signal  # the C module (see above)
+    if TYPE_CHECKING:
+        import signal as _signal
+    else:
+        import _signal  # the C module (see above)
     for number in range(1, _signal.NSIG):
         if number in (_signal.SIGKILL, _signal.SIGSTOP):
             continue
         try:
             _signal.signal(number, _signal.SIG_DFL)
         except (OSError, ValueError, RuntimeError):
-            pass  # glibc's internal real-time signals (32, 33) cannot be set
+            continue  # glibc's internal real-time signals (32, 33) cannot be set
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
 
 
-def _max_fd():
+def _max_fd() -> int:
     try:
         return min(os.sysconf("SC_OPEN_MAX"), 65536)
     except (ValueError, OSError):

@@ -2,12 +2,22 @@
 # Frames as protocol.py defines them, read from and written to descriptors. JSON goes through
 # the C accelerator (_json) directly: `import json` loads re and enum, ~10 ms of CPU at every
 # agent start, on every host. Where _json is missing or differs, the json module is used.
+from __future__ import annotations
+
 import os
 
 from .protocol import DATA, END, HEAD_SIZE, JSON, MAX_DATA, MAX_JSON, frame_size
 
+# typing is imported by the type checker alone: never at run time
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, NoReturn, Tuple
 
-def _read_exact(fd, size):
+    #: (dumps, loads): a JSON text of a value, the value of a JSON text
+    Codec = Tuple[Callable[[object], str], Callable[[str], object]]
+
+
+def _read_exact(fd: int, size: int) -> bytes | None:
     """Exactly `size` bytes from fd, or None at EOF. Reads no further (a worker may read on)."""
     parts = []
     while size:
@@ -19,27 +29,27 @@ def _read_exact(fd, size):
     return b"".join(parts)
 
 
-def read_frame(fd):
+def read_frame(fd: int) -> tuple[bytes, bytes] | None:
     """(kind, body) or None at EOF; raises ValueError on a malformed or oversized frame."""
     head = _read_exact(fd, HEAD_SIZE)
     if head is None:
         return None
     kind, size = head[:1], frame_size(head)
     if kind not in (JSON, DATA, END) or size > (MAX_JSON if kind == JSON else MAX_DATA):
-        raise ValueError("bad frame %r of %d bytes" % (kind, size))
+        raise ValueError(f"bad frame {kind!r} of {size} bytes")
     body = _read_exact(fd, size) if size else b""
     if body is None:
         return None
     return kind, body
 
 
-def write_all(fd, data):
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
 
-class _ScanContext(object):
+class _ScanContext:
     """What _json's scanner reads off a JSONDecoder: json.loads's defaults."""
     strict = True
     object_hook = None
@@ -49,27 +59,30 @@ class _ScanContext(object):
     parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
 
 
-def _not_serializable(obj):
-    raise TypeError("Object of type %s is not JSON serializable" % type(obj).__name__)
+def _not_serializable(obj: object) -> NoReturn:
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
-def _c_codec():
+def _c_codec() -> Codec | None:
     """(dumps, loads) over _json, checked on a sample; None where that is not available."""
     try:
         import _json
         make_encoder = _json.make_encoder
         ascii_string = _json.encode_basestring_ascii
         make_encoder({}, _not_serializable, ascii_string, None, ":", ",", False, False, True)
-        scan = _json.make_scanner(_ScanContext())
+        # typeshed types the scanner's context as a scanner (a TODO there): it is any object with
+        # a JSONDecoder's attributes, as _ScanContext
+        context: Any = _ScanContext()
+        scan = _json.make_scanner(context)
     except (ImportError, AttributeError, TypeError):
         return None
 
-    def dumps(obj):
+    def dumps(obj: object) -> str:
         # An encoder per call: its circular-reference memo keeps what a failed call left in it.
         encode = make_encoder({}, _not_serializable, ascii_string, None, ":", ",", False, False, True)
         return "".join(encode(obj, 0))
 
-    def loads(text):
+    def loads(text: str) -> object:
         if text[:1] in (" ", "\t", "\n", "\r"):
             text = text.lstrip(" \t\n\r")
         try:
@@ -94,7 +107,7 @@ def _c_codec():
     return dumps, loads
 
 
-def _py_codec():
+def _py_codec() -> Codec:
     import json
     return (lambda obj: json.dumps(obj, separators=(",", ":"))), json.loads
 
