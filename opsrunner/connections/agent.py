@@ -237,7 +237,7 @@ class AgentSession:
 
     def _not_reached(self) -> str:
         spec = self.connection.spec
-        chain = " | ".join(" ".join(getattr(layer, "prefix", ())) for layer in spec.wrapper)
+        chain = " | ".join(shlex.join(getattr(layer, "prefix", ())) for layer in spec.wrapper)
         through = f"through the wrapper chain `{chain}`" if chain else "on the connection"
         return (f"the remote agent did not start within {spec.connect_timeout:g}s (connect_timeout) {through}: "
                 "the host or a wrapper hangs before running the command; it was stopped")

@@ -81,6 +81,8 @@ class HistoryRecorder:
         self._pending_lock = threading.Lock()
         self._stop_writer = threading.Event()
         self._title = ""  # the templated task title of the task running now (hosts run in lockstep)
+        self._current: str | None = None  # that title, masked, for the writer thread (set_current_task)
+        self._current_written: str | None = None
         self.finished = False
         self._writer: threading.Thread | None = threading.Thread(
             target=self._write_loop, name="opsrunner-history", daemon=True)
@@ -107,6 +109,7 @@ class HistoryRecorder:
     def handle(self, event: Event) -> None:
         if isinstance(event, TaskStart):
             self._title = event.task
+            self._current = mask_text(event.task, self.secrets)
         elif isinstance(event, TaskEnd):
             self._seq += 1
             r = event.result
@@ -142,6 +145,10 @@ class HistoryRecorder:
             rows, self._pending = self._pending, []
         if rows:
             self._guard(lambda: self.store.add_tasks(self.run.id, rows) if self.store else None)
+        current = self._current
+        if current is not None and current != self._current_written and not self.finished:
+            self._current_written = current  # what a reader shows of a run whose controller died in it
+            self._guard(lambda: self.store.set_current_task(self.run.id, current) if self.store else None)
 
     def _drain(self) -> None:
         """Stop the writer thread once it has recorded the run's start, then write what is

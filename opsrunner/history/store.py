@@ -42,6 +42,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN controller_pid INTEGER;
     ALTER TABLE runs ADD COLUMN controller_start INTEGER;
     ALTER TABLE runs ADD COLUMN controller_machine TEXT;
+    ALTER TABLE runs ADD COLUMN current_task TEXT;
     CREATE INDEX results_run ON results(run_id, seq);
     """,
 )
@@ -89,6 +90,8 @@ class RunRow:
     notes: list[str] = field(default_factory=list)
     tasks: list[TaskRow] = field(default_factory=list)
     heartbeat: float | None = None
+    #: The task an unfinished run is in (its hosts' last TaskStart), for a run that never ends.
+    current_task: str | None = None
     controller_stamp: ControllerStamp | None = None
     #: Set by the reader: an unfinished run whose controller is gone (liveness.py).
     aborted: bool = False
@@ -110,7 +113,8 @@ class RunRow:
 
 
 _RUN_COLUMNS = ("id", "started", "ended", "user", "controller", "command", "cwd", "playbook", "git_commit",
-                "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes", "heartbeat")
+                "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes", "heartbeat",
+                "current_task")
 _STAMP_COLUMNS = ("controller_pid", "controller_start", "controller_machine")
 _SELECT_RUN = f"SELECT {', '.join(_RUN_COLUMNS + _STAMP_COLUMNS)} FROM runs"
 _SELECT_TASKS = ("SELECT run_id, play, task, module, host, status, changed, handler, msg, diagnosis, duration "
@@ -168,6 +172,10 @@ class HistoryStore:
             self.db.execute(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                             values)
 
+    def set_current_task(self, run_id: str, task: str) -> None:
+        with self._tx():
+            self.db.execute("UPDATE runs SET current_task = ? WHERE id = ?", (task, run_id))
+
     def beat(self, run_id: str) -> None:
         """The controller is alive (liveness.py): stamped every HEARTBEAT_S while the run goes on."""
         with self._tx():
@@ -183,7 +191,7 @@ class HistoryStore:
 
     def finish_run(self, run_id: str, exit_code: int, recap: dict[str, dict[str, int]]) -> None:
         with self._tx():
-            self.db.execute("UPDATE runs SET ended = ?, exit_code = ?, recap = ? WHERE id = ?",
+            self.db.execute("UPDATE runs SET ended = ?, exit_code = ?, recap = ?, current_task = NULL WHERE id = ?",
                             (time.time(), exit_code, json.dumps(recap), run_id))
 
     def add_note(self, run_id: str, note: str) -> None:

@@ -61,6 +61,11 @@ def duration(run: RunRow) -> str:
     return f"{secs:.1f}s" if secs < 120 else f"{secs / 60:.1f}m"
 
 
+def hosts(run: RunRow) -> list[str]:
+    """The run's hosts: its recap's, or for a run that never reached it, those of its task rows."""
+    return list(run.recap) or sorted({t.host for t in run.tasks})
+
+
 def _commit(run: RunRow) -> str:
     if not run.git_commit:
         return "-"
@@ -77,14 +82,14 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
         return 0
     if args.limit < 1:
         raise UsageError("-n must be at least 1")
-    runs = _open(args).runs(args.playbook, args.host, args.failed, limit=args.limit, with_tasks=args.json)
+    runs = _open(args).runs(args.playbook, args.host, args.failed, limit=args.limit, with_tasks=True)
     if args.json:
         out.write(json.dumps([r.as_dict() for r in runs], indent=2) + "\n")
         return 0
     rows = [("RUN ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "COMMIT")]
     for r in runs:
         result = r.result if r.exit_code is None else f"{r.result} ({r.exit_code})"
-        rows.append((r.id, when(r.started), duration(r), result, str(len(r.recap)), Path(r.playbook).name,
+        rows.append((r.id, when(r.started), duration(r), result, str(len(hosts(r))), Path(r.playbook).name,
                      _commit(r)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -116,6 +121,8 @@ def render_show(run: RunRow) -> str:
     ]
     if run.extra_vars:
         lines.append(f"  extra vars {json.dumps(run.extra_vars, default=str)}")
+    if run.exit_code is None and run.current_task:
+        lines.append(f"  {'was in' if run.aborted else 'now in'}    {run.current_task}")
     for note in run.notes:
         lines.append(f"  note      {note}")
     notable = [t for t in run.tasks if t.status not in ("ok", "skipped") or t.changed]
@@ -125,6 +132,9 @@ def render_show(run: RunRow) -> str:
             lines.append(f"  {t.status}: [{t.host}] {t.task} ({t.duration:.1f}s)")
             lines += ["      " + ln for ln in t.msg.splitlines()]
     lines.append("\nRECAP")
+    if not run.recap:
+        lines.append("  (none: the run never reached its recap)" if run.exit_code is not None or run.aborted
+                     else "  (none yet: the run is going on)")
     width = max((len(h) for h in run.recap), default=0)
     for host, c in run.recap.items():
         lines.append(f"  {host.ljust(width)} : " + " ".join(f"{k}={v}" for k, v in c.items()))

@@ -98,11 +98,14 @@ def test_a_controller_killed_by_sigkill_is_shown_aborted_everywhere(project: Pat
         controller.wait(30)
         listing = run(project, db, "history").out
         assert GONE in listing and "running" not in listing, listing
+        assert listing.splitlines()[1].split()[-3] == "1"  # HOSTS: from its task rows, as it has no recap
         (row,) = json.loads(run(project, db, "history", "--json").out)
         assert row["result"] == GONE and row["exit_code"] is None
         assert [t["task"] for t in row["tasks"]] == ["first"]  # what it did before it died
         shown = run(project, db, "show", row["id"]).out
         assert shown.splitlines()[0] == f"run {row['id']}: {GONE}", shown
+        assert "  was in    long\n" in shown  # the task it died in
+        assert "(none: the run never reached its recap)" in shown
         failed = json.loads(run(project, db, "history", "--json", "--failed").out)
         assert [r["id"] for r in failed] == [row["id"]]  # an aborted run did not succeed
     finally:
