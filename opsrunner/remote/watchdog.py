@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
     from _ctypes import CFuncPtr
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from types import TracebackType
     from typing import Any, NoReturn
 else:
@@ -126,8 +126,9 @@ def descendants(root: int) -> list[int]:
     return walk(live_children(), [root])
 
 
-def kill_descendants(root: int, rounds: int, pause: float = 0.01) -> None:
-    """SIGKILL root's descendants, again while new ones appear (a fork racing the kill)."""
+def kill_descendants(root: int, rounds: int, settle: Callable[[], object] | None = None) -> None:
+    """SIGKILL root's descendants, again while new ones appear (a fork racing the kill);
+    between rounds `settle` (the watchdog reaps, as their subreaper), else a 10 ms pause."""
     for _ in range(rounds):
         pids = descendants(root)
         if not pids:
@@ -135,8 +136,10 @@ def kill_descendants(root: int, rounds: int, pause: float = 0.01) -> None:
         for pid in pids:
             with ignored(OSError):
                 os.kill(pid, signal.SIGKILL)
-        if pause:
-            time.sleep(pause)
+        if settle is None:
+            time.sleep(0.01)
+        else:
+            settle()
 
 
 def holds_output(pid: int, targets: set[tuple[int, int]]) -> bool:
@@ -190,14 +193,7 @@ def release_output(holders: list[int]) -> None:
 
 
 def kill_tree(me: int) -> None:
-    for _ in range(3):
-        pids = descendants(me)
-        if not pids:
-            return
-        for pid in pids:
-            with ignored(OSError):
-                os.kill(pid, signal.SIGKILL)
-        reap(0.2)
+    kill_descendants(me, 3, lambda: reap(0.2))
 
 
 def reap(wait_s: float) -> None:
