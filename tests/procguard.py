@@ -13,13 +13,15 @@ before, or that carries the test's mark, is the test's leftover. The guard waits
 GRACE_S for leftovers to exit, then SIGKILLs exactly those pids (checked against their
 start time) and fails the test naming them (an error at its teardown). A process whose
 command line names this session's pytest temp directory counts as the suite's too (one
-started with a cleared environment).
+started with a cleared environment, or an sshd: OpenSSH writes its process title over
+its environment).
 
 Resources that outlive a test on purpose - the session's sshd, started lazily inside
 whichever test first needs it, and the LXC container - are started `outside_test()` (the
 test's mark taken out of the environment while they start) and the sshd daemon is
-`exempt()`. Module-scoped fixtures are set up before the test's guard starts and torn down
-after it ends, so their processes are never counted against a test.
+`exempt()`; what runs below it (its per-connection processes, whose environment cannot be
+read) is still counted. Module-scoped fixtures are set up before the test's guard starts
+and torn down after it ends, so their processes are never counted against a test.
 
 At the end of the session, after every session fixture is torn down, no process of the
 suite may remain: the same wait, kill and failure (an error at the last test's teardown).
@@ -104,7 +106,10 @@ def _cmdline(pid: int) -> str:
 
 
 def suite_processes(mark: str | None = None) -> dict[tuple[int, int], Proc]:
-    """The live processes of this session (and those carrying `mark`), by (pid, start)."""
+    """The live processes of this session (and those carrying `mark`), by (pid, start): by
+    the markers in their environment, this session's temp directory on their command line,
+    or descent from an exempt resource (the sshd's per-connection processes: OpenSSH writes
+    its process titles over its environment, so theirs cannot be read)."""
     if _state.suite is None:
         return {}
     wanted = {f"{SUITE_VAR}={_state.suite}".encode()}
@@ -112,21 +117,32 @@ def suite_processes(mark: str | None = None) -> dict[tuple[int, int], Proc]:
         wanted.add(f"{MARK_VAR}={mark}".encode())
     temp = _state.basetemp
     mine = _lineage()
-    found: dict[tuple[int, int], Proc] = {}
+    live: dict[int, tuple[str, int, int]] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in mine:
-            continue
-        pid = int(name)
-        st = _stat(pid)
-        if st is None or st[0] in "ZXx":  # dead, only not yet reaped
-            continue
+        if name.isdigit() and int(name) not in mine:
+            st = _stat(int(name))
+            if st is not None and st[0] not in "ZXx":  # a zombie is dead, only not yet reaped
+                live[int(name)] = st
+    roots = {pid for pid, start in _state.exempt if pid in live and live[pid][2] == start}
+
+    def below_a_root(pid: int) -> bool:
+        seen = set()
+        while pid in live and pid not in seen:
+            seen.add(pid)
+            pid = live[pid][1]
+            if pid in roots:
+                return True
+        return False
+
+    found: dict[tuple[int, int], Proc] = {}
+    for pid, (_, ppid, start) in live.items():
         try:
             env = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
         except OSError:
             env = set()
         cmdline = _cmdline(pid)
-        if wanted & env or (temp and temp in cmdline):
-            found[(pid, st[2])] = Proc(pid, st[2], st[1], cmdline)
+        if wanted & env or (temp and temp in cmdline) or below_a_root(pid):
+            found[(pid, start)] = Proc(pid, start, ppid, cmdline)
     return found
 
 
