@@ -90,10 +90,16 @@ def test_a_read_only_verify_never_waits_for_the_lock(tmp_path: Path) -> None:
         {"name": "check", "verify": {"pidfile": str(tmp_path / "job.pid"), "processes": 1}}]}]))
     holder = _start(hold, inv, tmp_path)
     try:
+        pidfile = tmp_path / "job.pid"
+
+        def launched() -> bool:  # the job runs and its pidfile names it: the holder is past its launch
+            text = pidfile.read_text().split() if pidfile.exists() else []
+            return bool(text) and int(text[0]) in pids_with(token)
+
         deadline = time.monotonic() + 60
-        while not pids_with(token) and time.monotonic() < deadline:
+        while not launched() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert pids_with(token), "the holding run never launched its job"
+        assert launched(), "the holding run never launched its job"
         started = time.monotonic()
         (rc, out), = _finish([_start(status, inv, tmp_path)])
         assert rc == 0, out
