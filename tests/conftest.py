@@ -26,6 +26,15 @@ from tests.sshd import PrivateSSHD, start_sshd
 pytest_plugins = ["tests.procguard"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Started from a background shell (`cmd &` in a script, cron wrappers), this process has
+# SIGINT ignored, and every controller a test starts would inherit that: the Ctrl-C tests
+# could not press Ctrl-C. The suite starts what it runs with SIGINT as a terminal has it (a
+# handler here is reset to the default by exec; an ignored signal would survive it). SIGHUP
+# stays as it came, so `nohup` still keeps the suite alive.
+# tests/modules/test_signal_dispositions.py starts controllers with it ignored on purpose.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 WRAPPERS = Path(__file__).resolve().parent / "wrappers"
 REAPER = f"{sys.executable} {WRAPPERS / 'session_reaper.py'} --"
 FD_HOLDER = f"{sys.executable} {WRAPPERS / 'fd_holder.py'} --"
