@@ -7,7 +7,9 @@
 # connection dropped), a "release" line, or `lease` seconds without a heartbeat line end
 # it, and the kernel drops the flock with the process. So no lock outlives its run, and a
 # dead holder can never block a restart. A busy lock prints {"busy": true, "holder": ...}.
-# Standalone on purpose (like the watchdog): it does not depend on how the agent is run.
+# Sent alone, inline, and importing nothing of the package (like the watchdog): it runs as the
+# command of its own exec session, held open for the run (so `pct exec` leaves it alone), and
+# its stdin is its lease channel, so it cannot take part in the agent's cache handshake.
 from __future__ import annotations
 
 import errno
