@@ -200,13 +200,17 @@ def test_deploy_never_writes_or_deletes_outside_dest(target: Target, tree: Path,
 @pytest.fixture
 def innocent(cleanup_marker: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """An unrelated process group: `sh` leading it, with a `sleep` child (both marked)."""
-    script = f"sleep {cleanup_marker} & sleep {cleanup_marker} & while :; do sleep 0.2; done"
-    proc = subprocess.Popen(["sh", "-c", script],
+    # `read` on a pipe nobody writes to keeps `sh` alive without forking: a loop of
+    # `sleep 0.2` would show, at every fork, a copy of `sh` that carries the marker too.
+    script = f"sleep {cleanup_marker} & sleep {cleanup_marker} & read never"
+    proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE,
                             start_new_session=True)
     assert wait_for(lambda: len(pids_with(cleanup_marker)) == 3, 5)
     yield proc
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert proc.stdin is not None
+    proc.stdin.close()
 
 
 def kill_old(target: Target, *args: str, **kw: object):
