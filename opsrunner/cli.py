@@ -1,21 +1,28 @@
-"""Command line: argument parsing and exit codes. Everything else lives in the library."""
+"""Command line: argument parsing, output and exit codes. Runs go through the library (api.py)."""
 
 from __future__ import annotations
 
 import argparse
 import gc
 import json
-import shlex
 import sys
-from pathlib import Path
-from typing import IO, Any, NoReturn, cast
+from typing import IO, TYPE_CHECKING, NoReturn, cast
 
 from opsrunner import __version__
-from opsrunner.errors import OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
+from opsrunner.errors import OpsrunnerError, Terminated, UsageError, ValidationError
+from opsrunner.exitcodes import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_UNEXPECTED,
+    EXIT_USAGE,
+    EXIT_VALIDATION,
+)
 from opsrunner.outstream import QuietWhenClosed
 
-EXIT_OK, EXIT_VALIDATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_UNEXPECTED = 0, 4, 5, 99, 250
-EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as shells and service managers expect
+if TYPE_CHECKING:
+    from opsrunner.api import PlayRequest
+    from opsrunner.events import Reporter
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,80 +84,17 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="inventory file or directory (default inventory/hosts.yml)")
 
 
-def parse_extra_vars(values: list[str]) -> dict[str, Any]:
-    from opsrunner.yamlsource import load_yaml_file, load_yaml_text
+def _request(args: argparse.Namespace) -> PlayRequest:
+    """The library's request for what the command line asks (play, check and logs)."""
+    from opsrunner.api import PlayRequest
 
-    result: dict[str, Any] = {}
-    problems: list[Problem] = []
-    for number, value in enumerate(values, 1):
-        if value.startswith("@"):
-            try:
-                data = load_yaml_file(Path(value[1:]))
-            except ValidationError as exc:
-                problems += exc.problems
-                continue
-            origin = value[1:]
-        elif value.lstrip()[:1] in ("{", "["):
-            try:
-                data = load_yaml_text(value, "<-e>")
-            except ValidationError as exc:
-                problems += exc.problems
-                continue
-            origin = "<-e>"
-        elif value[:1] in ("/", "."):
-            problems.append(Problem(SourcePos("<-e>"), f"to read variables from {value}, write -e @{value}"))
-            continue
-        else:
-            data = {}
-            try:
-                words = shlex.split(value)  # as ansible-playbook -e: k="a b" n=1 is two variables
-            except ValueError as exc:
-                # The value itself is not shown: it may hold a secret.
-                problems.append(Problem(SourcePos("<-e>"), f"-e value {number} cannot be split "
-                                        f"like a shell: {exc}"))
-                continue
-            for pair in words:
-                key, sep, val = pair.partition("=")
-                if not sep or not key.isidentifier():
-                    problems.append(Problem(SourcePos("<-e>"), f"expected key=value, got {pair!r}", pair))
-                    continue
-                data[key] = val
-            origin = "<-e>"
-        if data is not None and not isinstance(data, dict):
-            problems.append(Problem(SourcePos(origin), "extra vars must be a mapping"))
-            continue
-        result.update(data or {})
-    if problems:
-        raise ValidationError(problems)
-    return result
-
-
-def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
-    from opsrunner.inventory import load_inventory, localhost_inventory
-    from opsrunner.playbook import load_playbook
-    from opsrunner.project import default_inventory, resolve_playbook
-
-    problems: list[Problem] = []
-    inventory = playbook = None
-    extra: dict[str, Any] = {}
-    sources: list[Path | str] = [*args.inventory] or [default_inventory(Path.cwd())]
-    playbook_path = resolve_playbook(args.playbook, Path.cwd())
-    try:
-        playbook = load_playbook(playbook_path)
-    except ValidationError as exc:
-        problems += exc.problems
-    try:
-        inventory = load_inventory(sources, playbook_path.parent) if args.inventory or Path(sources[0]).exists() \
-            else localhost_inventory(playbook_path.parent)
-    except ValidationError as exc:
-        problems += exc.problems
-    try:
-        extra = parse_extra_vars(args.extra_vars)
-    except ValidationError as exc:
-        problems += exc.problems
-    if problems:
-        raise ValidationError(problems)
-    return playbook, inventory, extra
+    return PlayRequest(
+        playbook=args.playbook, inventory=args.inventory, extra_vars=args.extra_vars,
+        limit=getattr(args, "limit", None), tags=getattr(args, "tags", ()), skip_tags=getattr(args, "skip_tags", ()),
+        check=getattr(args, "check", False), diff=getattr(args, "diff", False), forks=getattr(args, "forks", 10),
+        verbosity=getattr(args, "verbose", 0), force_handlers=getattr(args, "force_handlers", False),
+        run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
+        history_path=getattr(args, "history", None), argv=args.argv)
 
 
 def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
@@ -168,33 +112,14 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
-    from opsrunner.engine import Engine, RunOptions
-    from opsrunner.interrupts import sigterm_as_interrupt
-    from opsrunner.listing import list_hosts, list_tasks
-    from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
-    from opsrunner.secrets import mask_problems
+    from opsrunner import api
 
-    playbook, inventory, extra = _load(args)
-    if args.forks < 1:
-        raise UsageError("--forks must be at least 1")
-    options = RunOptions(check=args.check, diff=args.diff, limit=args.limit, tags=_split_tags(args.tags),
-                         skip_tags=_split_tags(args.skip_tags), forks=args.forks, extra_vars=extra,
-                         verbosity=args.verbose, force_handlers=args.force_handlers)
-    from opsrunner.targets import require_targets
-
-    require_targets(playbook, inventory, options)  # bad or empty patterns fail before any host is contacted
+    request = _request(args)
     if args.list_hosts or args.list_tasks:
-        text = list_hosts(playbook, inventory, options) if args.list_hosts else ""
-        text += list_tasks(playbook, options) if args.list_tasks else ""
-        out.write(text)
-        return EXIT_OK
-    from opsrunner.history.recorder import recorder_for_play
-    from opsrunner.locks import lock_run
+        return _list(request, args, out)
+    from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
 
-    reporters: list[Any] = []
-    lock = lock_run(playbook.path, args.inventory) if args.lock else None
-    if not args.no_history:
-        reporters.append(recorder_for_play(playbook.path, args.inventory, extra, args.argv, args.history))
+    reporters: list[Reporter] = []
     events_stream = None
     if args.json_events:
         try:
@@ -205,33 +130,26 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     if args.json_events != "-":
         reporters.append(ConsoleReporter(out, args.verbose, colour=False if args.no_color else None,
                                          diff=args.diff))
-    _settle_the_heap()
     try:
-        with sigterm_as_interrupt():
-            summary = Engine(playbook, inventory, options, reporters).run()
-    except BaseException as exc:  # every way out closes the run's history row, with its exit code
-        _end_history(reporters, _exit_code_of(exc))
-        if isinstance(exc, ValidationError):  # preflight: problems may quote a variable's value
-            raise mask_problems(exc, inventory, extra) from None
-        raise
+        return api.run(request, reporters, on_ready=_settle_the_heap).exit_code
     finally:
         for r in reporters:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):
                 r.close()
-        if lock is not None:
-            lock.release()
-    return summary.exit_code()
 
 
-def _exit_code_of(exc: BaseException) -> int:
-    """The exit code main() gives for an exception that ends a play."""
-    if isinstance(exc, ValidationError):
-        return EXIT_VALIDATION
-    if isinstance(exc, OpsrunnerError):
-        return exc.exit_code
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
-    return EXIT_UNEXPECTED
+def _list(request: PlayRequest, args: argparse.Namespace, out: IO[str]) -> int:
+    """--list-hosts, --list-tasks: what would run where, without connecting."""
+    from opsrunner import api
+    from opsrunner.listing import list_hosts, list_tasks
+    from opsrunner.targets import require_targets
+
+    inputs = api.load(request)
+    require_targets(inputs.playbook, inputs.inventory, inputs.options)
+    text = list_hosts(inputs.playbook, inputs.inventory, inputs.options) if args.list_hosts else ""
+    text += list_tasks(inputs.playbook, inputs.options) if args.list_tasks else ""
+    out.write(text)
+    return EXIT_OK
 
 
 #: Set by run(): this process runs one command and exits (main() may also be called in a
@@ -250,36 +168,22 @@ def _settle_the_heap() -> None:
         gc.set_threshold(5000, 20, 20)
 
 
-def _end_history(reporters: list[Any], code: int) -> None:
-    """A run that ends without a recap is still recorded as ended, with its exit code."""
-    from opsrunner.history.recorder import HistoryRecorder
-
-    for reporter in reporters:
-        if isinstance(reporter, HistoryRecorder):
-            reporter.finish(code)
-
-
 def _cmd_logs(args: argparse.Namespace, out: IO[str]) -> int:
+    from opsrunner import api
     from opsrunner.logs import run_logs
 
-    return run_logs(args, out, _load)
-
-
-def _split_tags(values: list[str]) -> frozenset[str]:
-    return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())
+    return run_logs(args, out, api.load(_request(args)))
 
 
 def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
-    playbook, inventory, extra = _load(args)
+    from opsrunner import api
     from opsrunner.playbook import iter_tasks
-    from opsrunner.preflight import check_playbook
 
-    report = check_playbook(playbook, inventory, extra)
-    if report.problems:
-        raise ValidationError(report.listing())
+    inputs, report = api.check(_request(args))
+    playbook = inputs.playbook
     tasks = sum(len(iter_tasks(p.tasks)) + len(p.handlers) for p in playbook.plays)
     out.write(f"{playbook.path}: OK ({len(playbook.plays)} plays, {tasks} tasks, "
-              f"{len(inventory.hosts)} inventory hosts; preflight passed on {len(report.hosts)})\n")
+              f"{len(inputs.inventory.hosts)} inventory hosts; preflight passed on {len(report.hosts)})\n")
     return EXIT_OK
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from opsrunner.engine import RunOptions, select_play_hosts, tags_selected
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Playbook, iter_tasks
+from opsrunner.selection import RunOptions, select_play_hosts, tags_selected
 
 
 def list_hosts(playbook: Playbook, inventory: Inventory, options: RunOptions) -> str:

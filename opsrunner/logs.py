@@ -20,6 +20,7 @@ from opsrunner.errors import ConnectionFailed, ModuleFailure, OpsrunnerError, Te
 from opsrunner.results import Status
 
 if TYPE_CHECKING:
+    from opsrunner.api import RunInputs
     from opsrunner.remote.protocol import TailArgs, TailReply
 
 POLL_S = 1.0
@@ -53,14 +54,11 @@ class Source:
     follow: bool = False
 
 
-def run_logs(args: argparse.Namespace, out: IO[str], load: Any) -> int:
-    """`load` is the CLI's loader of playbook, inventory and extra vars (same rules as `play`)."""
+def run_logs(args: argparse.Namespace, out: IO[str], inputs: RunInputs) -> int:
+    """`inputs`: the playbook, inventory and options loaded as for `play` (api.load)."""
     from opsrunner.targets import require_targets
 
-    playbook, inventory, extra = load(args)
-    from opsrunner.engine import RunOptions
-
-    options = RunOptions(limit=args.limit, extra_vars=extra)
+    playbook, inventory, options = inputs.playbook, inputs.inventory, inputs.options
     require_targets(playbook, inventory, options)
     if args.lines < 0:
         raise OpsrunnerError("--lines must be 0 or more")
@@ -83,8 +81,8 @@ def run_logs(args: argparse.Namespace, out: IO[str], load: Any) -> int:
 
 def _sources(playbook: Any, inventory: Any, options: Any, args: argparse.Namespace,
              factory: ConnectionFactory, out: IO[str]) -> tuple[list[Source], int]:
-    from opsrunner.engine import select_play_hosts
     from opsrunner.hostvars import VariableManager, connection_spec
+    from opsrunner.selection import select_play_hosts
     from opsrunner.templating import render
 
     manager = VariableManager(inventory, options.extra_vars, False)

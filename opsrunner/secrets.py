@@ -50,6 +50,7 @@ PATTERNS_VAR = "secret_name_patterns"
 MIN_SECRET_LEN = 3
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Exception)
 
 
 class SecretStr(str):
@@ -82,6 +83,8 @@ class Masker:
         self._values: set[str] = set()
         self._lock = threading.Lock()
         self._regex: re.Pattern[str] | None = None
+        #: Every set of secret-name patterns the run's variables chose (mask_vars hides by name).
+        self._patterns: set[tuple[str, ...]] = {DEFAULT_SECRET_NAMES}
         for value in values:
             self.add(value)
 
@@ -115,6 +118,8 @@ class Masker:
                 chosen = None
             if isinstance(chosen, list | tuple) and all(isinstance(p, str) for p in chosen):
                 patterns = tuple(chosen)
+                with self._lock:
+                    self._patterns.add(patterns)
         raw = variables.raw() if hasattr(variables, "raw") else variables
         for name in list(raw):
             value = raw[name]
@@ -168,6 +173,29 @@ class Masker:
         if isinstance(value, list | tuple):
             return cast(T, type(value)(self.mask_value(v) for v in value))
         return value
+
+    def is_secret_name(self, name: str) -> bool:
+        """Whether a variable of this name is secret under any pattern list the run chose."""
+        with self._lock:
+            chosen = list(self._patterns)
+        return any(is_secret_name(name, patterns) for patterns in chosen)
+
+    def mask_vars(self, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """A variable mapping as it may be shown: secret-named values replaced whole (however
+        short), every other value with its known secrets masked, at any depth."""
+        return {key: MASK if self.is_secret_name(str(key)) else
+                self.mask_vars(value) if isinstance(value, Mapping) else self.mask_value(value)
+                for key, value in variables.items()}
+
+    def mask_argv(self, argv: Iterable[str]) -> list[str]:
+        """A command line as it may be shown: `NAME=VALUE` words of secret-named variables
+        (-e's form) hidden whole, however short the value, and known secrets masked."""
+        shown = []
+        for word in argv:
+            name, sep, _ = word.partition("=")
+            hide = sep and name.isidentifier() and self.is_secret_name(name)
+            shown.append(f"{name}={MASK}" if hide else self.mask(word))
+        return shown
 
     def mask_result(self, result: TaskResult) -> TaskResult:
         if self._pattern() is None:
@@ -223,7 +251,16 @@ def no_log_enabled(value: Any, render: Any = None) -> bool:
     return text in ("true", "yes", "1", "on", "y")
 
 
-def mask_problems(exc: ValidationError, inventory: _Inventory, extra_vars: Mapping[str, Any]) -> ValidationError:
-    """A ValidationError whose messages have the run's secrets masked."""
-    masker = masker_for(inventory, extra_vars)
-    return ValidationError([dataclasses.replace(p, message=masker.mask(p.message)) for p in exc.problems])
+def mask_error(exc: E, masker: Masker) -> E:
+    """The error with the run's secrets masked in what it says (a problem may quote a value)."""
+    if isinstance(exc, ValidationError):
+        return cast(E, ValidationError([dataclasses.replace(p, message=masker.mask(p.message))
+                                        for p in exc.problems]))
+    text = str(exc)
+    masked = masker.mask(text)
+    if masked == text:
+        return exc
+    clone = type(exc).__new__(type(exc))  # not copy.copy: it calls __init__ with args it may not take
+    clone.__dict__.update(exc.__dict__)
+    clone.args = (masked,)
+    return clone

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from opsrunner.engine import RunOptions, select_play_hosts
 from opsrunner.errors import OpsrunnerError
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Playbook
+from opsrunner.selection import RunOptions, select_play_hosts
 
 
 class NoHostsToTarget(OpsrunnerError):

@@ -20,8 +20,8 @@ from typing import Any
 
 from opsrunner.events import Event, Recap, TaskEnd, TaskStart
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
-from opsrunner.history.masking import mask_text, mask_vars, secret_values
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow, default_path
+from opsrunner.secrets import Masker
 
 Warn = Callable[[str], object]
 
@@ -35,8 +35,8 @@ BUSY_TIMEOUT_S = 5.0
 
 
 def new_run_id() -> str:
-    """Sortable and short: 20261201-013045-3f2a (the OPSRUNNER_RUN_ID env var overrides it)."""
-    return os.environ.get("OPSRUNNER_RUN_ID") or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    """Sortable and short: 20261201-013045-3f2a."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
 
 
 def git_state(path: Path) -> tuple[str | None, bool | None]:
@@ -66,12 +66,13 @@ class HistoryRecorder:
 
     Its writer thread opens the database and records the run's start (with the playbook's
     git state, two git commands) while the play begins, then writes the results handed to
-    it every WRITE_INTERVAL_S; finish() and close() wait for it."""
+    it every WRITE_INTERVAL_S; finish() and close() wait for it. Events arrive masked by the
+    engine; what the recorder adds of its own is masked with the run's Masker too."""
 
-    def __init__(self, path: Path, run: RunRow, secrets: Sequence[str], warn: Warn) -> None:
+    def __init__(self, path: Path, run: RunRow, masker: Masker, warn: Warn) -> None:
         self.path = path
         self.run = run
-        self.secrets = list(secrets)
+        self.masker = masker
         self.warn = warn
         self.store: HistoryStore | None = None
         self._failed = False  # after the first database error: recording stopped for this run
@@ -109,14 +110,14 @@ class HistoryRecorder:
     def handle(self, event: Event) -> None:
         if isinstance(event, TaskStart):
             self._title = event.task
-            self._current = mask_text(event.task, self.secrets)
+            self._current = self.masker.mask(event.task)
         elif isinstance(event, TaskEnd):
             self._seq += 1
             r = event.result
-            title = mask_text(self._title or event.task, self.secrets)
-            row = TaskRow(event.play, title, event.module, event.host, str(r.status), r.changed,
-                          event.handler, mask_text(r.msg, self.secrets),
-                          mask_text(str(r.data.get("diagnosis") or ""), self.secrets), round(r.duration_s, 3))
+            mask = self.masker.mask
+            row = TaskRow(event.play, mask(self._title or event.task), event.module, event.host, str(r.status),
+                          r.changed, event.handler, mask(r.msg), mask(str(r.data.get("diagnosis") or "")),
+                          round(r.duration_s, 3))
             self._rows.append((self._seq, row))  # written at flush(): one transaction for those
         elif isinstance(event, Recap):
             recap = {h: s.as_dict() for h, s in event.summary.stats.items()}
@@ -181,12 +182,14 @@ def _warn(message: str) -> None:
 
 
 def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: dict[str, Any], argv: Sequence[str],
-                      path: str | None = None, warn: Warn = _warn) -> HistoryRecorder:
-    """The subscriber that records one `opsrunner play` (in `path`, else the default database)."""
+                      path: str | None = None, *, masker: Masker, schedule: str | None = None,
+                      run_id: str | None = None, warn: Warn = _warn) -> HistoryRecorder:
+    """The subscriber that records one run (in `path`, else the default database); the
+    command line and extra vars are masked with the run's Masker (secrets.py)."""
     run = RunRow(
-        id=new_run_id(), started=time.time(), user=_user(), controller=os.uname().nodename,
-        command=mask_text(shlex.join(["opsrunner", *argv]), secret_values(extra_vars)), cwd=os.getcwd(),
+        id=run_id or new_run_id(), started=time.time(), user=_user(), controller=os.uname().nodename,
+        command=shlex.join(["opsrunner", *masker.mask_argv(argv)]), cwd=os.getcwd(),
         playbook=str(playbook.resolve()), inventory=list(inventories),
-        extra_vars=mask_vars(extra_vars), schedule=os.environ.get("OPSRUNNER_SCHEDULE") or None,
+        extra_vars=masker.mask_vars(extra_vars), schedule=schedule,
     )
-    return HistoryRecorder(Path(path) if path else default_path(), run, secret_values(extra_vars), warn)
+    return HistoryRecorder(Path(path) if path else default_path(), run, masker, warn)

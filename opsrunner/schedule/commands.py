@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import subprocess
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from opsrunner.errors import Problem, SourcePos, UsageError, ValidationError
+from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
 from opsrunner.schedule.spec import SpecError, every_to_calendar, parse_calendar, to_cron
 
 if TYPE_CHECKING:
@@ -91,14 +90,10 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     if target.exists():
         raise UsageError(f"schedule {name!r} already exists ({target}); remove it first")
     project = Path.cwd()
-    check = subprocess.run([sys.executable, "-m", "opsrunner", "check", args.playbook,
-                            *[a for i in args.inventory for a in ("-i", i)],
-                            *[a for e in args.extra_vars for a in ("-e", e)]],
-                           cwd=project, capture_output=True, text=True)
-    if check.returncode != 0:
-        sys.stderr.write(check.stderr)
+    code = _check(args)
+    if code != 0:
         sys.stderr.write(f"schedule {name!r} not added: the playbook does not pass `opsrunner check`\n")
-        return check.returncode
+        return code
     schedule = store.Schedule(
         name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
         inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
@@ -112,6 +107,24 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         raise
     out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {_next(calendar)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    """`opsrunner check` of what the schedule will run, in this process; its exit code."""
+    from opsrunner import api
+    from opsrunner.exitcodes import exit_code_of
+
+    try:
+        api.check(api.PlayRequest(args.playbook, inventory=args.inventory, extra_vars=args.extra_vars))
+    except ValidationError as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"ERROR: {problem}\n")
+        sys.stderr.write(f"{len(exc.problems)} error(s); nothing was run.\n")
+        return exit_code_of(exc)
+    except OpsrunnerError as exc:
+        sys.stderr.write(f"ERROR: {exc}\n")
+        return exit_code_of(exc)
     return 0
 
 

@@ -1,20 +1,23 @@
 """`opsrunner schedule run NAME`: what the timer runs. Optional fast-forward of the project,
-then `opsrunner play ... --lock` (history recorded under the schedule's name), then the
-alert. Exits with the play's exit code."""
+then the playbook through the library (api.run, in this process, with the run lock and the
+history recorded under the schedule's name), then the alert. Exits with the play's exit code.
+
+The run is not a child process: the timer already gives every scheduled run a process of
+its own (the service, or cron's command), so one more would isolate nothing, and in-process
+the run is assembled by the same code as `opsrunner play` and masked by the same Masker.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import io
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import IO, Any
 
-from opsrunner.history.masking import mask_text, secret_values
+from opsrunner.errors import OpsrunnerError, ValidationError
+from opsrunner.exitcodes import exit_code_of
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, default_path
 from opsrunner.schedule.notify import alert_text, post_alert
@@ -42,28 +45,6 @@ def git_pull(project: Path) -> str | None:
     return None
 
 
-def _extra_vars(schedule: Schedule) -> dict[str, Any]:
-    """The schedule's -e values as a mapping, as far as they can be read (only to mask secrets)."""
-    import yaml
-
-    found: dict[str, Any] = {}
-    for value in schedule.extra_vars:
-        if value.lstrip().startswith("{"):
-            with contextlib.suppress(yaml.YAMLError):
-                data = yaml.safe_load(value)
-                found.update(data if isinstance(data, dict) else {})
-        else:
-            found.update(pair.partition("=")[::2] for pair in value.split() if "=" in pair)
-    return found
-
-
-def _stream(out: IO[str]) -> int | None:
-    with contextlib.suppress(AttributeError, OSError, io.UnsupportedOperation):
-        out.flush()
-        return out.fileno()
-    return None
-
-
 def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     run_id = new_run_id()
     started = time.time()
@@ -73,20 +54,34 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
         err.write(f"ERROR: {refused}\n")
         code = EXIT_REFUSED
     else:
-        argv = [sys.executable, "-m", "opsrunner", "play", *schedule.play_args(), "--lock"]
-        env = dict(os.environ, OPSRUNNER_SCHEDULE=schedule.name, OPSRUNNER_RUN_ID=run_id)
-        fd = _stream(out)
-        proc = subprocess.run(argv, cwd=project, env=env, stdout=fd if fd is not None else subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-        if fd is None:
-            out.write(proc.stdout)
-        err.write(proc.stderr)
-        code = proc.returncode
-        last = proc.stderr.strip().splitlines()[-1] if code and proc.stderr.strip() else None
-        refused = mask_text(last, secret_values(_extra_vars(schedule))) if last else None
+        with contextlib.chdir(project):  # the schedule's paths are the project's, as `play` there
+            code, refused = _play(schedule, run_id, out, err)
     summary = run_summary(schedule, run_id, code, started, refused)
     _notify(schedule, summary, err)
     return code
+
+
+def _play(schedule: Schedule, run_id: str, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
+    """The schedule's play, reported on `out` as `opsrunner play` would; (exit code, why the
+    run did not reach its recap), the why already masked by the library."""
+    from opsrunner import api
+    from opsrunner.reporting import ConsoleReporter
+
+    request = api.PlayRequest(schedule.playbook, inventory=schedule.inventory, extra_vars=schedule.extra_vars,
+                              limit=schedule.limit, run_lock=True, schedule=schedule.name, run_id=run_id,
+                              argv=[*schedule.play_args(), "--lock"])
+    console = ConsoleReporter(out, 0, colour=False)
+    try:
+        return api.run(request, [console]).exit_code, None
+    except ValidationError as exc:
+        for problem in exc.problems:
+            err.write(f"ERROR: {problem}\n")
+        return exit_code_of(exc), str(exc.problems[-1]) if exc.problems else None
+    except OpsrunnerError as exc:
+        err.write(f"ERROR: {exc}\n")
+        return exit_code_of(exc), str(exc)
+    finally:
+        console.close()
 
 
 def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from opsrunner.history.masking import MASK, is_secret_name, mask_text, mask_vars, secret_values
 from opsrunner.history.store import MIGRATIONS, HistoryStore, RunRow
+from opsrunner.secrets import MASK, Masker, is_secret_name
 
 
 def test_secret_names() -> None:
@@ -17,11 +17,26 @@ def test_secret_names() -> None:
 
 
 def test_mask_vars_and_text_nested() -> None:
-    extra = {"db": {"password": "hunter22", "host": "db1"}, "api_token": "abc123", "steps": 10}
-    assert mask_vars(extra) == {"db": {"password": MASK, "host": "db1"}, "api_token": MASK, "steps": 10}
-    values = secret_values(extra)
-    assert values == ["hunter22", "abc123"]
-    assert mask_text("login hunter22 with abc123 at db1", values) == f"login {MASK} with {MASK} at db1"
+    """What history stores of -e: secret-named values hidden whole (even short), their values
+    masked wherever else they appear."""
+    extra = {"db": {"password": "hunter22", "host": "db1"}, "api_token": "abc123", "steps": 10, "pin": "7"}
+    masker = Masker()
+    masker.add_vars(extra)
+    assert masker.mask_vars(extra) == {"db": {"password": MASK, "host": "db1"}, "api_token": MASK, "steps": 10,
+                                       "pin": "7"}
+    assert masker.mask("login hunter22 with abc123 at db1") == f"login {MASK} with {MASK} at db1"
+
+
+def test_secret_name_patterns_of_the_run_hide_by_name() -> None:
+    """A run whose variables set secret_name_patterns: values of those names are hidden too,
+    in the vars and in the command line, however short."""
+    extra = {"secret_name_patterns": ["*_pin"], "deploy_pin": "42", "steps": "100"}
+    masker = Masker()
+    masker.add_vars(extra)
+    assert masker.mask_vars(extra)["deploy_pin"] == MASK
+    assert masker.mask_vars(extra)["steps"] == "100"
+    assert masker.mask_argv(["play", "pb.yml", "-e", "deploy_pin=42", "-e", "steps=100"]) == \
+        ["play", "pb.yml", "-e", f"deploy_pin={MASK}", "-e", "steps=100"]
 
 
 def test_schema_version_is_recorded_and_migrations_run_once(tmp_path: Path) -> None:

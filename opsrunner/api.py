@@ -1,0 +1,236 @@
+"""The one way to run a playbook: `opsrunner.run(PlayRequest(...))`.
+
+The CLI (`opsrunner play`), scheduled runs (`opsrunner schedule run`) and the tests all
+come through here, so a run is assembled in one place: the files are loaded and checked
+(every problem at once, exit 4, before any host is touched), the run lock is taken, the
+run is recorded in the history, and its secrets are masked in everything it writes.
+
+    import opsrunner
+
+    result = opsrunner.run(opsrunner.PlayRequest("restart_training.yml", extra_vars=["steps=100"]),
+                           on_event=print)
+    result.exit_code        # 0 ok, 2 a task failed, 3 unreachable, 99/143 interrupted
+    result.summary.stats    # per host: ok, changed, failed, skipped, unreachable, rescued, ignored
+
+Errors are raised, each carrying what failed: ValidationError (its problems, with
+file:line:column; exit 4), NoHostsToTarget (exit 1), UsageError (exit 5), LockedError (exit
+2). However a run ends, its history row is closed with the exit code it ended with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opsrunner.errors import OpsrunnerError, Problem, UsageError, ValidationError
+from opsrunner.events import Event, Reporter
+from opsrunner.exitcodes import exit_code_of
+from opsrunner.results import RunSummary
+from opsrunner.secrets import mask_error
+from opsrunner.selection import RunOptions
+
+if TYPE_CHECKING:
+    from opsrunner.inventory import Inventory
+    from opsrunner.playbook import Playbook
+    from opsrunner.preflight import PreflightReport
+    from opsrunner.secrets import Masker
+
+EventCallback = Callable[[Event], object]
+
+
+@dataclass(frozen=True)
+class PlayRequest:
+    """What to run, as `opsrunner play` takes it (relative paths from the working directory)."""
+
+    playbook: str | Path
+    #: Inventory files or directories (default: the project's inventory/hosts.yml).
+    inventory: Sequence[str | Path] = ()
+    #: -e values as the command line takes them: key=value, a YAML/JSON mapping, @file.
+    extra_vars: Sequence[str] = ()
+    #: More extra vars, already parsed (for library callers); they win over `extra_vars`.
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    limit: str | None = None
+    tags: Sequence[str] = ()
+    skip_tags: Sequence[str] = ()
+    check: bool = False
+    diff: bool = False
+    forks: int = 10
+    verbosity: int = 0
+    force_handlers: bool = False
+    #: Refuse to start while another run of this playbook+inventory holds the run lock here.
+    run_lock: bool = False
+    #: Record the run in the run history (the database at `history_path`, or the default).
+    history: bool = True
+    history_path: str | None = None
+    #: The schedule this run belongs to (recorded in the history).
+    schedule: str | None = None
+    #: The history row's id (default: a new sortable id).
+    run_id: str | None = None
+    #: The command line to record (default: `opsrunner play` with this request's arguments).
+    argv: Sequence[str] | None = None
+
+    def options(self, extra_vars: dict[str, Any]) -> RunOptions:
+        if self.forks < 1:
+            raise UsageError("--forks must be at least 1")
+        return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
+                          skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
+                          verbosity=self.verbosity, force_handlers=self.force_handlers)
+
+    def command_line(self) -> list[str]:
+        """The arguments of the equivalent `opsrunner play` (what history records)."""
+        if self.argv is not None:
+            return list(self.argv)
+        args = ["play", str(self.playbook)]
+        for inv in self.inventory:
+            args += ["-i", str(inv)]
+        for value in self.extra_vars:
+            args += ["-e", value]
+        args += ["-l", self.limit] if self.limit else []
+        args += [f"--tags={','.join(self.tags)}"] if self.tags else []
+        args += [f"--skip-tags={','.join(self.skip_tags)}"] if self.skip_tags else []
+        args += ["--check"] * self.check + ["--diff"] * self.diff
+        return args
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """A request's files, loaded and validated: what a run, a check or `logs` works on."""
+
+    playbook: Playbook
+    inventory: Inventory
+    extra_vars: dict[str, Any]
+    options: RunOptions
+    #: Knows the secrets of the inputs (-e values, every host's variables) before any task.
+    masker: Masker
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run that reached its recap (interrupted runs too)."""
+
+    exit_code: int
+    summary: RunSummary
+    #: The run's history row, or None when it was not recorded.
+    run_id: str | None
+
+
+def split_tags(values: Sequence[str]) -> frozenset[str]:
+    return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())
+
+
+def load(request: PlayRequest) -> RunInputs:
+    """Load and validate the playbook, the inventory and the extra vars; every problem of the
+    three in one ValidationError."""
+    from opsrunner.extravars import parse_extra_vars
+    from opsrunner.inventory import load_inventory, localhost_inventory
+    from opsrunner.playbook import load_playbook
+    from opsrunner.project import default_inventory, resolve_playbook
+    from opsrunner.secrets import masker_for
+
+    cwd = Path.cwd()
+    problems: list[Problem] = []
+    playbook_path = resolve_playbook(str(request.playbook), cwd)
+    playbook = inventory = None
+    extra: dict[str, Any] = {}
+    try:
+        playbook = load_playbook(playbook_path)
+    except ValidationError as exc:
+        problems += exc.problems
+    sources: list[Path | str] = [*request.inventory] or [default_inventory(cwd)]
+    try:
+        inventory = load_inventory(sources, playbook_path.parent) \
+            if request.inventory or Path(sources[0]).exists() else localhost_inventory(playbook_path.parent)
+    except ValidationError as exc:
+        problems += exc.problems
+    try:
+        extra = {**parse_extra_vars(request.extra_vars), **request.variables}
+    except ValidationError as exc:
+        problems += exc.problems
+    if problems or playbook is None or inventory is None:
+        raise ValidationError(problems)
+    options = request.options(extra)
+    return RunInputs(playbook, inventory, extra, options, masker_for(inventory, extra))
+
+
+def check(request: PlayRequest) -> tuple[RunInputs, PreflightReport]:
+    """`opsrunner check`: load, then preflight every host without touching it. Raises
+    ValidationError with every problem found (the run's secrets masked)."""
+    from opsrunner.preflight import check_playbook
+
+    inputs = load(request)
+    report = check_playbook(inputs.playbook, inputs.inventory, inputs.extra_vars)
+    if report.problems:
+        raise mask_error(ValidationError(report.listing()), inputs.masker)
+    return inputs, report
+
+
+def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: EventCallback | None = None,
+        on_ready: Callable[[], object] | None = None) -> RunResult:
+    """Run a playbook. `reporters` and `on_event` see every event, masked; `on_ready` is
+    called once the inputs are loaded and checked, just before the first task."""
+    from opsrunner.targets import require_targets
+
+    inputs = load(request)
+    require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host is contacted
+    lock = _run_lock(request) if request.run_lock else None
+    try:
+        recorder = _recorder(request, inputs) if request.history else None
+        subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]
+        try:
+            if on_ready is not None:
+                on_ready()
+            summary = _run_engine(inputs, subscribers)
+        except BaseException as exc:  # every way out closes the run's history row, with its exit code
+            if recorder is not None:
+                recorder.finish(exit_code_of(exc))
+            if isinstance(exc, OpsrunnerError):
+                raise mask_error(exc, inputs.masker) from None
+            raise
+        finally:
+            if recorder is not None:
+                recorder.close()
+    finally:
+        if lock is not None:
+            lock.release()
+    return RunResult(summary.exit_code(), summary, recorder.run.id if recorder else None)
+
+
+def _run_engine(inputs: RunInputs, reporters: list[Reporter]) -> RunSummary:
+    from opsrunner.engine import Engine
+    from opsrunner.interrupts import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return Engine(inputs.playbook, inputs.inventory, inputs.options, reporters, inputs.masker).run()
+
+
+def _run_lock(request: PlayRequest) -> Any:
+    from opsrunner.locks import lock_run
+    from opsrunner.project import resolve_playbook
+
+    return lock_run(resolve_playbook(str(request.playbook), Path.cwd()), [str(i) for i in request.inventory])
+
+
+def _recorder(request: PlayRequest, inputs: RunInputs) -> Any:
+    from opsrunner.history.recorder import recorder_for_play
+
+    return recorder_for_play(inputs.playbook.path, [str(i) for i in request.inventory], inputs.extra_vars,
+                             request.command_line(), request.history_path, masker=inputs.masker,
+                             schedule=request.schedule, run_id=request.run_id)
+
+
+class _Callback:
+    """A reporter that hands each event to a function."""
+
+    def __init__(self, callback: EventCallback) -> None:
+        self.callback = callback
+
+    def handle(self, event: Event) -> None:
+        self.callback(event)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

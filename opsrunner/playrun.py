@@ -1,0 +1,103 @@
+"""PlayRun: the state of one run of a playbook, shared by the engine and the task runner.
+
+Everything that changes while a run goes on lives here (counters, the hosts out of the
+run, registered variables, open connections, check-mode ledgers, what is secret), so the
+engine's classes hold no run state of their own and a run can be looked at as one object.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from opsrunner.connections.factory import ConnectionFactory
+from opsrunner.errors import Problem
+from opsrunner.events import CommandSent, Event, Reporter, TaskEnd
+from opsrunner.hostvars import VariableManager
+from opsrunner.inventory import Inventory
+from opsrunner.ledger import CheckLedger
+from opsrunner.playbook import Play, Playbook, Task
+from opsrunner.results import RunSummary, TaskResult
+from opsrunner.secrets import Masker
+from opsrunner.selection import RunOptions
+from opsrunner.templating import LazyVars, mark_unsafe
+
+
+@dataclass(eq=False)
+class PlayRun:
+    """One run: its inputs, its reporters and everything it has learnt so far."""
+
+    playbook: Playbook
+    inventory: Inventory
+    options: RunOptions
+    reporters: list[Reporter]
+    #: Every event is masked with this before a reporter sees it; it learns the secrets of
+    #: play, role and task vars as tasks reach them (secrets.py).
+    masker: Masker
+    summary: RunSummary = field(default_factory=RunSummary)
+    #: Failed or unreachable hosts: no more tasks this run.
+    dead: set[str] = field(default_factory=set)
+    #: Hosts that failed preflight, with why: failed untouched when their play starts.
+    preflight: dict[str, list[Problem]] = field(default_factory=dict)
+    #: Check mode: what each host would have done so far.
+    ledgers: dict[str, CheckLedger] = field(default_factory=dict)
+    #: Hosts running a no_log task now: their -vvv command echo is hidden.
+    no_log_hosts: set[str] = field(default_factory=set)
+    #: The hosts of the serial batch being run.
+    batch: list[str] = field(default_factory=list)
+    #: Hosts sent to rescue by another host's any_errors_fatal failure.
+    forced: set[str] = field(default_factory=set)
+    #: Each host's last failure, for ansible_failed_task / ansible_failed_result.
+    failures: dict[str, tuple[Task, TaskResult]] = field(default_factory=dict)
+    vars: VariableManager = field(init=False)
+    connections: ConnectionFactory = field(init=False)
+    _emit_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.vars = VariableManager(self.inventory, self.options.extra_vars, self.options.check)
+        self.connections = ConnectionFactory(self._log_command if self.options.verbosity >= 3 else None)
+
+    # -- events -----------------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        event = self.masker.mask_event(event)
+        with self._emit_lock:
+            for reporter in self.reporters:
+                reporter.handle(event)
+
+    def flush_reporters(self) -> None:
+        with self._emit_lock:
+            for reporter in self.reporters:
+                reporter.flush()
+
+    def _log_command(self, host: str, command: str) -> None:
+        if host in self.no_log_hosts:
+            command = "(hidden: no_log)"
+        self.emit(CommandSent(host, command))
+
+    # -- variables and results ----------------------------------------------------------------
+    def task_vars(self, play: Play, task: Task | None, host: str, play_hosts: list[str]) -> LazyVars:
+        """play_hosts / ansible_play_batch: the batch's active hosts; ansible_play_hosts: the play's."""
+        batch = [h for h in self.batch or play_hosts if h not in self.dead]
+        active = [h for h in play_hosts if h not in self.dead]
+        return self.vars.for_task(play, task, host, batch, all_hosts=active)
+
+    def store(self, host: str, task: Task, result: TaskResult) -> None:
+        """`register:`, and the facts of set_fact / include_vars / gather_facts, on the host."""
+        name = task.kw("register")
+        if name:
+            self.vars.register(host, name, mark_unsafe(result.registered()))  # host data: never templated
+        if not result.failed:
+            for item in result.items or [result]:
+                for key, value in (item.data.get("ansible_facts") or {}).items():
+                    # gathered facts are host data (never templated); set_fact/include_vars values are ours
+                    self.vars.register(host, key, mark_unsafe(value) if task.module == "setup" else value)
+
+    def record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
+        """A task's result on a host: stored, counted, and told to the reporters."""
+        self.store(host, task, result)
+        if task.module != "meta":  # as ansible-core: meta tasks are not in the recap
+            self.summary.host(host).count(result)
+        if result.failed and not result.ignored:
+            self.dead.add(host)
+            self.failures[host] = (task, result)
+        self.emit(TaskEnd(play.name, task.name, task.module, host, result, handler))

@@ -1,0 +1,165 @@
+"""One secret through every output opsrunner writes: the console (-vvv), stderr, JSON events,
+the run history (its database file, `history --json`, `show`), errors, scheduled runs and
+their alerts. The secret is secret three ways: by the inventory's own secret_name_patterns
+(`*_pin`, not a default pattern), by a `!secret` tag, and by a no_log task's output. Each
+value is proven to reach the task (a file the task writes holds it), and then found in no
+output of opsrunner's."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import cli_subprocess
+
+PIN = "pin-7Qx93f"  # -e deploy_pin: secret only because the inventory says `*_pin` is
+VAULT = "vault-K2m8vw"  # tagged !secret in the inventory
+HIDDEN = "nolog-Z4t1xq"  # printed by a no_log task (its command spells it otherwise)
+SECRETS = (PIN, VAULT, HIDDEN)
+
+INVENTORY = f"""all:
+  vars:
+    secret_name_patterns: ["*_pin", "*password*"]
+    vault_word: !secret "{VAULT}"
+  hosts:
+    node1:
+      connection: local
+"""
+
+PLAYBOOK = """- name: Deploy
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: "Use {{ deploy_pin }}"
+      shell: "echo pin={{ deploy_pin }} vault={{ vault_word }} | tee {{ out_file }}"
+    - name: Hidden
+      shell: "printf 'nolog-%s\\n' Z4t1xq | tee -a {{ out_file }}"
+      no_log: true
+    - name: Fail with it
+      fail:
+        msg: "bad pin {{ deploy_pin }} with {{ vault_word }}"
+"""
+
+
+class Alerts:
+    """An HTTP server on 127.0.0.1 that records what is POSTed to it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        received = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                received.append(self.rfile.read(int(self.headers["Content-Length"])))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+
+@pytest.fixture
+def alerts() -> Iterator[Alerts]:
+    a = Alerts()
+    yield a
+    a.server.shutdown()
+    a.server.server_close()
+    a.thread.join(5)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "inv.yml").write_text(INVENTORY)
+    (proj / "site.yml").write_text(PLAYBOOK)
+    return proj
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"OPSRUNNER_HISTORY": str(tmp_path / "history.db"), "OPSRUNNER_SCHEDULES": str(tmp_path / "schedules"),
+            "OPSRUNNER_UNIT_DIR": str(tmp_path / "units"), "OPSRUNNER_CRONTAB": str(tmp_path / "crontab"),
+            "XDG_STATE_HOME": str(tmp_path / "state"), "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+
+
+def _extra(out_file: Path) -> list[str]:
+    return ["-e", f"deploy_pin={PIN}", "-e", f"out_file={out_file}"]
+
+
+def _history_bytes(tmp_path: Path) -> bytes:
+    """Every byte of the history database and its journal files, as they are on disk."""
+    db = tmp_path / "history.db"
+    sqlite3.connect(db).execute("PRAGMA wal_checkpoint(TRUNCATE)").connection.close()
+    return b"".join(p.read_bytes() for p in tmp_path.glob("history.db*"))
+
+
+def _assert_nowhere(where: str, text: str | bytes) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    for secret in SECRETS:
+        assert secret.encode() not in data, f"{secret!r} found in {where}"
+
+
+def test_a_secret_reaches_the_task_and_no_output(tmp_path: Path, project: Path) -> None:
+    out_file = tmp_path / "task-output.txt"
+    events = tmp_path / "events.jsonl"
+    env = _env(tmp_path)
+    res = cli_subprocess("play", "site.yml", "-i", "inv.yml", *_extra(out_file), "-vvv", "--json-events",
+                         str(events), cwd=project, env=env)
+    assert res.rc == 2, res.out + res.err  # the last task fails, quoting the secrets
+    assert out_file.read_text().split() == [f"pin={PIN}", f"vault={VAULT}", HIDDEN]  # they did reach the task
+    assert "bad pin ******** with ********" in res.out and "PLAY RECAP" in res.out
+    _assert_nowhere("the console (-vvv)", res.out)
+    _assert_nowhere("stderr", res.err)
+    _assert_nowhere("--json-events", events.read_text())
+    _assert_nowhere("the history database", _history_bytes(tmp_path))
+    listing = cli_subprocess("history", "--json", cwd=project, env=env)
+    [run] = json.loads(listing.out)
+    assert run["extra_vars"]["deploy_pin"] == "********" and "deploy_pin=********" in run["command"]
+    assert [t["task"] for t in run["tasks"]] == ["Use ********", "Hidden", "Fail with it"]
+    _assert_nowhere("history --json", listing.out)
+    _assert_nowhere("show", cli_subprocess("show", run["id"], cwd=project, env=env).out)
+
+
+def test_a_secret_in_an_error_before_any_host_is_masked(tmp_path: Path, project: Path) -> None:
+    """Preflight's problems quote the variable's value: masked on stderr, for check and play."""
+    (project / "bad.yml").write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                                     "    - command: 'true'\n      timeout: '{{ deploy_pin }}'\n")
+    for command in ("check", "play"):
+        res = cli_subprocess(command, "bad.yml", "-i", "inv.yml", *_extra(tmp_path / "o"), cwd=project,
+                             env=_env(tmp_path))
+        assert res.rc == 4, res.out + res.err
+        assert "bad.yml:4:" in res.err and "********" in res.err, res.err
+        _assert_nowhere(f"{command}'s error", res.out + res.err)
+
+
+def test_a_scheduled_run_and_its_alert_mask_the_secret(tmp_path: Path, project: Path, alerts: Alerts) -> None:
+    out_file = tmp_path / "task-output.txt"
+    env = _env(tmp_path)
+    added = cli_subprocess("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", *_extra(out_file),
+                           "--at", "Sun 03:00", "--notify", alerts.url, cwd=project, env=env)
+    assert added.rc == 0, added.err
+    _assert_nowhere("schedule add", added.out + added.err)
+    res = cli_subprocess("schedule", "run", "nightly", cwd=tmp_path, env=env)
+    assert res.rc == 2, res.out + res.err
+    assert out_file.read_text().split() == [f"pin={PIN}", f"vault={VAULT}", HIDDEN]
+    _assert_nowhere("schedule run's output", res.out + res.err)
+    [body] = alerts.bodies
+    alert = json.loads(body)
+    assert "- [node1] Fail with it: bad pin ******** with ********" in alert["text"]
+    _assert_nowhere("the alert", body)
+    _assert_nowhere("the history database", _history_bytes(tmp_path))
+    [run] = json.loads(cli_subprocess("history", "--json", cwd=project, env=env).out)
+    assert run["schedule"] == "nightly" and run["extra_vars"]["deploy_pin"] == "********"
+    _assert_nowhere("schedule list", cli_subprocess("schedule", "list", cwd=project, env=env).out)
