@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests import lxc as lxc_rig
+from tests.alerts import Alerts
 from tests.sshd import PrivateSSHD, start_sshd
 
 #: The process guard (tests/procguard.py): a test, and the suite, fail when they leave a
@@ -244,3 +245,13 @@ def cleanup_marker() -> Iterator[str]:
     token = sleep_marker()
     yield token
     kill_marked(token)
+
+
+@pytest.fixture
+def alerts() -> Iterator[Alerts]:
+    """An alert receiver on 127.0.0.1 (tests/alerts.py), stopped when the test ends."""
+    a = Alerts()
+    yield a
+    a.server.shutdown()
+    a.server.server_close()
+    a.thread.join(5)

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.alerts import Alerts
 from tests.helpers import cli_subprocess
 
 PIN = "pin-7Qx93f"  # -e deploy_pin: secret only because the inventory says `*_pin` is
@@ -46,37 +43,6 @@ PLAYBOOK = """- name: Deploy
       fail:
         msg: "bad pin {{ deploy_pin }} with {{ vault_word }}"
 """
-
-
-class Alerts:
-    """An HTTP server on 127.0.0.1 that records what is POSTed to it."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        received = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                received.append(self.rfile.read(int(self.headers["Content-Length"])))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-
-@pytest.fixture
-def alerts() -> Iterator[Alerts]:
-    a = Alerts()
-    yield a
-    a.server.shutdown()
-    a.server.server_close()
-    a.thread.join(5)
 
 
 @pytest.fixture

@@ -9,14 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.alerts import Alerts
 from tests.conftest import ROOT, write_yaml
 from tests.helpers import CliResult, cli_subprocess
 
@@ -55,38 +53,6 @@ def env(tmp_path: Path) -> Env:
     write_yaml(e.project / "site.yml", PLAYBOOK)
     write_yaml(e.project / "inv.yml", {"all": {"hosts": {"node1": {"connection": "local"}}}})
     return e
-
-
-class Alerts:
-    """An HTTP server on 127.0.0.1 that records POSTed JSON and answers with scripted codes."""
-
-    def __init__(self) -> None:
-        self.received: list[dict[str, Any]] = []
-        self.codes: list[int] = []
-        alerts = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                alerts.received.append(json.loads(body))
-                self.send_response(alerts.codes.pop(0) if alerts.codes else 200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-
-@pytest.fixture
-def alerts() -> Iterator[Alerts]:
-    a = Alerts()
-    yield a
-    a.server.shutdown()
-    a.server.server_close()
 
 
 def test_add_writes_reviewable_file_and_units(env: Env) -> None:
