@@ -4,19 +4,18 @@ The library's entry point is `opsrunner.run(opsrunner.PlayRequest(...))` (api.py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["PlayRequest", "RunResult", "__version__", "run"]
 
-if TYPE_CHECKING:
-    from opsrunner.api import PlayRequest, RunResult, run
-
 
 def __getattr__(name: str) -> Any:
-    # Loaded on first use: the CLI's --version and the agent's package need none of it.
+    # Loaded on first use, and not even for the type checker: the agent's package
+    # (opsrunner.remote, checked alone for Python 3.8) must not pull the controller in.
+    # Typed callers import from opsrunner.api.
     if name in ("run", "PlayRequest", "RunResult"):
-        from opsrunner import api
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module("opsrunner.api"), name)
     raise AttributeError(f"module 'opsrunner' has no attribute {name!r}")
