@@ -189,7 +189,7 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         out.write(text)
         return EXIT_OK
     from opsrunner.history.recorder import recorder_for_play
-    from opsrunner.locks import lock_run
+    from opsrunner.locks.run_lock import acquire_run_lock as lock_run
 
     reporters: list[Any] = []
     lock = lock_run(playbook.path, args.inventory) if args.lock else None

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
+from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.job_lock import hold_for_job
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
