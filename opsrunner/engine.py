@@ -23,12 +23,13 @@ from opsrunner.handlers import Notifications
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
-from opsrunner.keywords import EnvConnection, environment, flag, password_hint, run_once, task_spec
 from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task, iter_tasks
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import masker_for, no_log_enabled
+from opsrunner.taskconnection import EnvConnection, environment, password_hint, task_spec
+from opsrunner.taskflags import flag, run_once
 from opsrunner.templating import LazyVars, is_template, mark_unsafe, render, template_value
 
 
