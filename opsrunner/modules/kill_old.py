@@ -11,7 +11,7 @@ from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import GpuWaitArgs, KillArgs, ProcInfo
+    from opsrunner.remote.protocol_jobs import GpuWaitArgs, KillArgs, ProcInfo
 
 
 def describe(procs: list[ProcInfo], limit: int = 10) -> str:
