@@ -13,12 +13,13 @@ run is recorded in the history, and its secrets are masked in everything it writ
     result.summary.stats    # per host: ok, changed, failed, skipped, unreachable, rescued, ignored
 
 Errors are raised, each carrying what failed: ValidationError (its problems, with
-file:line:column; exit 4), NoHostsToTarget (exit 1), UsageError (exit 5), LockedError (exit
+file:line:column; exit 4), NoHostsToTarget (exit 1), UsageError (exit 5), RunLockedError (exit
 2). However a run ends, its history row is closed with the exit code it ended with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,9 @@ from opsrunner.secrets import mask_error
 from opsrunner.selection import RunOptions
 
 if TYPE_CHECKING:
+    from opsrunner.history.recorder import HistoryRecorder
     from opsrunner.inventory import Inventory
+    from opsrunner.locks.run_lock import RunLock
     from opsrunner.playbook import Playbook
     from opsrunner.preflight import PreflightReport
     from opsrunner.secrets import Masker
@@ -170,11 +173,14 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         on_ready: Callable[[], object] | None = None) -> RunResult:
     """Run a playbook. `reporters` and `on_event` see every event, masked; `on_ready` is
     called once the inputs are loaded and checked, just before the first task."""
+    from opsrunner.history.recorder import new_run_id
     from opsrunner.targets import require_targets
 
     inputs = load(request)
     require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host is contacted
-    lock = _run_lock(request) if request.run_lock else None
+    run_id = (request.run_id or new_run_id()) if request.history else None
+    inputs = dataclasses.replace(inputs, options=dataclasses.replace(inputs.options, run_id=run_id))
+    lock = _run_lock(request, run_id) if request.run_lock else None
     try:
         recorder = _recorder(request, inputs) if request.history else None
         subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]
@@ -205,19 +211,20 @@ def _run_engine(inputs: RunInputs, reporters: list[Reporter]) -> RunSummary:
         return Engine(inputs.playbook, inputs.inventory, inputs.options, reporters, inputs.masker).run()
 
 
-def _run_lock(request: PlayRequest) -> Any:
-    from opsrunner.locks import lock_run
+def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:
+    from opsrunner.locks.run_lock import acquire_run_lock
     from opsrunner.project import resolve_playbook
 
-    return lock_run(resolve_playbook(str(request.playbook), Path.cwd()), [str(i) for i in request.inventory])
+    return acquire_run_lock(resolve_playbook(str(request.playbook), Path.cwd()), [str(i) for i in request.inventory],
+                            run_id)
 
 
-def _recorder(request: PlayRequest, inputs: RunInputs) -> Any:
+def _recorder(request: PlayRequest, inputs: RunInputs) -> HistoryRecorder:
     from opsrunner.history.recorder import recorder_for_play
 
     return recorder_for_play(inputs.playbook.path, [str(i) for i in request.inventory], inputs.extra_vars,
                              request.command_line(), request.history_path, masker=inputs.masker,
-                             schedule=request.schedule, run_id=request.run_id)
+                             schedule=request.schedule, run_id=inputs.options.run_id)
 
 
 class _Callback:

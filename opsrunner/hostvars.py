@@ -25,10 +25,12 @@ class VariableManager:
     < magic vars (inventory_hostname, groups, hostvars, play_hosts, item).
     """
 
-    def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], check_mode: bool) -> None:
+    def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], check_mode: bool,
+                 run_id: str | None = None) -> None:
         self.inventory = inventory
         self.extra_vars = dict(extra_vars)
         self.check_mode = check_mode
+        self.run_id = run_id
         self.registered: dict[str, dict[str, Any]] = {h: {} for h in inventory.hosts}
         self._groups = inventory.groups_map()
         self._files_cache: dict[tuple[int, str], dict[str, Any]] = {}
@@ -65,6 +67,7 @@ class VariableManager:
             "ansible_check_mode": self.check_mode,
             "playbook_dir": str(play.base_dir),
             "opsrunner_playbook": play.pos.file,
+            "opsrunner_run_id": self.run_id or "",
         }
 
     def _vars_files(self, play: Play, host: str, layers: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from opsrunner.results import Status
 
 if TYPE_CHECKING:
     from opsrunner.api import RunInputs
-    from opsrunner.remote.protocol import TailArgs, TailReply
+    from opsrunner.remote.protocol_files import TailArgs, TailReply
 
 POLL_S = 1.0
 EXIT_FAILED, EXIT_UNREACHABLE = 2, 3

@@ -54,7 +54,8 @@ class PlayRun:
     _emit_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.vars = VariableManager(self.inventory, self.options.extra_vars, self.options.check)
+        self.vars = VariableManager(self.inventory, self.options.extra_vars, self.options.check,
+                                    self.options.run_id)
         self.connections = ConnectionFactory(self._log_command if self.options.verbosity >= 3 else None)
 
     # -- events -----------------------------------------------------------------------------

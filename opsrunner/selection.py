@@ -26,6 +26,8 @@ class RunOptions:
     extra_vars: dict[str, Any] = field(default_factory=dict)
     verbosity: int = 0
     force_handlers: bool = False
+    #: The run's id in the history (`opsrunner_run_id` to tasks; lock holders name it).
+    run_id: str | None = None
 
 
 def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:

@@ -14,12 +14,13 @@ from opsrunner.errors import TemplateError
 from opsrunner.events import TaskStart
 from opsrunner.executor import TaskExecutor
 from opsrunner.hostvars import connection_spec
-from opsrunner.keywords import EnvConnection, environment, flag, password_hint, run_once, task_spec
 from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Task
 from opsrunner.playrun import PlayRun
 from opsrunner.results import Status, TaskResult
 from opsrunner.secrets import no_log_enabled
+from opsrunner.taskconnection import EnvConnection, environment, password_hint, task_spec
+from opsrunner.taskflags import flag, run_once
 from opsrunner.templating import LazyVars, is_template, render
 
 

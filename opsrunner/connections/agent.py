@@ -39,7 +39,7 @@ from opsrunner.remote.protocol import (
 from opsrunner.results import CommandResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import ExecArgs, ExecReply
+    from opsrunner.remote.protocol_host import ExecArgs, ExecReply
 
 
 class _HostSpec(Protocol):

@@ -1,10 +1,11 @@
-"""A command kept running on a target for as long as the controller holds its channel open.
+"""Held channels: a command on a target that runs for exactly as long as the controller
+keeps its channel open, and no longer.
 
-Used for things that must live exactly as long as this controller's run and no longer,
-such as the keeper of a job lock: when the controller closes the channel, dies, or loses
-the connection, the command's stdin reaches EOF and it exits. A heartbeat thread writes a
-newline every few seconds so that the remote side can also give up on a half-open
-connection that never delivers EOF.
+When the controller closes the channel, dies, or loses the connection, the command's stdin
+reaches EOF and it exits. A heartbeat thread writes a newline every few seconds so that the
+remote side can also give up on a half-open connection that never delivers EOF. The channel
+knows nothing of what the command does; the job lock's keeper is one such command
+(locks/job_lock.py starts it through Connection.hold).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 
 
 class HeldCommand(abc.ABC):
-    """The controller's end of a held command: read its lines, write to it, close it."""
+    """The controller's end of a held channel: read the command's lines, write to its stdin,
+    beat to keep its lease, close it (which ends the command)."""
 
     def __init__(self, command: str) -> None:
         self.command = command

@@ -1,50 +1,49 @@
 """The agent's ops as the controller names them: each op bound to its request and reply types
-(remote/protocol.py, shared with the agent), so mypy checks every request a module builds and
-every key it reads from a reply. Modules call `ctx.agent(ops.KILL, request)`, never an op by
-its bare name with an untyped dict."""
+(remote/protocol_jobs.py, protocol_files.py and protocol_host.py, shared with the agent), so
+mypy checks every request a module builds and every key it reads from a reply. Modules call
+`ctx.agent(ops.KILL, request)`, never an op by its bare name with an untyped dict."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import (
+    from opsrunner.remote.protocol_files import (
         ClearArgs,
         ClearReply,
         DeleteArgs,
         DeleteReply,
-        ExecArgs,
-        ExecReply,
-        FactsArgs,
-        FactsReply,
         FsFileArgs,
         FsFileReply,
         FsPutArgs,
         FsPutReply,
         FsStatArgs,
         FsStatReply,
+        LineInFileArgs,
+        LineInFileReply,
+        ReadArgs,
+        ReadReply,
+        StatArgs,
+        StatReply,
+        TailArgs,
+        TailReply,
+        WaitForArgs,
+        WaitForReply,
+        WriteArgs,
+        WriteReply,
+    )
+    from opsrunner.remote.protocol_host import ExecArgs, ExecReply, FactsArgs, FactsReply
+    from opsrunner.remote.protocol_jobs import (
         GpuWaitArgs,
         GpuWaitReply,
         KillArgs,
         KillReply,
         LaunchArgs,
         LaunchReply,
-        LineInFileArgs,
-        LineInFileReply,
-        ReadArgs,
-        ReadReply,
         SelectArgs,
         SelectReply,
-        StatArgs,
-        StatReply,
-        TailArgs,
-        TailReply,
         VerifyArgs,
         VerifyReply,
-        WaitForArgs,
-        WaitForReply,
-        WriteArgs,
-        WriteReply,
     )
 
 ArgsT = TypeVar("ArgsT")

@@ -19,7 +19,15 @@ from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import DeleteArgs, FileDigest, OtherFile, ReadArgs, StatArgs, WriteArgs, WriteReply
+    from opsrunner.remote.protocol_files import (
+        DeleteArgs,
+        FileDigest,
+        OtherFile,
+        ReadArgs,
+        StatArgs,
+        WriteArgs,
+        WriteReply,
+    )
 
 SPOOL_IN_MEMORY = 8 << 20  # larger transfers spill to a temp file, never held twice in memory
 

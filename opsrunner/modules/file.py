@@ -11,7 +11,7 @@ from opsrunner.modules.fsutil import mode_arg
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import FsFileArgs
+    from opsrunner.remote.protocol_files import FsFileArgs
 
 
 class FileModule(Module):

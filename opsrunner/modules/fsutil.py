@@ -11,7 +11,7 @@ from opsrunner.modules.base import TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import FsPutArgs
+    from opsrunner.remote.protocol_files import FsPutArgs
 
 
 def mode_arg(mode: Any) -> str | None:

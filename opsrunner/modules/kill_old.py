@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
+from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.job_lock import hold_for_job
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import GpuWaitArgs, KillArgs, ProcInfo
+    from opsrunner.remote.protocol_jobs import GpuWaitArgs, KillArgs, ProcInfo
 
 
 def describe(procs: list[ProcInfo], limit: int = 10) -> str:

@@ -7,12 +7,12 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.connections import ops
+from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.job_lock import hold_for_job
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import LaunchArgs, LaunchReply
+    from opsrunner.remote.protocol_jobs import LaunchArgs, LaunchReply
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

@@ -11,7 +11,7 @@ from opsrunner.modules.fsutil import mode_arg, unified
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import LineInFileArgs
+    from opsrunner.remote.protocol_files import LineInFileArgs
 
 
 class LineInFileModule(Module):

@@ -9,7 +9,7 @@ from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import FactsArgs
+    from opsrunner.remote.protocol_host import FactsArgs
 
 
 class SetupModule(Module):

@@ -9,7 +9,7 @@ from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import FsStatArgs
+    from opsrunner.remote.protocol_files import FsStatArgs
 
 
 class StatModule(Module):

@@ -9,7 +9,7 @@ from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import VerifyArgs, VerifyReply
+    from opsrunner.remote.protocol_jobs import VerifyArgs, VerifyReply
 
 CHECK_KEYS = ("processes", "min_processes", "log", "port", "gpu_min_memory_mb")
 #: Seconds of a task timeout kept for starting the agent and bringing its verdict back.

@@ -10,7 +10,7 @@ from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol import WaitForArgs
+    from opsrunner.remote.protocol_files import WaitForArgs
 
 
 def _what(args: dict[str, Any]) -> str:

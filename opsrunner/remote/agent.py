@@ -1,8 +1,8 @@
 # opsrunner-agent part 5: the dispatcher. The parts (procs, launch, verify, files, agent,
 # server) are sent concatenated as one script (Python >= 3.8, stdlib only); server.py runs
 # the long-lived loop that calls `dispatch` once per request, each in a forked worker.
-# An op is a function `op_x(args: XArgs) -> XReply` (protocol.py has the table); a payload
-# (the tar stream of "write") is its stdin.
+# An op is a function `op_x(args: XArgs) -> XReply` (protocol.py has the table; Reply below
+# is their union); a payload (the tar stream of "write") is its stdin.
 from __future__ import annotations
 
 import os
@@ -20,9 +20,29 @@ from .verify import op_gpu_wait, op_verify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Mapping
+    from typing import Callable, Mapping, Union
 
-    from .protocol import Reply
+    from .protocol import ErrorReply
+    from .protocol_files import (
+        ClearReply,
+        DeleteReply,
+        FsFileReply,
+        FsPutReply,
+        FsStatReply,
+        LineInFileReply,
+        ReadReply,
+        StatReply,
+        TailReply,
+        WaitForReply,
+        WriteReply,
+    )
+    from .protocol_host import ExecReply, FactsReply
+    from .protocol_jobs import GpuWaitReply, KillReply, LaunchReply, SelectReply, VerifyReply
+
+    #: Any op's reply (the dispatcher's type).
+    Reply = Union[ErrorReply, KillReply, SelectReply, LaunchReply, VerifyReply, GpuWaitReply, ClearReply,
+                  StatReply, WriteReply, DeleteReply, ReadReply, TailReply, FactsReply, FsStatReply,
+                  FsPutReply, FsFileReply, LineInFileReply, WaitForReply, ExecReply]
 
 OPS: dict[str, Callable[..., Reply]] = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,

@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
 
-    from .protocol import ExecArgs, ExecReply
+    from .protocol_host import ExecArgs, ExecReply
 else:
     import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 

@@ -11,17 +11,8 @@ from .reads import TAIL_WINDOW, check_regular, file_size, read_window, tail_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .protocol import (
-        Check,
-        ExitRecord,
-        GpuMemory,
-        JobStatus,
-        LaunchRecord,
-        ProcInfo,
-        TailArgs,
-        TailReply,
-        VerifyArgs,
-    )
+    from .protocol_files import TailArgs, TailReply
+    from .protocol_jobs import Check, ExitRecord, GpuMemory, JobStatus, LaunchRecord, ProcInfo, VerifyArgs
 
 
 class VerifyState:

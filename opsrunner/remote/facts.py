@@ -8,7 +8,7 @@ import sys
 # typing and the messages' types are imported by the type checker alone: never at run time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .protocol import Facts, FactsArgs, FactsReply, NvidiaGpu
+    from .protocol_host import Facts, FactsArgs, FactsReply, NvidiaGpu
 
 
 def _os_release() -> dict[str, str]:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from _hashlib import HASH
     from typing import Callable
 
-    from .protocol import (
+    from .protocol_files import (
         ClearArgs,
         ClearReply,
         DeleteArgs,

@@ -13,7 +13,7 @@ from .guards import guard_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .protocol import (
+    from .protocol_files import (
         FsFileArgs,
         FsFileReply,
         FsPutArgs,

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Protocol, TypedDict
 
-    from .protocol import ExitRecord, LaunchRecord
+    from .protocol_jobs import ExitRecord, LaunchRecord
 
     class Proc(Protocol):
         """What these functions read of a process (procs.py's Proc, not imported: procs imports this)."""

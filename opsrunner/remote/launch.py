@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from .jobfiles import JobPaths
     from .procs import Proc
-    from .protocol import ExitRecord, LaunchArgs, LaunchRecord, LaunchReply
+    from .protocol_jobs import ExitRecord, LaunchArgs, LaunchRecord, LaunchReply
 else:
     import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 
@@ -251,7 +251,7 @@ def _spawn(args: LaunchArgs, exit_file: str | None) -> tuple[int | None, str | N
     env = dict(os.environ)
     # base64, not JSON: the supervisor imports no json. An environment string may hold
     # 128 KiB (MAX_ARG_STRLEN): ~96 KiB of spec (the job's argv and env).
-    spec = dict(args, exit_file=exit_file, handshake_fd=w)  # protocol.py's LaunchSpec
+    spec = dict(args, exit_file=exit_file, handshake_fd=w)  # protocol_jobs.py's LaunchSpec
     env["OPSRUNNER_SPEC"] = binascii.b2a_base64(marshal.dumps(spec), newline=False).decode("ascii")
     argv, exe = _supervisor_argv(env), os.readlink("/proc/self/exe")
     null = os.open(os.devnull, os.O_RDWR)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import signal
     from typing import Iterable, Mapping
 
-    from .protocol import KillArgs, KillReply, ProcInfo, SelectArgs, Selector, SelectReply
+    from .protocol_jobs import KillArgs, KillReply, ProcInfo, SelectArgs, Selector, SelectReply
 else:
     import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 

@@ -10,27 +10,30 @@ The hello carries PROTOCOL and the agent's version: the digest of its package's 
 (package_digest_input), which the controller computes the same way over the artifact it
 ships. An agent of another version is never spoken to: the controller ships its own.
 
-The ops (agent.py's OPS), each a request type and a reply type, defined below for mypy only:
+This module holds the framing, the handshake and the envelope of every message (Request,
+ErrorReply). The ops (agent.py's OPS), each a request type and a reply type, are typed for
+mypy only, one module per family: protocol_jobs.py (a job's processes), protocol_files.py
+(files on the target), protocol_host.py (the host's facts, and commands run on it):
 
-  op          request         reply            what asks for it
-  kill        KillArgs        KillReply        kill_old
-  select      SelectArgs      SelectReply      (the process selection alone)
-  launch      LaunchArgs      LaunchReply      launch_detached
-  verify      VerifyArgs      VerifyReply      verify
-  gpu_wait    GpuWaitArgs     GpuWaitReply     kill_old (wait_gpu_free)
-  clear       ClearArgs       ClearReply       clear_cache
-  stat        StatArgs        StatReply        deploy_code
-  write       WriteArgs       WriteReply       deploy_code (a tar stream as the payload)
-  delete      DeleteArgs      DeleteReply      deploy_code (delete: true)
-  read        ReadArgs        ReadReply        deploy_code (diff)
-  tail        TailArgs        TailReply        opsrunner logs
-  facts       FactsArgs       FactsReply       setup
-  fs_stat     FsStatArgs      FsStatReply      stat
-  fs_put      FsPutArgs       FsPutReply       copy, template
-  fs_file     FsFileArgs      FsFileReply      file
-  lineinfile  LineInFileArgs  LineInFileReply  lineinfile
-  wait_for    WaitForArgs     WaitForReply     wait_for
-  exec        ExecArgs        ExecReply        shell, command (the payload is the command's stdin)
+  op          request         reply            in              what asks for it
+  kill        KillArgs        KillReply        protocol_jobs   kill_old
+  select      SelectArgs      SelectReply      protocol_jobs   (the process selection alone)
+  launch      LaunchArgs      LaunchReply      protocol_jobs   launch_detached
+  verify      VerifyArgs      VerifyReply      protocol_jobs   verify
+  gpu_wait    GpuWaitArgs     GpuWaitReply     protocol_jobs   kill_old (wait_gpu_free)
+  clear       ClearArgs       ClearReply       protocol_files  clear_cache
+  stat        StatArgs        StatReply        protocol_files  deploy_code
+  write       WriteArgs       WriteReply       protocol_files  deploy_code (a tar stream as the payload)
+  delete      DeleteArgs      DeleteReply      protocol_files  deploy_code (delete: true)
+  read        ReadArgs        ReadReply        protocol_files  deploy_code (diff)
+  tail        TailArgs        TailReply        protocol_files  opsrunner logs
+  fs_stat     FsStatArgs      FsStatReply      protocol_files  stat
+  fs_put      FsPutArgs       FsPutReply       protocol_files  copy, template
+  fs_file     FsFileArgs      FsFileReply      protocol_files  file
+  lineinfile  LineInFileArgs  LineInFileReply  protocol_files  lineinfile
+  wait_for    WaitForArgs     WaitForReply     protocol_files  wait_for
+  facts       FactsArgs       FactsReply       protocol_host   setup
+  exec        ExecArgs        ExecReply        protocol_host   shell, command (the payload is the command's stdin)
 
 Every reply may carry ErrorReply's keys instead of (or besides) its own.
 """
@@ -66,30 +69,26 @@ def package_digest_input(sources: dict[str, bytes]) -> bytes:
     """What the agent's version digests: each module's file name and bytes, sorted by name."""
     return b"".join(name.encode("utf-8") + b"\0" + sources[name] + b"\0" for name in sorted(sources))
 
-# -- the messages' types ----------------------------------------------------------------------
+
+# -- the envelope's types ---------------------------------------------------------------------
 # For mypy only: TYPE_CHECKING is False when the agent runs, so nothing below is executed and
-# the agent never imports typing. Each op's request is `<Op>Args` and its reply `<Op>Reply`
-# (the table in the module docstring). Every reply may also carry ErrorReply's keys: an op
-# that fails raises, and the dispatcher (agent.py) replies {"error": ...} alone ("refused"
-# too for a guard's refusal); the server (server.py) replies {"timed_out": true, "error": ...}
-# for an op that ran past its deadline.
+# the agent never imports typing (nor do the protocol_* modules of the ops' types run there).
+# Each op's request is `<Op>Args` and its reply `<Op>Reply` (the table in the module
+# docstring). Every reply may also carry ErrorReply's keys: an op that fails raises, and the
+# dispatcher (agent.py) replies {"error": ...} alone ("refused" too for a guard's refusal);
+# the server (server.py) replies {"timed_out": true, "error": ...} for an op that ran past
+# its deadline.
 #
 # The types describe the values as the agent builds them. JSON changes two things on the way
 # to the controller: a tuple arrives as a list (verify's Check), and an int key as a string
 # (GpuMemory, and Check's GPU reading).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Literal, Tuple, TypedDict, Union
+    from typing import Dict, List, Literal, TypedDict, Union
 
     #: A value as JSON carries it: only where a field is free-form.
     JSONValue = Union[str, int, float, bool, None, List["JSONValue"], Dict[str, "JSONValue"]]
     JSONObject = Dict[str, JSONValue]
-    #: MB of GPU memory used, by GPU index (a JSON object's keys are strings on the controller).
-    GpuMemory = Dict[int, float]
-    #: What a verify check saw: a process count, a phrase, or the GPU memory per GPU.
-    CheckValue = Union[int, str, GpuMemory]
-    #: A verify check: (name, passed, expected, actual); a JSON array [name, ok, expected, actual].
-    Check = Tuple[str, bool, str, CheckValue]
 
     class ErrorReply(TypedDict, total=False):
         """Keys any reply may carry: why the op failed, the guard rules that refused it, and
@@ -106,439 +105,6 @@ if TYPE_CHECKING:
         timeout: float | None
         payload: bool
 
-    # -- shared shapes ------------------------------------------------------------------------
-    class ProcInfo(TypedDict):
-        """A process as kill, select and verify report it."""
-        pid: int
-        ppid: int
-        pgid: int
-        sid: int
-        uid: int
-        cmdline: str
-
-    class Selector(TypedDict, total=False):
-        """The process selection shared by kill, select and verify (procs.select)."""
-        pidfile: str
-        pattern: str
-        user: str | int
-
-    class ExitRecord(TypedDict, total=False):
-        """The supervisor's exit record beside a pidfile (train.exit), as launch reports it;
-        {"pid": N, "unknown": true} when none came."""
-        pid: int
-        start: int | None
-        ended_at: float
-        returncode: int | None
-        signal: int | None
-        oom_kills: int
-        unknown: bool
-
-    class LaunchRecord(TypedDict, total=False):
-        """The launch record beside a pidfile (train.launch.json)."""
-        pid: int | None
-        start: int | None
-        argv: list[str]
-        log: str | None
-        log_offset: int
-        started_at: float
-        boot_id: str | None
-        #: [pid, start] of the job's supervisor (a JSON array).
-        supervisor: list[int | None] | None
-        #: Why the launch failed (the job never started).
-        error: str
-
-    # -- kill, select -------------------------------------------------------------------------
-    class KillArgs(Selector, total=False):
-        signal: str
-        grace: float
-        check_mode: bool
-
-    class _KillReplyBase(ErrorReply):
-        changed: bool
-        killed: list[ProcInfo]
-        #: The pidfile's pid and the pattern's matches (check mode: what a later verify skips).
-        main: list[int]
-
-    class KillReply(_KillReplyBase, total=False):
-        #: Pids that needed SIGKILL after the grace.
-        forced: list[int]
-        #: Processes still alive after SIGKILL (with "error").
-        survivors: list[ProcInfo]
-
-    class SelectArgs(Selector, total=False):
-        tree: bool
-
-    class SelectReply(ErrorReply):
-        procs: list[ProcInfo]
-        main: list[int]
-
-    # -- launch -------------------------------------------------------------------------------
-    class _LaunchArgsBase(TypedDict):
-        argv: list[str]
-
-    class LaunchArgs(_LaunchArgsBase, total=False):
-        env: dict[str, str]
-        chdir: str
-        log: str
-        pidfile: str
-        umask: str
-        check_mode: bool
-        #: Check mode: pids an earlier kill_old would stop.
-        would_stop: list[int]
-        #: Check mode: paths an earlier deploy_code would create.
-        would_exist: list[str]
-
-    class LaunchSpec(LaunchArgs, total=False):
-        """What the supervisor (supervisor.py) is given: the launch's args and these."""
-        exit_file: str | None
-        handshake_fd: int
-        #: [pid, start] of the supervisor, once started.
-        supervisor: list[int | None]
-
-    class LaunchReply(ErrorReply, total=False):
-        changed: bool
-        pid: int
-        #: A live job from this pidfile: nothing was started.
-        already_running: bool
-        log: str | None
-        #: Check mode: the argv that would run, and the program it resolves to.
-        would_launch: list[str]
-        program: str | None
-        exit_file: str | None
-        #: The job ended before the launch returned.
-        exited: ExitRecord
-        log_tail: str
-        pgid: int
-        sid: int
-        cmdline: str
-
-    # -- verify, gpu_wait ---------------------------------------------------------------------
-    class VerifyArgs(Selector, total=False):
-        processes: int
-        min_processes: int
-        log: str
-        log_exists: bool
-        log_min_bytes: int
-        log_grows: float
-        log_regex: str
-        log_not_regex: str
-        port: int
-        gpu_min_memory_mb: float
-        gpus: list[int]
-        stable_for: float
-        fail_grace: float
-        within: float
-        #: Seconds verify may take (the task timeout less the controller's margin).
-        budget: float
-
-    class _JobStatusBase(TypedDict):
-        state: str
-        pid: int | None
-        uptime_s: float | None
-        log_size: int | None
-        log_age_s: float | None
-        last_line: str | None
-        gpu_memory_mb: GpuMemory | None
-
-    class JobStatus(_JobStatusBase, total=False):
-        """The job's state per host; "diagnosis" is moved to the reply by a failing verify."""
-        diagnosis: str
-
-    class _VerifyReplyBase(ErrorReply):
-        ok: bool
-        checks: list[Check]
-        procs: list[ProcInfo]
-        log_size: int | None
-        status: JobStatus
-
-    class VerifyReply(_VerifyReplyBase, total=False):
-        """ok: false adds the failed checks, the diagnosis, the log's tail and timings."""
-        failed: list[Check]
-        diagnosis: str
-        cut_short: bool
-        log_tail: str
-        waited_s: float
-
-    class _GpuWaitArgsBase(TypedDict):
-        wait: float
-
-    class GpuWaitArgs(_GpuWaitArgsBase, total=False):
-        below_mb: float
-        gpus: list[int] | None
-
-    class GpuWaitReply(ErrorReply, total=False):
-        """No nvidia-smi: skipped and msg; else the GPUs still at or above below_mb, and all."""
-        skipped: bool
-        msg: str
-        busy: dict[str, float]
-        used: dict[str, float]
-
-    # -- clear_cache --------------------------------------------------------------------------
-    class _ClearArgsBase(TypedDict):
-        paths: list[str]
-
-    class ClearArgs(_ClearArgsBase, total=False):
-        max_matches: int
-        check_mode: bool
-
-    class Removed(TypedDict):
-        path: str
-        bytes: int
-        files: int
-
-    class ClearReply(ErrorReply, total=False):
-        changed: bool
-        removed: list[Removed]
-        bytes: int
-
-    # -- deploy_code: stat, write, delete, read -----------------------------------------------
-    class _StatArgsBase(TypedDict):
-        dest: str
-        files: list[str]
-
-    class StatArgs(_StatArgsBase, total=False):
-        list_extra: bool
-        exclude: list[str]
-
-    class FileDigest(TypedDict):
-        sha256: str
-        mode: int
-        size: int
-
-    class OtherFile(TypedDict):
-        """A path that is there but is not a regular file."""
-        type: Literal["other"]
-
-    class StatReply(ErrorReply):
-        #: Per file asked for: its digest, "other", or None when absent.
-        files: dict[str, FileDigest | OtherFile | None]
-        #: Files under dest not asked for (list_extra).
-        extra: list[str]
-
-    class _WriteArgsBase(TypedDict):
-        dest: str
-
-    class WriteArgs(_WriteArgsBase, total=False):
-        """The files come as a tar stream, the request's payload."""
-        backup: bool
-
-    class WriteReply(ErrorReply):
-        written: list[str]
-        backups: list[str]
-
-    class DeleteArgs(TypedDict):
-        dest: str
-        files: list[str]
-
-    class DeleteReply(ErrorReply):
-        removed: list[str]
-
-    class _ReadArgsBase(TypedDict):
-        paths: list[str]
-
-    class ReadArgs(_ReadArgsBase, total=False):
-        limit: int
-
-    class ReadReply(ErrorReply):
-        #: Per path: its text, or None (absent, binary, or over limit).
-        contents: dict[str, str | None]
-
-    # -- opsrunner logs -----------------------------------------------------------------------
-    class _TailArgsBase(TypedDict):
-        log: str
-
-    class TailArgs(_TailArgsBase, total=False):
-        pidfile: str | None
-        lines: int
-        #: Follow: the offset read up to; the reply has what was appended since.
-        since: int
-
-    class TailReply(ErrorReply, total=False):
-        text: str
-        #: The offset the next `since` starts from.
-        end: int
-        #: Bytes left out between `since` and the window read.
-        skipped: int
-        #: No log (yet).
-        missing: bool
-
-    # -- setup --------------------------------------------------------------------------------
-    class FactsArgs(TypedDict):
-        pass
-
-    class PythonVersion(TypedDict):
-        major: int
-        minor: int
-        micro: int
-
-    class PythonFacts(TypedDict):
-        executable: str
-        version: PythonVersion
-
-    class NvidiaGpu(TypedDict):
-        index: int
-        name: str
-        uuid: str
-        memory_total_mb: int
-        memory_used_mb: int
-        utilization_pct: int | None
-
-    class Facts(TypedDict):
-        hostname: str
-        fqdn: str
-        nodename: str
-        user_id: str
-        user_uid: int
-        user_dir: str
-        system: str
-        kernel: str
-        architecture: str
-        distribution: str
-        distribution_version: str
-        os_family: str
-        processor_vcpus: int | None
-        python_version: str
-        python: PythonFacts
-        nvidia_gpus: list[NvidiaGpu]
-
-    class FactsReply(ErrorReply):
-        facts: Facts
-
-    # -- stat, copy, template, file, lineinfile, wait_for -------------------------------------
-    class _FsStatArgsBase(TypedDict):
-        path: str
-
-    class FsStatArgs(_FsStatArgsBase, total=False):
-        follow: bool
-        checksum: bool
-
-    class _FsStatInfoBase(TypedDict):
-        exists: bool
-
-    class FsStatInfo(_FsStatInfoBase, total=False):
-        """ansible's stat keys; all but "exists" only for a path that exists."""
-        path: str
-        mode: str
-        isdir: bool
-        isreg: bool
-        islnk: bool
-        size: int
-        uid: int
-        gid: int
-        pw_name: str
-        gr_name: str
-        mtime: float
-        lnk_source: str
-        lnk_target: str
-        checksum: str
-
-    class FsStatReply(ErrorReply):
-        stat: FsStatInfo
-
-    class _FsPutArgsBase(TypedDict):
-        dest: str
-        content_b64: str
-
-    class FsPutArgs(_FsPutArgsBase, total=False):
-        mode: str | None
-        owner: str | None
-        group: str | None
-        backup: bool
-        check: bool
-        diff: bool
-
-    class _FsPutReplyBase(ErrorReply):
-        checksum: str
-        dest: str
-        changed: bool
-
-    class FsPutReply(_FsPutReplyBase, total=False):
-        #: diff: the text before (only when it changes).
-        before: str
-        backup_file: str
-
-    class _FsFileArgsBase(TypedDict):
-        path: str
-        state: str
-
-    class FsFileArgs(_FsFileArgsBase, total=False):
-        src: str | None
-        mode: str | None
-        owner: str | None
-        group: str | None
-        check: bool
-
-    class FsFileReply(ErrorReply):
-        changed: bool
-        path: str
-        state: str
-
-    class _LineInFileArgsBase(TypedDict):
-        path: str
-
-    class LineInFileArgs(_LineInFileArgsBase, total=False):
-        line: str | None
-        regexp: str | None
-        insertafter: str | None
-        insertbefore: str | None
-        create: bool | None
-        backup: bool | None
-        state: str | None
-        mode: str | None
-        check: bool
-
-    class _LineInFileReplyBase(ErrorReply):
-        changed: bool
-        msg: str
-
-    class LineInFileReply(_LineInFileReplyBase, total=False):
-        before: str
-        after: str
-        backup_file: str
-
-    class WaitForArgs(TypedDict, total=False):
-        host: str | None
-        port: int | None
-        path: str | None
-        state: str | None
-        search_regex: str | None
-        delay: float | None
-        sleep: float | None
-        timeout: float
-
-    class WaitForReply(ErrorReply):
-        ok: bool
-        elapsed: float
-
-    # -- shell, command -----------------------------------------------------------------------
-    class _ExecArgsBase(TypedDict):
-        argv: list[str]
-
-    class ExecArgs(_ExecArgsBase, total=False):
-        """The command's stdin is the request's payload."""
-        cwd: str | None
-        timeout: float | None
-
-    class _ExecReplyBase(TypedDict):
-        #: The output's bytes as latin-1 text (bytes through JSON, unchanged).
-        stdout: str
-        stderr: str
-        warnings: list[str]
-        rc: int
-        #: The command ran past its timeout and was killed with its tree (rc 124).
-        timed_out: bool
-
-    class ExecReply(_ExecReplyBase, total=False):
-        """ErrorReply's keys, but timed_out always there."""
-        error: str
-        refused: list[str]
-        #: Bytes read past the kept 16 MiB of each stream.
-        dropped_stdout: int
-        dropped_stderr: int
-
-    #: Any op's reply (the dispatcher's type).
-    Reply = Union[ErrorReply, KillReply, SelectReply, LaunchReply, VerifyReply, GpuWaitReply, ClearReply,
-                  StatReply, WriteReply, DeleteReply, ReadReply, TailReply, FactsReply, FsStatReply,
-                  FsPutReply, FsFileReply, LineInFileReply, WaitForReply, ExecReply]
+    #: The ops' names (agent.py's OPS).
     OpName = Literal["kill", "select", "launch", "verify", "gpu_wait", "clear", "stat", "write", "delete",
                      "read", "tail", "facts", "fs_stat", "fs_put", "fs_file", "lineinfile", "wait_for", "exec"]

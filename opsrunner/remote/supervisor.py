@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import NoReturn, TypedDict
 
     class Spec(TypedDict, total=False):
-        """What launch.py hands over (protocol.py's LaunchSpec: this module imports nothing of
+        """What launch.py hands over (protocol_jobs.py's LaunchSpec: this module imports nothing of
         the package)."""
         argv: list[str]
         env: dict[str, str]
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         handshake_fd: int
 
     class ExitRecord(TypedDict, total=False):
-        """The exit record (protocol.py's ExitRecord)."""
+        """The exit record (protocol_jobs.py's ExitRecord)."""
         pid: int
         start: int | None
         ended_at: float

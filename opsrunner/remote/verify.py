@@ -13,7 +13,7 @@ from .reads import REGEX_WINDOW, NotRegular, check_regular, read_window, tail_li
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .protocol import Check, GpuWaitArgs, GpuWaitReply, VerifyArgs, VerifyReply
+    from .protocol_jobs import Check, GpuWaitArgs, GpuWaitReply, VerifyArgs, VerifyReply
 
 POLL_S = 0.2
 

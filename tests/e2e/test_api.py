@@ -13,7 +13,7 @@ from opsrunner import api
 from opsrunner.errors import ValidationError
 from opsrunner.events import Event, Recap, TaskEnd
 from opsrunner.history.store import HistoryStore
-from opsrunner.locks import LockedError, lock_run
+from opsrunner.locks.run_lock import RunLockedError, acquire_run_lock
 from opsrunner.results import Status
 from opsrunner.targets import NoHostsToTarget
 from tests.conftest import write_yaml
@@ -87,9 +87,9 @@ def test_no_hosts_and_a_held_run_lock_are_errors_before_anything_runs(project: P
     with pytest.raises(NoHostsToTarget):
         api.run(api.PlayRequest("site.yml", inventory=["inv.yml"], extra_vars=["tag=z"], limit="nosuch",
                                 history=False))
-    held = lock_run(Path("site.yml"), ["inv.yml"])
+    held = acquire_run_lock(Path("site.yml"), ["inv.yml"])
     try:
-        with pytest.raises(LockedError) as caught:
+        with pytest.raises(RunLockedError) as caught:
             api.run(api.PlayRequest("site.yml", inventory=["inv.yml"], extra_vars=["tag=z"], run_lock=True,
                                     history=False))
         assert "locked by" in str(caught.value)

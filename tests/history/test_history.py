@@ -1,5 +1,5 @@
 """Run history end to end: what `play` records, `history`/`show` output, masking, git state,
-parallel writers, an unwritable database, pruning, and the controller lock of `play --lock`."""
+parallel writers, an unwritable database, pruning, and the run lock of `play --lock`."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ def test_history_filters_and_prune(project: Path, tmp_path: Path) -> None:
     assert missing.rc == 5 and "no single run matches 'nope'" in missing.err
 
 
-def test_controller_lock_refuses_a_second_run(project: Path, tmp_path: Path) -> None:
+def test_run_lock_refuses_a_second_run(project: Path, tmp_path: Path) -> None:
     pause = {"pause": {"seconds": "{{ wait | default(8) | int }}"}}
     write_yaml(project / "slow.yml", [{"hosts": "web1", "tasks": [pause]}])
     env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"),

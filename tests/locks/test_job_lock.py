@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from opsrunner.modules.job_lock import keeper_source
+from opsrunner.locks.job_lock import keeper_source
 from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
 from tests.helpers import cli_subprocess, opsrunner_process, started
 from tests.sshd import PrivateSSHD

@@ -233,7 +233,7 @@ def test_git_pull_fast_forwards_and_refuses_dirty_or_diverged(env: Env, alerts: 
     assert len(env.history()) == 1  # neither refused run touched a host
 
 
-def test_scheduled_run_takes_the_controller_lock(env: Env, alerts: Alerts) -> None:
+def test_scheduled_run_takes_the_run_lock(env: Env, alerts: Alerts) -> None:
     write_yaml(env.project / "slow.yml", [{"hosts": "all", "tasks": [{"pause": {"seconds": 6}}]}])
     assert env.run("schedule", "add", "slow", "slow.yml", "-i", "inv.yml", "--at", "daily",
                    "--notify", alerts.url).rc == 0

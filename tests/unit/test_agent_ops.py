@@ -1,7 +1,8 @@
 """The controller and the agent agree on their ops: every op the agent serves has a typed
 AgentOp on the controller (connections/ops.py) with request and reply types in the shared
-protocol module, no controller code names an op by a bare string, and verify's arguments,
-passed through as the op's request, are exactly VerifyArgs' keys."""
+protocol modules (remote/protocol.py and its protocol_* families), no controller code names
+an op by a bare string, and verify's arguments, passed through as the op's request, are
+exactly VerifyArgs' keys."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from opsrunner.connections import ops
 from opsrunner.remote.agent import OPS
 
 PACKAGE = Path(ops.__file__).resolve().parent.parent
-PROTOCOL = ast.parse((PACKAGE / "remote" / "protocol.py").read_text())
+#: The protocol's modules: the framing and envelope, and the ops' types by family.
+PROTOCOL = [ast.parse(path.read_text()) for path in sorted((PACKAGE / "remote").glob("protocol*.py"))]
 
 
 def _typed_dict_keys(name: str) -> set[str]:
-    """The keys of a TypedDict of protocol.py, its bases' included."""
-    classes = {n.name: n for n in ast.walk(PROTOCOL) if isinstance(n, ast.ClassDef)}
+    """The keys of a TypedDict of the protocol's modules, its bases' included."""
+    classes = {n.name: n for tree in PROTOCOL for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     node = classes[name]
     keys = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
     for base in node.bases:

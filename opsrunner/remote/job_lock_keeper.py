@@ -1,5 +1,7 @@
-# opsrunner-lock-keeper: holds a job's lock on the target (Python >= 3.8, stdlib only).
-# usage: python3 -S -c SOURCE, with one JSON request line on stdin:
+# opsrunner-lock-keeper: holds a job lock on the target (Python >= 3.8, stdlib only).
+# The target's side of the job lock (one restart of a job at a time); the controller's side,
+# which starts it and keeps its channel open, is opsrunner/locks/job_lock.py.
+# usage: python3 -S -c SOURCE, with one JSON request line on stdin (LockRequest below):
 #   {"path": LOCKFILE, "wait": SECONDS, "lease": SECONDS, "holder": {...}, "probe": BOOL}
 # It takes flock() on LOCKFILE (waiting up to `wait`), writes the holder record into it,
 # prints {"locked": true, ...} and then holds the lock while the controller keeps this
@@ -27,12 +29,24 @@ if TYPE_CHECKING:
     from typing import TypedDict
 
     class LockRequest(TypedDict, total=False):
-        """The request line (modules/job_lock.py)."""
+        """The request line (locks/job_lock.py); holder is the run's LockHolder record."""
         path: str
         wait: float | None
         lease: float | None
         holder: dict[str, object] | None
         probe: bool
+
+    class LockReply(TypedDict, total=False):
+        """Each line the keeper prints: locked (and the stale record it took over, if any),
+        busy (and the live holder's record), free (a probe), or released (and why)."""
+        path: str
+        locked: bool
+        stale: dict[str, object] | None
+        busy: bool
+        holder: dict[str, object]
+        free: bool
+        released: bool
+        why: str
 
 POLL_S = 0.1
 
@@ -89,11 +103,11 @@ def live_holder(fd: int) -> dict[str, object]:
         time.sleep(0.05)
 
 
-def say(reply: dict[str, object]) -> None:
+def say(reply: LockReply) -> None:
     os.write(1, (json.dumps(reply) + "\n").encode("utf-8"))
 
 
-def probe(path: str) -> dict[str, object]:
+def probe(path: str) -> LockReply:
     """Check mode: is it free? Creates nothing."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -162,5 +176,5 @@ def main() -> None:
         return
 
 
-if __name__ == "__main__":  # sent alone with -c (modules/job_lock.py)
+if __name__ == "__main__":  # sent alone with -c (locks/job_lock.py)
     main()

@@ -1,5 +1,6 @@
-"""Task keywords that change where and how a task runs: become, delegate_to, environment,
-check_mode/diff per task, run_once. The engine asks here; modules never see the keywords."""
+"""The connection a task runs over, as its keywords make it: delegate_to (to the controller),
+become (a privilege layer innermost in the wrapper chain) and environment (on every command).
+The engine asks here; modules never see the keywords."""
 
 from __future__ import annotations
 
@@ -15,18 +16,10 @@ from opsrunner.connections.wrappers import ArgvLayer, Layer, ShellLayer
 from opsrunner.errors import TemplateError
 from opsrunner.playbook import Task
 from opsrunner.results import CommandResult
+from opsrunner.taskflags import flag, flag_raw
 from opsrunner.templating import LazyVars, template_value
-from opsrunner.templating.filters import to_bool
 
 SUDO_PASSWORD_HINTS = ("a password is required", "a terminal is required")
-
-
-def flag(task: Task, key: str, variables: LazyVars, default: bool) -> bool:
-    """A boolean task keyword (possibly templated); `default` when the task does not set it."""
-    value = task.kw(key)
-    if value is None:
-        return default
-    return to_bool(template_value(value, variables))
 
 
 def become_layer(task: Task, variables: LazyVars) -> Layer | None:
@@ -118,12 +111,3 @@ def password_hint(task: Task, host: str, text: str) -> str | None:
     user = task.kw("become_user") or "root"
     return (f"become: sudo on {host} needs a password to run as {user}, and opsrunner never types "
             "one (sudo -n); allow the connecting user NOPASSWD in sudoers, or connect as that user")
-
-
-def flag_raw(task: Task, key: str) -> bool:
-    value = task.kw(key)
-    return bool(value) and str(value).lower() not in ("false", "no", "0")
-
-
-def run_once(task: Task, variables: LazyVars) -> bool:
-    return flag(task, "run_once", variables, False)

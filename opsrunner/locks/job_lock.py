@@ -1,0 +1,146 @@
+"""The job lock, the controller's side: one restart of a job at a time on its target.
+
+The lock is an flock on `<pidfile base>.lock` on the target, taken by a keeper
+(remote/job_lock_keeper.py, sent alone like the watchdog) that stays running on a channel
+this controller holds open (connections/held.py). The lock ends with that channel: at
+`state: unlocked`, at the end of the run, on Ctrl-C, when the controller dies or when the
+connection drops (a heartbeat lease covers connections that die without a FIN).
+
+The `job_lock` task (modules/job_lock.py) takes and releases it here; kill_old and
+launch_detached take it implicitly (hold_for_job).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import TYPE_CHECKING, cast
+
+from opsrunner.connections.base import Connection
+from opsrunner.connections.held import HeldCommand
+from opsrunner.errors import ModuleFailure
+from opsrunner.locks.holder import LockHolder, describe_holder
+from opsrunner.packagedata import package_text
+from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.modules.base import TaskContext
+    from opsrunner.remote.job_lock_keeper import LockReply, LockRequest
+
+#: Seconds the keeper lives without a heartbeat; the controller beats every LEASE_S / 4.
+LEASE_S = 60.0
+#: Seconds the keeper may take to answer, beyond the request's own wait.
+REPLY_MARGIN_S = 60.0
+
+
+@lru_cache(maxsize=1)
+def keeper_source() -> str:
+    return package_text("remote/job_lock_keeper.py")
+
+
+def lock_path(pidfile: str | None = None, path: str | None = None) -> str:
+    """The lock file: `path`, else beside the pidfile (train.pid -> train.lock; ~ expands on the target)."""
+    if path:
+        return path
+    base = str(pidfile)
+    return (base[:-4] if base.endswith(".pid") else base) + ".lock"
+
+
+def held_key(path: str) -> str:
+    """The key of a job lock among the commands a connection holds open for the run."""
+    return "job_lock:" + path
+
+
+def _reply(held: HeldCommand, timeout: float) -> LockReply | None:
+    """The next JSON line from the keeper (anything a wrapper printed before it is skipped)."""
+    while True:
+        line = held.readline(timeout)
+        if line is None:
+            return None
+        if line.strip().startswith(b"{"):
+            try:
+                return cast("LockReply", json.loads(line))
+            except ValueError:
+                continue
+
+
+def take_job_lock(connection: Connection, path: str, *, wait: float, holder: LockHolder,
+                  probe: bool = False) -> TaskResult:
+    """Take the job lock at `path` for the rest of the run (waiting up to `wait` seconds for
+    another run's), or with `probe` (check mode) only say whether it is free. Raises
+    ModuleFailure naming the holder (data["holder"]) when another run keeps it."""
+    key = held_key(path)
+    if key in connection.held:
+        return TaskResult(Status.OK, msg="already held by this run")
+    request: LockRequest = {"path": path, "wait": wait, "lease": LEASE_S, "holder": holder.record(),
+                            "probe": probe}
+    held = connection.hold([connection.spec.python, "-S", "-c", keeper_source()])
+    held.send(json.dumps(request).encode() + b"\n")
+    reply = _reply(held, wait + REPLY_MARGIN_S)
+    if reply is None or reply.get("locked") is not True:
+        held.close()
+        return _not_taken(reply, held)
+    connection.held[key] = held
+    held.keepalive(LEASE_S / 4)
+    msg = f"locked {reply['path']} until the end of the run"
+    stale = reply.get("stale")
+    if stale:
+        msg += f"; took over from {describe_holder(LockHolder.from_record(stale))}, which is no longer running"
+    return TaskResult(Status.OK, msg=msg, data={"path": reply["path"], "stale": stale})
+
+
+def _not_taken(reply: LockReply | None, held: HeldCommand) -> TaskResult:
+    if reply is None:
+        detail = held.stderr().strip()[-2000:] or "no reply"
+        raise ModuleFailure(f"the lock keeper on the target failed: {detail}")
+    if reply.get("busy"):
+        record = reply.get("holder")
+        raise ModuleFailure(f"locked by {describe_holder(LockHolder.from_record(record))}: another run is "
+                            f"restarting this job (lock {reply['path']})", {"holder": record})
+    if reply.get("free"):
+        return TaskResult(Status.OK, msg=f"{reply['path']} is free (check mode: not taken)")
+    raise ModuleFailure(str(reply))
+
+
+def release_job_lock(connection: Connection, path: str) -> TaskResult:
+    """Let go of the job lock at `path` now, if this run holds it; the keeper confirms, so the
+    lock is free once this returns."""
+    held = connection.held.pop(held_key(path), None)
+    if held is None:
+        return TaskResult(Status.OK, msg="not held by this run")
+    held.send(b"release\n")
+    reply = _reply(held, 30)
+    held.close()
+    if reply is None or not reply.get("released"):
+        return TaskResult(Status.OK, msg="released (the keeper ended without confirming)")
+    return TaskResult(Status.OK, msg=f"released {reply['path']}")
+
+
+def holder_of(ctx: TaskContext) -> LockHolder:
+    """This run, as a job lock's holder record names it (its playbook and history id)."""
+    return LockHolder.this_run(str(ctx.variables.get("opsrunner_playbook", "")),
+                               ctx.variables.get("opsrunner_run_id") or None)
+
+
+def hold_for_job(ctx: TaskContext, pidfile: str | None) -> None:
+    """The job lock that kill_old and launch_detached take implicitly, keyed by the job's
+    pidfile, from the first of them until the end of the run, where the play took none:
+    two runs of any playbook that restart the same job never both kill and launch. Raises
+    ModuleFailure naming the holder when another run has it (check mode only probes)."""
+    if not pidfile:
+        return
+    path = lock_path(pidfile)
+    if held_key(path) in ctx.connection.held:
+        return
+    try:
+        taken = take_job_lock(ctx.connection, path, wait=0, holder=holder_of(ctx),
+                              probe=ctx.check_mode)
+    except ModuleFailure as exc:
+        if "holder" in exc.data:
+            raise  # another run restarts this job
+        # No lock file can be made beside the pidfile (its folder is missing or not a
+        # folder): the task's own checks name what is wrong there, and nothing can race on it.
+        ctx.notes.append(f"job lock not taken: {str(exc).splitlines()[-1][:300]}")
+        return
+    if held_key(path) in ctx.connection.held:
+        ctx.notes.append(f"{taken.msg} (taken for this job, as no job_lock task did)")

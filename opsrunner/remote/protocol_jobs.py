@@ -1,0 +1,186 @@
+"""The messages of the ops on a job's processes (protocol.py has the table and the framing):
+kill and select (which processes), launch, verify and gpu_wait; and the shapes they share:
+a process, the process selection, and the records a launch leaves beside the pidfile."""
+
+from __future__ import annotations
+
+# For mypy only, as protocol.py's types: nothing below runs on the agent.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Tuple, TypedDict, Union
+
+    from .protocol import ErrorReply
+
+    #: MB of GPU memory used, by GPU index (a JSON object's keys are strings on the controller).
+    GpuMemory = Dict[int, float]
+    #: What a verify check saw: a process count, a phrase, or the GPU memory per GPU.
+    CheckValue = Union[int, str, GpuMemory]
+    #: A verify check: (name, passed, expected, actual); a JSON array [name, ok, expected, actual].
+    Check = Tuple[str, bool, str, CheckValue]
+
+    # -- shared shapes ------------------------------------------------------------------------
+    class ProcInfo(TypedDict):
+        """A process as kill, select and verify report it."""
+        pid: int
+        ppid: int
+        pgid: int
+        sid: int
+        uid: int
+        cmdline: str
+
+    class Selector(TypedDict, total=False):
+        """The process selection shared by kill, select and verify (procs.select)."""
+        pidfile: str
+        pattern: str
+        user: str | int
+
+    class ExitRecord(TypedDict, total=False):
+        """The supervisor's exit record beside a pidfile (train.exit), as launch reports it;
+        {"pid": N, "unknown": true} when none came."""
+        pid: int
+        start: int | None
+        ended_at: float
+        returncode: int | None
+        signal: int | None
+        oom_kills: int
+        unknown: bool
+
+    class LaunchRecord(TypedDict, total=False):
+        """The launch record beside a pidfile (train.launch.json)."""
+        pid: int | None
+        start: int | None
+        argv: list[str]
+        log: str | None
+        log_offset: int
+        started_at: float
+        boot_id: str | None
+        #: [pid, start] of the job's supervisor (a JSON array).
+        supervisor: list[int | None] | None
+        #: Why the launch failed (the job never started).
+        error: str
+
+    # -- kill, select -------------------------------------------------------------------------
+    class KillArgs(Selector, total=False):
+        signal: str
+        grace: float
+        check_mode: bool
+
+    class _KillReplyBase(ErrorReply):
+        changed: bool
+        killed: list[ProcInfo]
+        #: The pidfile's pid and the pattern's matches (check mode: what a later verify skips).
+        main: list[int]
+
+    class KillReply(_KillReplyBase, total=False):
+        #: Pids that needed SIGKILL after the grace.
+        forced: list[int]
+        #: Processes still alive after SIGKILL (with "error").
+        survivors: list[ProcInfo]
+
+    class SelectArgs(Selector, total=False):
+        tree: bool
+
+    class SelectReply(ErrorReply):
+        procs: list[ProcInfo]
+        main: list[int]
+
+    # -- launch -------------------------------------------------------------------------------
+    class _LaunchArgsBase(TypedDict):
+        argv: list[str]
+
+    class LaunchArgs(_LaunchArgsBase, total=False):
+        env: dict[str, str]
+        chdir: str
+        log: str
+        pidfile: str
+        umask: str
+        check_mode: bool
+        #: Check mode: pids an earlier kill_old would stop.
+        would_stop: list[int]
+        #: Check mode: paths an earlier deploy_code would create.
+        would_exist: list[str]
+
+    class LaunchSpec(LaunchArgs, total=False):
+        """What the supervisor (supervisor.py) is given: the launch's args and these."""
+        exit_file: str | None
+        handshake_fd: int
+        #: [pid, start] of the supervisor, once started.
+        supervisor: list[int | None]
+
+    class LaunchReply(ErrorReply, total=False):
+        changed: bool
+        pid: int
+        #: A live job from this pidfile: nothing was started.
+        already_running: bool
+        log: str | None
+        #: Check mode: the argv that would run, and the program it resolves to.
+        would_launch: list[str]
+        program: str | None
+        exit_file: str | None
+        #: The job ended before the launch returned.
+        exited: ExitRecord
+        log_tail: str
+        pgid: int
+        sid: int
+        cmdline: str
+
+    # -- verify, gpu_wait ---------------------------------------------------------------------
+    class VerifyArgs(Selector, total=False):
+        processes: int
+        min_processes: int
+        log: str
+        log_exists: bool
+        log_min_bytes: int
+        log_grows: float
+        log_regex: str
+        log_not_regex: str
+        port: int
+        gpu_min_memory_mb: float
+        gpus: list[int]
+        stable_for: float
+        fail_grace: float
+        within: float
+        #: Seconds verify may take (the task timeout less the controller's margin).
+        budget: float
+
+    class _JobStatusBase(TypedDict):
+        state: str
+        pid: int | None
+        uptime_s: float | None
+        log_size: int | None
+        log_age_s: float | None
+        last_line: str | None
+        gpu_memory_mb: GpuMemory | None
+
+    class JobStatus(_JobStatusBase, total=False):
+        """The job's state per host; "diagnosis" is moved to the reply by a failing verify."""
+        diagnosis: str
+
+    class _VerifyReplyBase(ErrorReply):
+        ok: bool
+        checks: list[Check]
+        procs: list[ProcInfo]
+        log_size: int | None
+        status: JobStatus
+
+    class VerifyReply(_VerifyReplyBase, total=False):
+        """ok: false adds the failed checks, the diagnosis, the log's tail and timings."""
+        failed: list[Check]
+        diagnosis: str
+        cut_short: bool
+        log_tail: str
+        waited_s: float
+
+    class _GpuWaitArgsBase(TypedDict):
+        wait: float
+
+    class GpuWaitArgs(_GpuWaitArgsBase, total=False):
+        below_mb: float
+        gpus: list[int] | None
+
+    class GpuWaitReply(ErrorReply, total=False):
+        """No nvidia-smi: skipped and msg; else the GPUs still at or above below_mb, and all."""
+        skipped: bool
+        msg: str
+        busy: dict[str, float]
+        used: dict[str, float]
