@@ -1,6 +1,6 @@
 """One holder record for both locks: a run holding its run lock (controller) and a job lock
-(target) writes the same record into both files, and a run that finds the run lock taken
-names that holder."""
+(target) writes the same record into both files, naming the run's history row, and a run
+that finds the run lock taken names that holder."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from opsrunner.history.store import HistoryStore
 from opsrunner.locks.holder import NOT_WRITTEN_YET, LockHolder, describe_holder
 from opsrunner.locks.run_lock import RunLock, RunLockedError
 from tests.conftest import wait_for, write_inventory, write_yaml
 from tests.helpers import opsrunner_process
 
-RUN_ID = "20991231-235959-beef"
 HOLDER_KEYS = {"controller", "user", "pid", "playbook", "started", "run_id"}
 
 
@@ -31,6 +31,17 @@ def _record(path: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def _history_ids(db: Path) -> list[str]:
+    """The ids of the runs in a history database (none while it is not written yet)."""
+    if not db.exists():
+        return []
+    store = HistoryStore(db)
+    try:
+        return [r.id for r in store.runs(limit=5)]
+    finally:
+        store.close()
+
+
 def test_both_locks_hold_the_same_record_of_the_run(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -38,8 +49,7 @@ def test_both_locks_hold_the_same_record_of_the_run(tmp_path: Path) -> None:
              {"name": "hold", "pause": {"seconds": 60}}]
     playbook = write_yaml(tmp_path / "hold.yml", [{"hosts": "all", "gather_facts": False, "tasks": tasks}])
     inventory = write_inventory(tmp_path / "inv.yml", {"box": {"connection": "local"}})
-    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "OPSRUNNER_RUN_ID": RUN_ID,
-           "OPSRUNNER_HISTORY": str(tmp_path / "h.db")}
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "OPSRUNNER_HISTORY": str(tmp_path / "h.db")}
     job_lock = work / "job.lock"
     locks = tmp_path / "state" / "opsrunner" / "locks"
     before = time.time()
@@ -52,7 +62,8 @@ def test_both_locks_hold_the_same_record_of_the_run(tmp_path: Path) -> None:
         assert run_record is not None and job_record is not None
         assert set(run_record) == HOLDER_KEYS
         assert {k: job_record[k] for k in HOLDER_KEYS} == run_record  # the keeper adds its own keys only
-        assert run_record["pid"] == run.pid and run_record["run_id"] == RUN_ID
+        assert wait_for(lambda: bool(_history_ids(tmp_path / "h.db")), 30)
+        assert run_record["pid"] == run.pid and [run_record["run_id"]] == _history_ids(tmp_path / "h.db")
         assert run_record["controller"] == socket.gethostname() and run_record["playbook"] == str(playbook)
         assert before - 30 < run_record["started"] <= time.time()
         with pytest.raises(RunLockedError) as refused:
