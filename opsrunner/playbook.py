@@ -114,8 +114,8 @@ class _Loader(IncludeLoader):
                 plays += self.import_playbook(raw, f"[{index}]")
             elif isinstance(raw, PosDict) and isinstance(raw.get("hosts"), str | list):
                 plays.append(self.play(raw, f"[{index}]"))
-        if self.problems:
-            raise ValidationError(self.problems)
+        if self.problems:  # a role's files are read for its tasks and again for its handlers: said once
+            raise ValidationError(list(dict.fromkeys(self.problems)))
         return Playbook(self.path, tuple(plays))
 
     def play(self, raw: PosDict, path: str) -> Play:

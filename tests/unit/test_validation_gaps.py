@@ -1,0 +1,121 @@
+"""Bad input that used to pass `check` or lose its position: each is refused under both `check`
+and `play` with FILE:LINE:COL (and the key at fault where there is one), exit 4, and the play's
+first task, which would create a marker file on localhost, never runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cli
+
+INVENTORY = "all:\n  hosts:\n    localhost: {connection: local}\n"
+#: A play whose first task touches the host: the marker exists if anything ran.
+PLAY = "- hosts: all\n  tasks:\n    - shell: touch {marker}\n"
+COMMANDS = ("check", "play")
+
+
+@dataclass
+class Case:
+    """Files to write (bytes where they must not be UTF-8), and the one error expected: the file
+    it names, its line and column, and the message after them (with its `(at KEY)`)."""
+
+    files: dict[str, str | bytes]
+    where: str
+    line: int
+    col: int
+    message: str
+    args: tuple[str, ...] = ()
+    inventory: str = "inv.yml"
+
+
+def run_case(tmp_path: Path, command: str, case: Case) -> tuple[int, list[str], Path]:
+    marker = tmp_path / "touched"
+    files = {"inv.yml": INVENTORY, **case.files}
+    for name, content in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content.replace(b"{marker}", str(marker).encode()))
+        else:
+            path.write_text(content.replace("{marker}", str(marker)), encoding="utf-8")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
+    res = cli(command, str(tmp_path / "pb.yml"), "-i", str(tmp_path / case.inventory), *args, cwd=tmp_path)
+    assert "Traceback" not in res.out + res.err
+    return res.rc, [ln for ln in res.err.splitlines() if ln.startswith("ERROR:")], marker
+
+
+def assert_refused(tmp_path: Path, command: str, case: Case) -> None:
+    rc, errors, marker = run_case(tmp_path, command, case)
+    where = tmp_path / case.where
+    assert errors == [f"ERROR: {where}:{case.line}:{case.col}: {case.message}"], errors
+    assert rc == 4
+    assert not marker.exists()
+
+
+UNACCEPTABLE = "YAML syntax error: unacceptable character #x{:04x}: special characters are not allowed"
+
+ENCODING_CASES = {
+    "NUL byte in a playbook": Case(
+        {"pb.yml": PLAY + "    - debug: {msg: a\x00b}\n"}, "pb.yml", 4, 21, UNACCEPTABLE.format(0)),
+    "control character in a quoted playbook string": Case(
+        {"pb.yml": PLAY + '    - debug:\n        msg: "ab\x01"\n'}, "pb.yml", 5, 17, UNACCEPTABLE.format(1)),
+    "control character after CRLF lines": Case(
+        {"pb.yml": PLAY.replace("\n", "\r\n") + "    - debug: {msg: \x1b}\r\n"}, "pb.yml", 4, 20,
+        UNACCEPTABLE.format(0x1B)),
+    "control character in a YAML inventory": Case(
+        {"inv.yml": "all:\n  hosts:\n    localhost: {connection: local, v: \"\x02\"}\n", "pb.yml": PLAY},
+        "inv.yml", 3, 40, UNACCEPTABLE.format(2)),
+    "NUL byte in an INI inventory": Case(
+        {"inv.ini": "[web]\nlocalhost ansible_connection=local v=a\x00\n", "pb.yml": PLAY}, "inv.ini", 2, 39,
+        "unacceptable character #x0000: control characters are not allowed", inventory="inv.ini"),
+    "control character in a vars file": Case(
+        {"vars.yml": "a: 1\nb: '\x07'\n", "pb.yml": "- hosts: all\n  vars_files: [vars.yml]\n  tasks:\n"
+         "    - shell: touch {marker}\n"}, "vars.yml", 2, 5, UNACCEPTABLE.format(7)),
+    "control character in -e @file": Case(
+        {"extra.yml": "a: 1\n\nb: \x7f\n", "pb.yml": PLAY}, "extra.yml", 3, 4, UNACCEPTABLE.format(0x7F),
+        args=("-e", "@{tmp}/extra.yml")),
+    "playbook not UTF-8": Case(
+        {"pb.yml": (PLAY + "    - debug: {msg: caf\u00e9 ").encode() + b"\xff}\n"}, "pb.yml", 4, 25,
+        "file is not valid UTF-8 (byte 0xff)"),
+    "YAML inventory not UTF-8": Case(
+        {"inv.yml": b"all:\n  hosts:\n    localhost:\n      connection: local\n      v: \xe9t\xe9\n",
+         "pb.yml": PLAY}, "inv.yml", 5, 10, "inventory is not valid UTF-8 (byte 0xe9)"),
+    "INI inventory not UTF-8": Case(
+        {"inv.ini": b"[web]\nlocalhost ansible_connection=local v=\xc3(\n", "pb.yml": PLAY}, "inv.ini", 2, 38,
+        "inventory is not valid UTF-8 (byte 0xc3)", inventory="inv.ini"),
+    "vars file not UTF-8": Case(
+        {"vars.yml": b"a: 1\nb: \x80\n", "pb.yml": "- hosts: all\n  vars_files: [vars.yml]\n  tasks:\n"
+         "    - shell: touch {marker}\n"}, "vars.yml", 2, 4, "file is not valid UTF-8 (byte 0x80)"),
+    "-e @file not UTF-8": Case(
+        {"extra.yml": b"\xfe", "pb.yml": PLAY}, "extra.yml", 1, 1, "file is not valid UTF-8 (byte 0xfe)",
+        args=("-e", "@{tmp}/extra.yml")),
+    "role defaults not UTF-8": Case(
+        {"roles/r/tasks/main.yml": "- debug: {msg: hi}\n", "roles/r/defaults/main.yml": b"x: 1\ny: \xff\n",
+         "pb.yml": "- hosts: all\n  roles: [r]\n  tasks:\n    - shell: touch {marker}\n"},
+        "roles/r/defaults/main.yml", 2, 4, "file is not valid UTF-8 (byte 0xff)"),
+    "explicit tag on a value not of its type": Case(
+        {"pb.yml": "- hosts: all\n  vars:\n    n: !!int ten\n  tasks:\n    - shell: touch {marker}\n"},
+        "pb.yml", 3, 8, "YAML syntax error: 'ten' is not a valid int"),
+    "explicit bool tag in an inventory": Case(
+        {"inv.yml": "all:\n  hosts:\n    localhost:\n      connection: local\n      on: !!bool maybe\n",
+         "pb.yml": PLAY}, "inv.yml", 5, 11, "YAML syntax error: 'maybe' is not a valid bool"),
+    "explicit timestamp tag in a vars file": Case(
+        {"vars.yml": "when: !!timestamp 2024-13-40\n", "pb.yml": "- hosts: all\n  vars_files: [vars.yml]\n"
+         "  tasks:\n    - shell: touch {marker}\n"}, "vars.yml", 1, 7,
+        "YAML syntax error: '2024-13-40' is not a valid timestamp"),
+    "empty explicit int in -e @file": Case(
+        {"extra.yml": "a:\n  - !!int\n", "pb.yml": PLAY}, "extra.yml", 2, 5, "YAML syntax error: '' is not a valid int",
+        args=("-e", "@{tmp}/extra.yml")),
+    "invalid YAML in an inventory": Case(
+        {"inv.yml": "all:\n  hosts:\n    localhost: {connection: local\n", "pb.yml": PLAY}, "inv.yml", 4, 1,
+        "YAML syntax error: expected ',' or '}', but got '<stream end>'"),
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("name", list(ENCODING_CASES))
+def test_bad_bytes_and_bad_yaml_are_located(tmp_path: Path, command: str, name: str) -> None:
+    assert_refused(tmp_path, command, ENCODING_CASES[name])
