@@ -16,6 +16,9 @@ from opsrunner.tasks import Block, Node, Task, iter_tasks
 from opsrunner.validation import load_schema, schema_problems, suggest
 from opsrunner.yamlsource import PosDict, PosList, load_yaml_file
 
+#: What a play holds that is checked on its own (vars: with their files; the task lists).
+_PLAY_BODY = frozenset({"vars", "tasks", "handlers"})
+
 
 class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
     """Builds plays from parsed YAML, collecting every problem instead of stopping at one."""
@@ -44,6 +47,9 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
         return Playbook(self.path, tuple(plays))
 
     def play(self, raw: PosDict, path: str) -> Play:
+        # The play's own keywords (hosts, serial, timeout, environment, role parameters, ...) are
+        # templated at run time; a syntax error in one is bad input, found here like any other.
+        self.check_templates({k: v for k, v in raw.items() if k not in _PLAY_BODY}, path, raw)
         play_vars, dynamic_files = self.play_vars(raw, path)
         play_tags = tags_of(raw.get("tags"))
         self.play_defaults = {k: raw[k] for k in PLAY_DEFAULTS if k in raw}

@@ -22,6 +22,7 @@ from opsrunner.playbook.keys import (
 from opsrunner.playbook.module_args import expression_args, module_args
 from opsrunner.playbook.state import LoaderState
 from opsrunner.tasks import Block, Node, Role, Task
+from opsrunner.templating import is_template
 from opsrunner.validation import suggest
 from opsrunner.yamlsource import PosDict, PosList
 
@@ -118,15 +119,19 @@ class TaskLoader(LoaderState):
         return None
 
     def check_arg_templates(self, module: str, args: dict[str, Any], path: str, pos: SourcePos) -> None:
-        """Templates in the arguments must parse; those that are bare expressions (`assert: that:`,
-        `debug: var:`) must parse as expressions, as the module evaluates them."""
+        """Templates in the arguments must parse. An argument the module evaluates as a bare
+        expression (`assert: that:`, `debug: var:`) is rendered first when it holds a template,
+        so it is checked as one; otherwise it must parse as an expression."""
         expressions = expression_args(module)
         for key, value in args.items():
+            self.check_templates(value, f"{path}.{key}", args, key)
             if key not in expressions:
-                self.check_templates(value, f"{path}.{key}", args, key)
-            elif isinstance(value, list):
-                for i, expr in enumerate(value):
-                    item_pos = value.at(i) if isinstance(value, PosList) else pos
-                    self.check_expression(expr, item_pos, f"{path}.{key}[{i}]")
-            else:
-                self.check_expression(value, args.at(key) if isinstance(args, PosDict) else pos, f"{path}.{key}")
+                continue
+            for i, expr in enumerate(as_list(value)):
+                if isinstance(expr, str) and not is_template(expr):
+                    if isinstance(value, list):
+                        self.check_expression(expr, value.at(i) if isinstance(value, PosList) else pos,
+                                              f"{path}.{key}[{i}]")
+                    else:
+                        self.check_expression(expr, args.at(key) if isinstance(args, PosDict) else pos,
+                                              f"{path}.{key}")

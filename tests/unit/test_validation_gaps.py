@@ -119,3 +119,73 @@ ENCODING_CASES = {
 @pytest.mark.parametrize("name", list(ENCODING_CASES))
 def test_bad_bytes_and_bad_yaml_are_located(tmp_path: Path, command: str, name: str) -> None:
     assert_refused(tmp_path, command, ENCODING_CASES[name])
+
+
+SYNTAX = "template syntax error: "
+END_OF_PRINT = SYNTAX + "unexpected end of template, expected 'end of print statement'."
+
+TEMPLATE_CASES = {
+    "assert that: a string": Case(
+        {"pb.yml": PLAY + '    - assert: {that: "x == (1"}\n'}, "pb.yml", 4, 16,
+        SYNTAX + "unexpected '}', expected ')' (at [0].tasks[1].assert.that)"),
+    "assert that: a list": Case(
+        {"pb.yml": PLAY + '    - assert:\n        that:\n          - "1 == 1"\n          - "x =="\n'}, "pb.yml", 7, 13,
+        SYNTAX + "unexpected ')' (at [0].tasks[1].assert.that[1])"),
+    "assert that= in key=value form": Case(
+        {"pb.yml": PLAY + "    - name: kv\n      assert: that=x[\n"}, "pb.yml", 5, 7,
+        SYNTAX + "unexpected ')', expected ']' (at [0].tasks[1].assert.that)"),
+    "assert in a role": Case(
+        {"roles/r/tasks/main.yml": "- debug: {msg: hi}\n- assert:\n    that: x not in\n",
+         "pb.yml": "- hosts: all\n  tasks:\n    - shell: touch {marker}\n    - import_role: {name: r}\n"},
+        "roles/r/tasks/main.yml", 3, 5, SYNTAX + "unexpected ')' (at tasks[1].assert.that)"),
+    "debug var:": Case(
+        {"pb.yml": PLAY + '    - debug: {var: "x[1"}\n'}, "pb.yml", 4, 15,
+        SYNTAX + "unexpected ')', expected ']' (at [0].tasks[1].debug.var)"),
+    "debug var: in braces": Case(
+        {"pb.yml": PLAY + "    - debug:\n        var: '{{ x | }}'\n"}, "pb.yml", 5, 9,
+        SYNTAX + "expected token 'name', got 'end of print statement' (at [0].tasks[1].debug.var)"),
+    "serial": Case(
+        {"pb.yml": "- hosts: all\n  serial: '{{ batch'\n  tasks:\n    - shell: touch {marker}\n"}, "pb.yml", 2, 3,
+        END_OF_PRINT + " (at [0].serial)"),
+    "play environment": Case(
+        {"pb.yml": "- hosts: all\n  environment:\n    PATH: '{{ p }'\n  tasks:\n    - shell: touch {marker}\n"},
+        "pb.yml", 3, 5, SYNTAX + "unexpected '}' (at [0].environment.PATH)"),
+    "templated vars_files entry": Case(
+        {"pb.yml": "- hosts: all\n  vars_files: ['{{ env ]}.yml']\n  tasks:\n    - shell: touch {marker}\n"},
+        "pb.yml", 2, 16, SYNTAX + "unexpected ']' (at [0].vars_files[0])"),
+    "role parameters": Case(
+        {"roles/r/tasks/main.yml": "- debug: {msg: hi}\n",
+         "pb.yml": "- hosts: all\n  roles:\n    - role: r\n      vars: {port: '{{ p'}\n  tasks:\n"
+         "    - shell: touch {marker}\n"}, "pb.yml", 4, 14, END_OF_PRINT + " (at [0].roles[0].vars.port)"),
+}
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("name", list(TEMPLATE_CASES))
+def test_template_syntax_errors_fail_before_the_run(tmp_path: Path, command: str, name: str) -> None:
+    assert_refused(tmp_path, command, TEMPLATE_CASES[name])
+
+
+def test_valid_bare_expressions_and_play_templates_still_pass(tmp_path: Path) -> None:
+    marker = tmp_path / "touched"
+    (tmp_path / "inv.yml").write_text(INVENTORY)
+    (tmp_path / "pb.yml").write_text(f"""
+- hosts: "{{{{ target }}}}"
+  serial: "{{{{ batch }}}}"
+  vars: {{greeting: hello, n: 1}}
+  tasks:
+    - shell: touch {marker}
+    - assert:
+        that: ["{{{{ n }}}} == 1", "{{{{ greeting == 'hello' }}}}", true]
+    - assert: {{that: "greeting is string"}}
+    - debug: {{var: greeting}}
+    - debug: var=greeting.upper()
+""")
+    args = ("-i", str(tmp_path / "inv.yml"), "-e", "target=all batch=1")
+    checked = cli("check", str(tmp_path / "pb.yml"), *args, cwd=tmp_path)
+    assert checked.rc == 0, checked.err
+    assert not marker.exists()
+    ran = cli("play", str(tmp_path / "pb.yml"), *args, cwd=tmp_path)
+    assert ran.rc == 0, ran.err
+    assert marker.exists()
+    assert "greeting.upper(): HELLO" in ran.out
+
