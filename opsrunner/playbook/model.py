@@ -29,6 +29,7 @@ class Play:
     no_log: bool | str = False
     timeout: float | str | None = None
     role_vars: dict[str, Any] = field(default_factory=dict)  # visible to every task of the play
+    hosts_pos: SourcePos | None = None  # where `hosts:` is written, for a pattern that fails to evaluate
 
 
 @dataclass(frozen=True)

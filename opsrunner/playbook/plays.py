@@ -65,6 +65,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
             name=raw.get("name") or hosts,
             hosts=hosts,
             pos=raw.pos,
+            hosts_pos=raw.at("hosts"),
             vars=play_vars,
             tasks=tuple(tasks),
             handlers=tuple(handlers),

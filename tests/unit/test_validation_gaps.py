@@ -159,10 +159,38 @@ TEMPLATE_CASES = {
          "    - shell: touch {marker}\n"}, "pb.yml", 4, 14, END_OF_PRINT + " (at [0].roles[0].vars.port)"),
 }
 
+HOSTS_CASES = {
+    "hosts: template syntax": Case(
+        {"pb.yml": "- name: p\n  hosts: '{{ group'\n  tasks:\n    - shell: touch {marker}\n"}, "pb.yml", 2, 3,
+        END_OF_PRINT + " (at [0].hosts)"),
+    "hosts: template syntax in an imported playbook": Case(
+        {"inner.yml": "- name: inner\n  hosts: ['web', '{% if %}']\n  tasks: []\n",
+         "pb.yml": PLAY + "- import_playbook: inner.yml\n"}, "inner.yml", 2, 18,
+        SYNTAX + "Expected an expression, got 'end of statement block' (at [0].hosts[1])"),
+    "hosts: undefined variable": Case(
+        {"pb.yml": "- name: p\n  hosts: '{{ group }}'\n  tasks:\n    - shell: touch {marker}\n"}, "pb.yml", 2, 3,
+        "hosts pattern '{{ group }}': undefined variable: 'group' is undefined (at hosts)"),
+    "hosts: a bad regex": Case(
+        {"pb.yml": PLAY + "- name: second\n  hosts: '~(('\n  tasks: []\n"}, "pb.yml", 5, 3,
+        "hosts pattern '~((': invalid host pattern '~((': missing ), unterminated subpattern at position 1 (at hosts)"),
+    "hosts: a bad regex from -e": Case(
+        {"pb.yml": "- name: p\n  hosts: '{{ target }}'\n  tasks:\n    - shell: touch {marker}\n"}, "pb.yml", 2, 3,
+        "hosts pattern '{{ target }}': invalid host pattern '~web[': unterminated character set at position 3 "
+        "(at hosts)", args=("-e", "target=~web[")),
+}
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("name", list(TEMPLATE_CASES))
 def test_template_syntax_errors_fail_before_the_run(tmp_path: Path, command: str, name: str) -> None:
     assert_refused(tmp_path, command, TEMPLATE_CASES[name])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("name", list(HOSTS_CASES))
+def test_hosts_pattern_errors_are_located_alike_under_check_and_play(tmp_path: Path, command: str,
+                                                                      name: str) -> None:
+    assert_refused(tmp_path, command, HOSTS_CASES[name])
 
 
 def test_valid_bare_expressions_and_play_templates_still_pass(tmp_path: Path) -> None:
@@ -189,3 +217,10 @@ def test_valid_bare_expressions_and_play_templates_still_pass(tmp_path: Path) ->
     assert marker.exists()
     assert "greeting.upper(): HELLO" in ran.out
 
+
+def test_a_bad_limit_is_still_the_command_line_s_mistake(tmp_path: Path) -> None:
+    """Play patterns are bad input (exit 4); --limit is evaluated first and stays a usage error."""
+    rc, errors, marker = run_case(tmp_path, "play", Case({"pb.yml": PLAY}, "", 0, 0, "", args=("--limit", "~((")))
+    assert rc == 5
+    assert errors == ["ERROR: invalid host pattern '~((': missing ), unterminated subpattern at position 1"]
+    assert not marker.exists()
