@@ -21,7 +21,7 @@ import jinja2.meta
 from opsrunner.coercion import coerce_args, show_value
 from opsrunner.errors import Problem, SourcePos, TemplateError
 from opsrunner.hostvars import VariableManager, connection_spec
-from opsrunner.inventory import Inventory
+from opsrunner.inventory import Inventory, PatternError
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
 from opsrunner.tasks import Task, iter_tasks
@@ -342,14 +342,21 @@ def check_playbook(playbook: Playbook, inventory: Inventory, extra_vars: Mapping
     for play in playbook.plays:
         try:
             plays_hosts.append(inventory.select(str(template_value(play.hosts, LazyVars([extra_vars])))))
-        except (TemplateError, ValueError) as exc:
-            pattern_problems.append(Problem(play.pos, f"hosts pattern {play.hosts!r}: {exc}", "hosts"))
+        except (TemplateError, PatternError, ValueError) as exc:
+            pattern_problems.append(hosts_problem(play, exc))
             plays_hosts.append([])
     report = run_preflight(playbook, plays_hosts, variables)
     if pattern_problems:
         for host in report.hosts or ["*"]:
             report.add(host, pattern_problems)
     return report
+
+
+def hosts_problem(play: Play, exc: Exception) -> Problem:
+    """A play's `hosts:` that cannot be evaluated (a template error, a bad pattern): bad input,
+    located where it is written, the same under `check` and `play`."""
+    why = exc.bare_message if isinstance(exc, TemplateError) else str(exc)
+    return Problem(play.hosts_pos or play.pos, f"hosts pattern {play.hosts!r}: {why}", "hosts")
 
 
 def play_tasks(play: Play) -> list[Task]:

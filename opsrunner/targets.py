@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from opsrunner.errors import OpsrunnerError
-from opsrunner.inventory import Inventory
+from opsrunner.errors import OpsrunnerError, Problem, TemplateError, ValidationError
+from opsrunner.inventory import Inventory, PatternError
 from opsrunner.playbook import Playbook
+from opsrunner.preflight import hosts_problem
 from opsrunner.selection import RunOptions, select_play_hosts
 
 
@@ -15,9 +16,20 @@ class NoHostsToTarget(OpsrunnerError):
 
 
 def require_targets(playbook: Playbook, inventory: Inventory, options: RunOptions) -> None:
-    """Evaluate every play's pattern (a broken one fails here, before any host is contacted) and
-    refuse a run in which no play has a host. A single play without hosts is skipped, as in Ansible."""
-    selected = [select_play_hosts(play, inventory, options) for play in playbook.plays]
+    """Evaluate every play's pattern (a broken one fails here, before any host is contacted, as
+    bad input located in the playbook) and refuse a run in which no play has a host. A single
+    play without hosts is skipped, as in Ansible."""
+    if options.limit:
+        inventory.select(options.limit)  # a bad --limit is the command line's mistake (exit 5), not the play's
+    selected: list[list[str]] = []
+    problems: list[Problem] = []
+    for play in playbook.plays:
+        try:
+            selected.append(select_play_hosts(play, inventory, options))
+        except (TemplateError, PatternError, ValueError) as exc:
+            problems.append(hosts_problem(play, exc))
+    if problems:
+        raise ValidationError(problems)
     if playbook.plays and not any(selected):
         patterns = ", ".join(sorted({str(p.hosts) for p in playbook.plays}))
         limit = f" and --limit {options.limit!r}" if options.limit else ""

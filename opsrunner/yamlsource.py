@@ -6,6 +6,7 @@ and each of their keys/items start, so validation errors can name file:line:col.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,39 @@ def _mark_pos(filename: str, mark: Any) -> SourcePos:
     return SourcePos(filename, mark.line + 1, mark.column + 1)
 
 
+#: What YAML counts as a line break (its marks count lines by these).
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+
+
+def text_pos(text: str, index: int, filename: str) -> SourcePos:
+    """The 1-based line and column of `text[index]`, counted as YAML's marks count them."""
+    breaks = list(_LINE_BREAK.finditer(text, 0, index))
+    line_start = breaks[-1].end() if breaks else 0
+    return SourcePos(filename, len(breaks) + 1, index - line_start + 1)
+
+
+def utf8_problem(data: bytes, filename: str, what: str = "file") -> Problem | None:
+    """Where bytes stop being UTF-8: the line and column of the first bad byte; None if they are."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        good = data[:exc.start].decode("utf-8")
+        return Problem(text_pos(good, len(good), filename),
+                       f"{what} is not valid UTF-8 (byte 0x{data[exc.start]:02x})")
+    return None
+
+
+def read_utf8(path: Path, what: str = "file") -> str:
+    """A text file's contents; ValidationError naming the first byte that is not UTF-8 (OSError
+    is left to the caller, whose words for it differ)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        # The text reader decodes in chunks, so its error's offset is not the file's: decode again.
+        problem = utf8_problem(path.read_bytes(), str(path), what)
+        raise ValidationError([problem or Problem(SourcePos(str(path)), f"{what} is not valid UTF-8")]) from None
+
+
 #: libyaml's parser where PyYAML has it (~10x the pure-Python one: ~0.5 ms a task line of a
 #: playbook). A document it rejects is parsed again by the pure-Python parser, whose
 #: messages say what is wrong in the words this project's errors have always used.
@@ -49,6 +83,18 @@ FAST_LOADER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
 
 def _make_loader(filename: str, problems: list[Problem], base: type[Any]) -> type[Any]:
     class Loader(base):  # type: ignore[misc]
+        def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep=deep)
+            except yaml.YAMLError:
+                raise
+            except (ValueError, TypeError, LookupError, ArithmeticError) as exc:
+                # An explicit tag whose text is not of its type (`!!int abc`, `!!bool maybe`,
+                # `!!timestamp 2020-13-45`): PyYAML's constructors let Python's error out.
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{node.value!r} is not a valid {node.tag.rpartition(':')[2]}",
+                    node.start_mark) from exc
+
         def construct_mapping(
             self, node: yaml.MappingNode, deep: bool = False
         ) -> PosDict:
@@ -156,6 +202,10 @@ def load_yaml_text(text: str, filename: str) -> Any:
             pass  # said again below, in the pure-Python parser's words
     try:
         return _parse(text, filename, yaml.SafeLoader)
+    except yaml.reader.ReaderError as exc:  # a character YAML refuses (NUL, control characters)
+        code = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+        msg = f"YAML syntax error: unacceptable character {code}: {exc.reason}"
+        raise ValidationError([Problem(text_pos(text, exc.position, filename), msg)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = _mark_pos(filename, mark) if mark else SourcePos(filename)
@@ -167,11 +217,9 @@ def load_yaml_text(text: str, filename: str) -> Any:
 
 def load_yaml_file(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)
     except OSError as exc:
         raise ValidationError([Problem(SourcePos(str(path)), f"cannot read file: {exc.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise ValidationError([Problem(SourcePos(str(path)), "file is not valid UTF-8")]) from None
     return load_yaml_text(text, str(path))
 
 

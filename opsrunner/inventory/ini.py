@@ -21,6 +21,8 @@ from opsrunner.inventory.yaml import add_host_entry
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
 _GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:[#;].*)?$")
 _HOST_PORT = re.compile(r"^(.+?):([0-9]+)$")
+#: NUL and the other control characters (tab aside): no host name or value holds one, as in YAML.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
 def parse_value(text: str) -> Any:
@@ -112,6 +114,12 @@ def read_ini_inventory(inv: Inventory, text: str, path: str, problems: list[Prob
     st = _State(path)
     handlers = {"hosts": _host_line, "vars": _vars_line, "children": _child_line}
     for st.line, raw in enumerate(text.splitlines(), start=1):
+        bad = _CONTROL.search(raw)
+        if bad:
+            problems.append(Problem(SourcePos(path, st.line, bad.start() + 1),
+                                    f"unacceptable character #x{ord(bad.group()):04x}: control characters "
+                                    "are not allowed"))
+            continue
         line = raw.strip()
         if not line or line[0] in "#;":
             continue

@@ -11,7 +11,7 @@ from opsrunner.inventory.model import Inventory
 from opsrunner.inventory.vars_dirs import load_vars_dir
 from opsrunner.inventory.yaml import add_host_entry, read_yaml_inventory
 from opsrunner.validation import load_schema, schema_problems
-from opsrunner.yamlsource import load_yaml_text
+from opsrunner.yamlsource import load_yaml_text, read_utf8
 
 YAML_SUFFIXES = (".yml", ".yaml", ".json")
 # Files in an inventory directory that are never inventories (ansible-core's default ignore list).
@@ -31,12 +31,12 @@ def _directory_files(folder: Path) -> list[Path]:
 
 def _read_file(inv: Inventory, path: Path, problems: list[Problem]) -> None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path, "inventory")
     except OSError as exc:
         problems.append(Problem(SourcePos(str(path)), f"cannot read inventory: {exc.strerror}"))
         return
-    except UnicodeDecodeError:
-        problems.append(Problem(SourcePos(str(path)), "inventory is not valid UTF-8"))
+    except ValidationError as exc:
+        problems += exc.problems
         return
     inv.sources.append(str(path))
     if path.suffix == ".ini":

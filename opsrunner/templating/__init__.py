@@ -5,6 +5,7 @@ from opsrunner.templating.environment import (
     OMIT,
     LazyVars,
     UnsafeText,
+    check_expression,
     check_syntax,
     evaluate,
     is_template,
@@ -14,5 +15,5 @@ from opsrunner.templating.environment import (
     truthy,
 )
 
-__all__ = ["ENV", "OMIT", "LazyVars", "UnsafeText", "check_syntax", "evaluate", "is_template", "mark_unsafe",
-           "render", "template_value", "truthy"]
+__all__ = ["ENV", "OMIT", "LazyVars", "UnsafeText", "check_expression", "check_syntax", "evaluate", "is_template",
+           "mark_unsafe", "render", "template_value", "truthy"]

@@ -221,12 +221,27 @@ def template_value(value: Any, variables: Mapping[str, Any]) -> Any:
     return value
 
 
-def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
-    """Evaluate a bare Jinja expression (`when:`, `assert: that:`); strips `{{ }}` if given."""
+def _as_template(expression: str) -> str:
+    """A bare Jinja expression as the template that evaluates it (its optional `{{ }}` stripped)."""
     expr = expression.strip()
     if expr.startswith("{{") and expr.endswith("}}"):
         expr = expr[2:-2]
-    return render("{{ (" + expr + ") }}", variables)
+    return "{{ (" + expr + ") }}"
+
+
+def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
+    """Evaluate a bare Jinja expression (`when:`, `assert: that:`, `debug: var:`)."""
+    return render(_as_template(expression), variables)
+
+
+def check_expression(expression: str) -> str | None:
+    """A syntax error message for a bare expression, read as evaluate() reads it (a literal
+    `{{` inside one is no template), or None if it parses."""
+    try:
+        _compile(_as_template(expression))
+    except jinja2.TemplateSyntaxError as exc:
+        return f"template syntax error: {exc.message}"
+    return None
 
 
 def truthy(expression: Any, variables: Mapping[str, Any]) -> bool:

@@ -235,11 +235,13 @@ def test_play_hosts_as_list_and_subscripted_limit(tmp_path: Path) -> None:
     assert "play #1 (web[0],db-*): web[0],db-*\tHOSTS (2):\n    db-b\n    db-c\n" in res.out
 
 
-@pytest.mark.parametrize(("limit", "play_hosts", "message"), [
-    ("~((", "all", "invalid host pattern '~(('"),
-    ("all", "web[7]", "no hosts matched the subscripted pattern 'web[7]'"),
+@pytest.mark.parametrize(("limit", "play_hosts", "rc", "message"), [
+    ("~((", "all", 5, "ERROR: invalid host pattern '~(('"),  # the command line's mistake
+    ("all", "web[7]", 4,  # the playbook's: bad input, located at the play's hosts:
+     "pb.yml:4:3: hosts pattern 'web[7]': no hosts matched the subscripted pattern 'web[7]' (at hosts)"),
 ])
-def test_bad_pattern_stops_the_run_before_any_task(tmp_path: Path, limit: str, play_hosts: str, message: str) -> None:
+def test_bad_pattern_stops_the_run_before_any_task(tmp_path: Path, limit: str, play_hosts: str, rc: int,
+                                                   message: str) -> None:
     marker_file = tmp_path / "touched"
     inv_path = ini_inventory(tmp_path, "[web]\nw1 connection=local\n")
     pb = write_yaml(tmp_path / "pb.yml", [
@@ -247,7 +249,7 @@ def test_bad_pattern_stops_the_run_before_any_task(tmp_path: Path, limit: str, p
         {"hosts": play_hosts, "tasks": [{"command": "true"}]},
     ])
     res = cli("play", str(pb), "-i", str(inv_path), "-l", limit)
-    assert res.rc == 5
+    assert res.rc == rc
     assert message in res.err
     assert not marker_file.exists()
 

@@ -1,0 +1,102 @@
+"""A task's module arguments at load time: the `key=value` and free forms, conversion to the
+declared types, the module's schema, and the controller-side files it reads. Templated values
+are checked again once rendered (preflight.py)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from opsrunner.coercion import coerce_args
+from opsrunner.errors import Problem, SourcePos
+from opsrunner.modules.registry import module_info
+from opsrunner.validation import schema_problems
+from opsrunner.yamlsource import PosDict
+
+
+def module_args(module: str, raw: Any, pos: SourcePos, path: str, filename: str,
+                search_dirs: list[Path]) -> tuple[dict[str, Any], list[Problem]]:
+    """The arguments as the module gets them (positions kept), and every problem found in them;
+    `search_dirs` are where a relative controller-side file may be."""
+    info = module_info(module)
+    args = _args_mapping(raw, pos, info.schema, info.free_form)
+    problems: list[Problem] = []
+    if isinstance(args, dict):
+        coerced, refusals = coerce_args(args, info.schema, skip=has_template)
+        args.update(coerced)  # in place: a PosDict keeps its positions
+        for refusal in refusals:
+            top = refusal.arg.split(".")[0].split("[")[0]
+            problems.append(Problem(args.at(top) if isinstance(args, PosDict) else pos, refusal.message(module),
+                                    f"{path}.{refusal.arg}"))
+        if refusals:
+            return {}, problems
+    for problem in schema_problems(args, info.schema, filename, root=args, fallback=pos):
+        if "{{" in problem.message:
+            continue  # a templated value: checked again after rendering, at run time
+        problems.append(Problem(problem.pos, problem.message,
+                                f"{path}{'.' + problem.key_path if problem.key_path else ''}"))
+    if not isinstance(args, dict):
+        return {}, problems
+    return args, problems + _local_path_problems(module, args, pos, path, search_dirs)
+
+
+def expression_args(module: str) -> tuple[str, ...]:
+    """The module's arguments that are bare expressions (`assert: that:`, `debug: var:`)."""
+    return tuple(module_info(module).schema.get("x-opsrunner", {}).get("expressions", ()))
+
+
+def _args_mapping(raw: Any, pos: SourcePos, schema: dict[str, Any], free_form: str | None) -> Any:
+    """`module:` alone, `module: key=value ...` and `module: FREE FORM` as a mapping."""
+    if raw is None:
+        raw = PosDict()
+        raw.pos, raw.key_pos = pos, {}
+    kv = _key_values(raw, schema) if isinstance(raw, str) else None
+    if kv is not None:
+        args = PosDict(kv)
+        args.pos, args.key_pos = pos, dict.fromkeys(kv, pos)
+        return args
+    if isinstance(raw, str) and free_form:
+        args = PosDict({free_form: raw})
+        args.pos, args.key_pos = pos, {free_form: pos}
+        return args
+    return raw
+
+
+def _local_path_problems(module: str, args: dict[str, Any], pos: SourcePos, path: str,
+                         search_dirs: list[Path]) -> list[Problem]:
+    """Controller-side files a module reads must exist (templated paths are checked at run time)."""
+    problems = []
+    for key in module_info(module).schema.get("x-opsrunner", {}).get("local_paths", []):
+        value = args.get(key)
+        if not isinstance(value, str) or "{{" in value or (Path(value).expanduser().is_absolute()
+                                                           and Path(value).expanduser().exists()):
+            continue
+        if not any((d / Path(value).expanduser()).exists() for d in search_dirs):
+            where = ", ".join(str(d) for d in search_dirs)
+            problems.append(Problem(args.at(key) if isinstance(args, PosDict) else pos,
+                                    f"{module} {key} '{value}' not found (looked in {where})", f"{path}.{key}"))
+    return problems
+
+
+def _key_values(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """Ansible's `module: key=value key2=value2` form, when every word is a known argument."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    known = schema.get("properties", {})
+    pairs = [w.partition("=") for w in words]
+    if not pairs or not all(sep and key in known for key, sep, _ in pairs):
+        return None
+    return {key: value for key, _, value in pairs}  # converted to the declared types by coerce_args
+
+
+def has_template(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_template(v) for v in value)
+    return False
