@@ -13,8 +13,9 @@ launch_detached take it implicitly (hold_for_job).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from opsrunner.connections.base import Connection
 from opsrunner.connections.held import HeldCommand
@@ -24,8 +25,24 @@ from opsrunner.packagedata import package_text
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.modules.base import TaskContext
     from opsrunner.remote.job_lock_keeper import LockReply, LockRequest
+
+
+class TaskOnHost(Protocol):
+    """What the job lock reads of a task's context (modules/base.py's TaskContext), as a
+    protocol: the locks sit below the modules and import none of them."""
+
+    @property
+    def connection(self) -> Connection: ...
+
+    @property
+    def variables(self) -> Mapping[str, Any]: ...
+
+    @property
+    def check_mode(self) -> bool: ...
+
+    @property
+    def notes(self) -> list[str]: ...
 
 #: Seconds the keeper lives without a heartbeat; the controller beats every LEASE_S / 4.
 LEASE_S = 60.0
@@ -116,13 +133,13 @@ def release_job_lock(connection: Connection, path: str) -> TaskResult:
     return TaskResult(Status.OK, msg=f"released {reply['path']}")
 
 
-def holder_of(ctx: TaskContext) -> LockHolder:
+def holder_of(ctx: TaskOnHost) -> LockHolder:
     """This run, as a job lock's holder record names it (its playbook and history id)."""
     return LockHolder.this_run(str(ctx.variables.get("opsrunner_playbook", "")),
                                ctx.variables.get("opsrunner_run_id") or None)
 
 
-def hold_for_job(ctx: TaskContext, pidfile: str | None) -> None:
+def hold_for_job(ctx: TaskOnHost, pidfile: str | None) -> None:
     """The job lock that kill_old and launch_detached take implicitly, keyed by the job's
     pidfile, from the first of them until the end of the run, where the play took none:
     two runs of any playbook that restart the same job never both kill and launch. Raises
