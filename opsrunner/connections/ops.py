@@ -33,6 +33,12 @@ if TYPE_CHECKING:
         LineInFileReply,
         ReadArgs,
         ReadReply,
+        ReleaseArgs,
+        ReleaseReply,
+        ReleasesArgs,
+        ReleasesReply,
+        RollbackArgs,
+        RollbackReply,
         SelectArgs,
         SelectReply,
         StatArgs,
@@ -81,3 +87,7 @@ FS_FILE: AgentOp[FsFileArgs, FsFileReply] = AgentOp("fs_file")
 LINEINFILE: AgentOp[LineInFileArgs, LineInFileReply] = AgentOp("lineinfile")
 WAIT_FOR: AgentOp[WaitForArgs, WaitForReply] = AgentOp("wait_for")
 EXEC: AgentOp[ExecArgs, ExecReply] = AgentOp("exec")
+# releases and rollback (deploy_code releases: true, rollback)
+RELEASES: AgentOp[ReleasesArgs, ReleasesReply] = AgentOp("releases")
+RELEASE: AgentOp[ReleaseArgs, ReleaseReply] = AgentOp("release")
+ROLLBACK: AgentOp[RollbackArgs, RollbackReply] = AgentOp("rollback")

@@ -31,6 +31,9 @@ The ops (agent.py's OPS), each a request type and a reply type, defined below fo
   lineinfile  LineInFileArgs  LineInFileReply  lineinfile
   wait_for    WaitForArgs     WaitForReply     wait_for
   exec        ExecArgs        ExecReply        shell, command (the payload is the command's stdin)
+  releases    ReleasesArgs    ReleasesReply    deploy_code (releases: true), rollback (the release list)
+  release     ReleaseArgs     ReleaseReply     deploy_code (releases: true; a tar stream as the payload)
+  rollback    RollbackArgs    RollbackReply    rollback (stop, switch current, relaunch the last good run, verify)
 
 Every reply may carry ErrorReply's keys instead of (or besides) its own.
 """
@@ -146,6 +149,14 @@ if TYPE_CHECKING:
         supervisor: list[int | None] | None
         #: Why the launch failed (the job never started).
         error: str
+        #: The launch's extra environment and directory (0600 file: env may hold secrets).
+        env: dict[str, str]
+        chdir: str | None
+        umask: str | None
+        #: The release the launch resolved release_link to (releases: true), and its commit.
+        release: str | None
+        release_dir: str | None
+        commit: str | None
 
     # -- kill, select -------------------------------------------------------------------------
     class KillArgs(Selector, total=False):
@@ -187,6 +198,8 @@ if TYPE_CHECKING:
         would_stop: list[int]
         #: Check mode: paths an earlier deploy_code would create.
         would_exist: list[str]
+        #: A release's `current` link: resolved at launch, argv and chdir then name the real release.
+        release_link: str
 
     class LaunchSpec(LaunchArgs, total=False):
         """What the supervisor (supervisor.py) is given: the launch's args and these."""
@@ -230,6 +243,8 @@ if TYPE_CHECKING:
         within: float
         #: Seconds verify may take (the task timeout less the controller's margin).
         budget: float
+        #: On success, record the pidfile's launch as the job's last good run (good.json).
+        record_good: bool
 
     class _JobStatusBase(TypedDict):
         state: str
@@ -243,6 +258,9 @@ if TYPE_CHECKING:
     class JobStatus(_JobStatusBase, total=False):
         """The job's state per host; "diagnosis" is moved to the reply by a failing verify."""
         diagnosis: str
+        #: The release the running job was launched from (releases: true), and its commit.
+        release: str | None
+        commit: str | None
 
     class _VerifyReplyBase(ErrorReply):
         ok: bool
@@ -258,6 +276,8 @@ if TYPE_CHECKING:
         cut_short: bool
         log_tail: str
         waited_s: float
+        #: record_good: the last good run now recorded (its release and commit).
+        good: GoodRunRef
 
     class _GpuWaitArgsBase(TypedDict):
         wait: float
@@ -536,9 +556,114 @@ if TYPE_CHECKING:
         dropped_stdout: int
         dropped_stderr: int
 
+    # -- releases and rollback (deploy_code releases: true, rollback) -------------------------
+    class ReleaseInfo(TypedDict):
+        """A release directory under <dest>/releases, oldest first in a list."""
+        name: str
+        commit: str | None
+        created: float | None
+
+    class _ReleasesArgsBase(TypedDict):
+        dest: str
+
+    class ReleasesArgs(_ReleasesArgsBase, total=False):
+        #: The job's pidfile: its running release and last good run are reported too.
+        pidfile: str
+
+    class _ReleasesReplyBase(ErrorReply):
+        releases: list[ReleaseInfo]
+        #: The release <dest>/current points to (None: no link yet).
+        current: str | None
+
+    class ReleasesReply(_ReleasesReplyBase, total=False):
+        running: str | None
+        good: str | None
+
+    class _ReleaseArgsBase(TypedDict):
+        dest: str
+        name: str
+        #: Every file of the release: {relative path: mode}; those not in the payload are
+        #: hard-linked from `base` (their content and mode are the same there).
+        files: dict[str, int]
+
+    class ReleaseArgs(_ReleaseArgsBase, total=False):
+        base: str | None
+        commit: str | None
+        dirty: bool
+        source: str
+        keep: int
+        pidfile: str
+
+    class ReleaseReply(ErrorReply):
+        release: str
+        release_dir: str
+        written: int
+        linked: int
+        previous: str | None
+        pruned: list[str]
+        #: Releases past `keep` that were kept, and why (running, last good, in use by pid N).
+        spared: dict[str, str]
+
+    class GoodRunRef(TypedDict):
+        release: str | None
+        commit: str | None
+
+    class GoodRun(TypedDict, total=False):
+        """The job's last good run (<pidfile base>.good.json, 0600): the release and the exact
+        launch that verify passed, which rollback relaunches."""
+        release: str | None
+        release_dir: str | None
+        commit: str | None
+        link: str | None
+        argv: list[str]
+        env: dict[str, str]
+        chdir: str | None
+        log: str | None
+        umask: str | None
+        pid: int | None
+        start: int | None
+        launched_at: float | None
+        verified_at: float
+        boot_id: str | None
+
+    class _RollbackArgsBase(TypedDict):
+        pidfile: str
+
+    class RollbackArgs(_RollbackArgsBase, total=False):
+        #: A release name, "previous" (the one before current), or absent: the last good run's.
+        release: str
+        #: Auto (after a failed restart): nothing is done while the last good run still runs.
+        auto: bool
+        pattern: str
+        grace: float
+        #: The checks the relaunched run must pass (verify's args, its pidfile set here).
+        verify: VerifyArgs
+        check_mode: bool
+        #: Seconds the whole rollback may take (the task timeout less the controller's margin).
+        budget: float
+
+    class RollbackReply(ErrorReply, total=False):
+        #: What happened: "nothing" (the good run still runs), "no_good_run", "would", "rolled_back", "failed".
+        outcome: str
+        release: str | None
+        commit: str | None
+        pid: int | None
+        #: The pids stopped first, and the release `current` was switched from.
+        stopped: list[int]
+        switched_from: str | None
+        argv: list[str]
+        chdir: str | None
+        verified: bool
+        #: Why the relaunch or its verify failed (the diagnosis).
+        why: str
+        status: JobStatus
+        took_s: float
+
     #: Any op's reply (the dispatcher's type).
     Reply = Union[ErrorReply, KillReply, SelectReply, LaunchReply, VerifyReply, GpuWaitReply, ClearReply,
                   StatReply, WriteReply, DeleteReply, ReadReply, TailReply, FactsReply, FsStatReply,
-                  FsPutReply, FsFileReply, LineInFileReply, WaitForReply, ExecReply]
+                  FsPutReply, FsFileReply, LineInFileReply, WaitForReply, ExecReply,
+                  ReleasesReply, ReleaseReply, RollbackReply]
     OpName = Literal["kill", "select", "launch", "verify", "gpu_wait", "clear", "stat", "write", "delete",
-                     "read", "tail", "facts", "fs_stat", "fs_put", "fs_file", "lineinfile", "wait_for", "exec"]
+                     "read", "tail", "facts", "fs_stat", "fs_put", "fs_file", "lineinfile", "wait_for", "exec",
+                     "releases", "release", "rollback"]
