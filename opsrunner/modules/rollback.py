@@ -40,8 +40,9 @@ def release_text(release: str | None, commit: str | None) -> str:
     return f"release {release} ({f'commit {commit}' if commit else 'no git commit'})"
 
 
-def outcome_text(reply: RollbackReply) -> tuple[Status, str]:
-    """The task's status and the rollback's part of the line."""
+def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Status, str]:
+    """The task's status and the rollback's part of the line (after_failure: it follows what
+    failed, so a rollback that fails fails "too")."""
     outcome, where = reply.get("outcome"), release_text(reply.get("release"), reply.get("commit"))
     if outcome == "rolled_back":
         return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified"
@@ -56,7 +57,10 @@ def outcome_text(reply: RollbackReply) -> tuple[Status, str]:
         return Status.CHANGED, (f"would roll back to {where}: stop {stop}{switch}, start "
                                 f"{shlex.join(reply.get('argv') or [])}"
                                 + (f" in {reply['chdir']}" if reply.get("chdir") else "") + ", verify it")
-    return Status.FAILED, f"rollback to {where} failed too: {reply.get('why')}"
+    too = " too" if after_failure else ""
+    if "release" not in reply:  # it failed before it knew where to go
+        return Status.FAILED, f"rollback failed{too}: {reply.get('why')}"
+    return Status.FAILED, f"rollback to {where} failed{too}: {reply.get('why')}"
 
 
 class RollbackModule(Module):
@@ -88,8 +92,9 @@ class RollbackModule(Module):
         try:
             reply = ctx.agent(ops.ROLLBACK, request, timeout=ctx.timeout)
         except ModuleFailure as exc:
-            return _result(Status.FAILED, failed, f"rollback failed too: {str(exc).splitlines()[0]}", {})
-        status, text = outcome_text(reply)
+            too = " too" if failed else ""
+            return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
+        status, text = outcome_text(reply, after_failure=bool(failed))
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
         if reply.get("outcome") == "would":
