@@ -23,6 +23,10 @@ if TYPE_CHECKING:
         LineInFileReply,
         ReadArgs,
         ReadReply,
+        ReleaseArgs,
+        ReleaseReply,
+        ReleasesArgs,
+        ReleasesReply,
         StatArgs,
         StatReply,
         TailArgs,
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
         KillReply,
         LaunchArgs,
         LaunchReply,
+        RollbackArgs,
+        RollbackReply,
         SelectArgs,
         SelectReply,
         VerifyArgs,
@@ -80,3 +86,7 @@ FS_FILE: AgentOp[FsFileArgs, FsFileReply] = AgentOp("fs_file")
 LINEINFILE: AgentOp[LineInFileArgs, LineInFileReply] = AgentOp("lineinfile")
 WAIT_FOR: AgentOp[WaitForArgs, WaitForReply] = AgentOp("wait_for")
 EXEC: AgentOp[ExecArgs, ExecReply] = AgentOp("exec")
+# releases and rollback (deploy_code releases: true, rollback)
+RELEASES: AgentOp[ReleasesArgs, ReleasesReply] = AgentOp("releases")
+RELEASE: AgentOp[ReleaseArgs, ReleaseReply] = AgentOp("release")
+ROLLBACK: AgentOp[RollbackArgs, RollbackReply] = AgentOp("rollback")

@@ -58,7 +58,7 @@ class LaunchDetachedModule(Module):
         if ctx.check_mode:
             request["would_stop"] = sorted(ctx.ledger.would_stop)
             request["would_exist"] = list(ctx.ledger.would_create)
-        for key in ("chdir", "log", "pidfile", "umask"):
+        for key in ("chdir", "log", "pidfile", "umask", "release_link"):
             if key in args:
                 request[key] = str(args[key])
         reply = ctx.agent(ops.LAUNCH, request)

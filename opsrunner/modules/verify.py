@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 CHECK_KEYS = ("processes", "min_processes", "log", "port", "gpu_min_memory_mb")
 #: Seconds of a task timeout kept for starting the agent and bringing its verdict back.
 TIMEOUT_MARGIN_S = 1.0
-STATUS_KEYS = ("state", "pid", "uptime_s", "log_size", "log_age_s", "last_line", "gpu_memory_mb")
+STATUS_KEYS = ("state", "pid", "release", "commit", "uptime_s", "log_size", "log_age_s", "last_line",
+               "gpu_memory_mb")
 
 
 def status_line(status: dict[str, Any]) -> str:
@@ -22,6 +23,8 @@ def status_line(status: dict[str, Any]) -> str:
     parts = [str(status.get("state", "unknown"))]
     if status.get("pid"):
         parts.append(f"pid {status['pid']}")
+    if status.get("release"):
+        parts.append(f"release {status['release']}" + (f" (commit {status['commit']})" if status.get("commit") else ""))
     if status.get("uptime_s") is not None:
         parts.append(f"up {_duration(float(status['uptime_s']))}")
     if status.get("log_size") is not None:
@@ -61,6 +64,8 @@ class VerifyModule(Module):
         # Its arguments are the op's: the schema (verify.json) has VerifyArgs' keys, checked
         # by tests/unit/test_agent_ops.py.
         request: VerifyArgs = cast("VerifyArgs", dict(args))
+        if ctx.check_mode:
+            request.pop("record_good", None)  # a dry run records nothing
         if ctx.timeout is not None:  # the task timeout bounds verify, whatever `within` says
             request["budget"] = max(ctx.timeout - TIMEOUT_MARGIN_S, ctx.timeout / 2)
         reply = ctx.agent(ops.VERIFY, request, timeout=ctx.timeout)
@@ -71,7 +76,12 @@ class VerifyModule(Module):
         data.update({k: status.get(k) for k in STATUS_KEYS})
         if reply.get("ok"):
             passed = ", ".join(f"{c[0]}={c[3]}" for c in reply["checks"])
-            return TaskResult(Status.OK, msg=f"all checks passed: {passed}\n{status_line(status)}", data=data)
+            msg = f"all checks passed: {passed}\n{status_line(status)}"
+            if reply.get("good"):
+                data["good"] = reply["good"]
+                msg += "\nrecorded as the last good run" + (f" (release {reply['good']['release']})"
+                                                            if reply["good"].get("release") else "")
+            return TaskResult(Status.OK, msg=msg, data=data)
         return _failure(args, reply, data, ctx.timeout)
 
 

@@ -16,6 +16,8 @@ from .guards import Refused
 from .launch import op_launch
 from .procs import op_kill, op_select
 from .reads import NotRegular
+from .releases import op_release, op_releases
+from .rollback import op_rollback
 from .verify import op_gpu_wait, op_verify
 
 TYPE_CHECKING = False
@@ -31,24 +33,28 @@ if TYPE_CHECKING:
         FsStatReply,
         LineInFileReply,
         ReadReply,
+        ReleaseReply,
+        ReleasesReply,
         StatReply,
         TailReply,
         WaitForReply,
         WriteReply,
     )
     from .protocol_host import ExecReply, FactsReply
-    from .protocol_jobs import GpuWaitReply, KillReply, LaunchReply, SelectReply, VerifyReply
+    from .protocol_jobs import GpuWaitReply, KillReply, LaunchReply, RollbackReply, SelectReply, VerifyReply
 
     #: Any op's reply (the dispatcher's type).
     Reply = Union[ErrorReply, KillReply, SelectReply, LaunchReply, VerifyReply, GpuWaitReply, ClearReply,
                   StatReply, WriteReply, DeleteReply, ReadReply, TailReply, FactsReply, FsStatReply,
-                  FsPutReply, FsFileReply, LineInFileReply, WaitForReply, ExecReply]
+                  FsPutReply, FsFileReply, LineInFileReply, WaitForReply, ExecReply,
+                  ReleasesReply, ReleaseReply, RollbackReply]
 
 OPS: dict[str, Callable[..., Reply]] = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
        "delete": op_delete, "read": op_read, "tail": op_tail, "facts": op_facts,
        "fs_stat": op_fs_stat, "fs_put": op_fs_put, "fs_file": op_fs_file, "lineinfile": op_lineinfile,
-       "wait_for": op_wait_for, "exec": op_exec}
+       "wait_for": op_wait_for, "exec": op_exec,
+       "releases": op_releases, "release": op_release, "rollback": op_rollback}
 
 
 PATH_ARGS = ("pidfile", "log", "chdir", "dest", "path")

@@ -182,6 +182,9 @@ def job_status(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> Job
         out["last_line"] = lines[-1][:300] if lines else None
     # The checks' reading when they just took one: nvidia-smi takes ~0.1 s on a GPU host.
     out["gpu_memory_mb"] = state.gpu_memory_mb if state.gpu_read else gpu_memory(args.get("gpus"))
+    meta = state.meta or {}
+    if meta.get("release") and pid is not None and meta.get("pid") == pid:  # the release it runs from
+        out["release"], out["commit"] = meta.get("release"), meta.get("commit")
     return out
 
 

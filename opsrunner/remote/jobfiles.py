@@ -25,15 +25,17 @@ if TYPE_CHECKING:
         def cmdline(self) -> str: ...
 
     class JobPaths(TypedDict):
-        """The pidfile and the records beside it (train.pid, train.exit, train.launch.json)."""
+        """The pidfile and the records beside it (train.pid, train.exit, train.launch.json,
+        and the last good run train.good.json)."""
         pid: str
         exit: str
         meta: str
+        good: str
 
 
 def pidfile_paths(pidfile: str) -> JobPaths:
     base = pidfile[:-4] if pidfile.endswith(".pid") else pidfile
-    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json"}
+    return {"pid": pidfile, "exit": base + ".exit", "meta": base + ".launch.json", "good": base + ".good.json"}
 
 def boot_id() -> str | None:
     """This boot's id: a start time in clock ticks means something only within one boot."""
@@ -94,6 +96,13 @@ def as_launch_record(raw: Mapping[str, object]) -> LaunchRecord:
         record["supervisor"] = [_int(v) for v in sup] if isinstance(sup, list) else None
     if isinstance(error, str):
         record["error"] = error
+    env = raw.get("env")
+    if isinstance(env, dict):
+        record["env"] = dict((str(k), str(v)) for k, v in env.items())
+    chdir, umask, release, release_dir, commit = (_text(raw.get(key)) for key in (
+        "chdir", "umask", "release", "release_dir", "commit"))
+    record.update({"chdir": chdir, "umask": umask, "release": release, "release_dir": release_dir,
+                   "commit": commit})
     return record
 
 def as_exit_record(raw: Mapping[str, object]) -> ExitRecord:

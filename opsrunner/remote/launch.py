@@ -10,6 +10,7 @@ from .jobfiles import as_exit_record, boot_id, pidfile_paths, read_pidfile
 from .procs import alive, read_proc, send_signal
 from .programs import resolve_program
 from .reads import check_regular, file_size, read_json, tail_lines
+from .releases import resolve_release_link
 from .watchdog import open_pidfd
 from .wire import json_dumps
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 else:
     import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 
+#: The launch record holds the job's environment: readable by its owner only.
+RECORD_MODE = 0o600
 SUPERVISOR_BOOT = ("import os,marshal,binascii;"
                    "exec(marshal.loads(binascii.a2b_base64(os.environ.pop('OPSRUNNER_SUPERVISOR_CODE'))))")
 
@@ -31,6 +34,9 @@ SUPERVISOR_BOOT = ("import os,marshal,binascii;"
 def op_launch(args: LaunchArgs) -> LaunchReply:
     pidfile = args.get("pidfile")
     paths = pidfile_paths(pidfile) if pidfile else None
+    release, problem = resolve_release_link(args)  # before all else: argv and chdir name the real release
+    if problem:
+        return {"error": problem}
     if args.get("chdir") and args.get("log") and not os.path.isabs(args["log"]):
         args["log"] = os.path.join(args["chdir"], args["log"])  # the job opens it after chdir
     if paths:
@@ -53,8 +59,13 @@ def op_launch(args: LaunchArgs) -> LaunchReply:
         for path in (paths["exit"], paths["meta"]):
             if os.path.lexists(path):
                 os.unlink(path)
+    # The exact launch (env and chdir too), so a rollback can start it again as it was; the
+    # file is 0600 as the environment may hold secrets.
     record: LaunchRecord = {"pid": None, "start": None, "argv": args["argv"], "log": args.get("log"),
-                            "log_offset": log_offset, "started_at": time.time(), "boot_id": boot_id()}
+                            "log_offset": log_offset, "started_at": time.time(), "boot_id": boot_id(),
+                            "env": dict(args.get("env") or {}), "chdir": args.get("chdir"),
+                            "umask": args.get("umask")}
+    record.update(release)
     if problem:
         return _failed_launch(paths, record, problem)
     pid, error, record["supervisor"] = _spawn(args, paths["exit"] if paths else None)
@@ -73,7 +84,7 @@ def _launched(args: LaunchArgs, paths: JobPaths | None, record: LaunchRecord, pi
     record["start"] = p.start if p is not None and p.sid == pid else (ended or {}).get("start")
     if paths:
         try:
-            write_atomic(paths["meta"], json_dumps(record).encode())
+            write_atomic(paths["meta"], json_dumps(record).encode(), RECORD_MODE)
             write_atomic(paths["pid"], f"{pid}\n".encode())
         except OSError as exc:
             if ended is None:
@@ -133,7 +144,7 @@ def _failed_launch(paths: JobPaths | None, record: LaunchRecord, problem: str) -
         try:
             if os.path.lexists(paths["pid"]):
                 os.unlink(paths["pid"])  # names a job already stopped: it must not be trusted
-            write_atomic(paths["meta"], json_dumps(record).encode())
+            write_atomic(paths["meta"], json_dumps(record).encode(), RECORD_MODE)
         except OSError:
             pass
     return {"error": problem}

@@ -34,6 +34,9 @@ mypy only, one module per family: protocol_jobs.py (a job's processes), protocol
   wait_for    WaitForArgs     WaitForReply     protocol_files  wait_for
   facts       FactsArgs       FactsReply       protocol_host   setup
   exec        ExecArgs        ExecReply        protocol_host   shell, command (the payload is the command's stdin)
+  releases    ReleasesArgs    ReleasesReply    protocol_files  deploy_code (releases: true), rollback (the list)
+  release     ReleaseArgs     ReleaseReply     protocol_files  deploy_code (releases: true; a tar stream as the payload)
+  rollback    RollbackArgs    RollbackReply    protocol_jobs   rollback (stop, switch, relaunch the good run, verify)
 
 Every reply may carry ErrorReply's keys instead of (or besides) its own.
 """

@@ -205,3 +205,51 @@ if TYPE_CHECKING:
     class WaitForReply(ErrorReply):
         ok: bool
         elapsed: float
+
+    # -- releases (deploy_code releases: true) ------------------------------------------------
+    class ReleaseInfo(TypedDict):
+        """A release directory under <dest>/releases, oldest first in a list."""
+        name: str
+        commit: str | None
+        created: float | None
+
+    class _ReleasesArgsBase(TypedDict):
+        dest: str
+
+    class ReleasesArgs(_ReleasesArgsBase, total=False):
+        #: The job's pidfile: its running release and last good run are reported too.
+        pidfile: str
+
+    class _ReleasesReplyBase(ErrorReply):
+        releases: list[ReleaseInfo]
+        #: The release <dest>/current points to (None: no link yet).
+        current: str | None
+
+    class ReleasesReply(_ReleasesReplyBase, total=False):
+        running: str | None
+        good: str | None
+
+    class _ReleaseArgsBase(TypedDict):
+        dest: str
+        name: str
+        #: Every file of the release: {relative path: mode}; those not in the payload are
+        #: hard-linked from `base` (their content and mode are the same there).
+        files: dict[str, int]
+
+    class ReleaseArgs(_ReleaseArgsBase, total=False):
+        base: str | None
+        commit: str | None
+        dirty: bool
+        source: str
+        keep: int
+        pidfile: str
+
+    class ReleaseReply(ErrorReply):
+        release: str
+        release_dir: str
+        written: int
+        linked: int
+        previous: str | None
+        pruned: list[str]
+        #: Releases past `keep` that were kept, and why (running, last good, in use by pid N).
+        spared: dict[str, str]

@@ -58,6 +58,14 @@ if TYPE_CHECKING:
         supervisor: list[int | None] | None
         #: Why the launch failed (the job never started).
         error: str
+        #: The launch's extra environment and directory (0600 file: env may hold secrets).
+        env: dict[str, str]
+        chdir: str | None
+        umask: str | None
+        #: The release the launch resolved release_link to (releases: true), and its commit.
+        release: str | None
+        release_dir: str | None
+        commit: str | None
 
     # -- kill, select -------------------------------------------------------------------------
     class KillArgs(Selector, total=False):
@@ -99,6 +107,8 @@ if TYPE_CHECKING:
         would_stop: list[int]
         #: Check mode: paths an earlier deploy_code would create.
         would_exist: list[str]
+        #: A release's `current` link: resolved at launch, argv and chdir then name the real release.
+        release_link: str
 
     class LaunchSpec(LaunchArgs, total=False):
         """What the supervisor (supervisor.py) is given: the launch's args and these."""
@@ -142,6 +152,8 @@ if TYPE_CHECKING:
         within: float
         #: Seconds verify may take (the task timeout less the controller's margin).
         budget: float
+        #: On success, record the pidfile's launch as the job's last good run (good.json).
+        record_good: bool
 
     class _JobStatusBase(TypedDict):
         state: str
@@ -155,6 +167,9 @@ if TYPE_CHECKING:
     class JobStatus(_JobStatusBase, total=False):
         """The job's state per host; "diagnosis" is moved to the reply by a failing verify."""
         diagnosis: str
+        #: The release the running job was launched from (releases: true), and its commit.
+        release: str | None
+        commit: str | None
 
     class _VerifyReplyBase(ErrorReply):
         ok: bool
@@ -170,6 +185,8 @@ if TYPE_CHECKING:
         cut_short: bool
         log_tail: str
         waited_s: float
+        #: record_good: the last good run now recorded (its release and commit).
+        good: GoodRunRef
 
     class _GpuWaitArgsBase(TypedDict):
         wait: float
@@ -184,3 +201,59 @@ if TYPE_CHECKING:
         msg: str
         busy: dict[str, float]
         used: dict[str, float]
+
+    # -- the last good run, rollback (the restart role's rescue, rollback.yml) -----------------
+    class GoodRunRef(TypedDict):
+        release: str | None
+        commit: str | None
+
+    class GoodRun(TypedDict, total=False):
+        """The job's last good run (<pidfile base>.good.json, 0600): the release and the exact
+        launch that verify passed, which rollback relaunches."""
+        release: str | None
+        release_dir: str | None
+        commit: str | None
+        link: str | None
+        argv: list[str]
+        env: dict[str, str]
+        chdir: str | None
+        log: str | None
+        umask: str | None
+        pid: int | None
+        start: int | None
+        launched_at: float | None
+        verified_at: float
+        boot_id: str | None
+
+    class _RollbackArgsBase(TypedDict):
+        pidfile: str
+
+    class RollbackArgs(_RollbackArgsBase, total=False):
+        #: A release name, "previous" (the one before current), or absent: the last good run's.
+        release: str
+        #: Auto (after a failed restart): nothing is done while the last good run still runs.
+        auto: bool
+        pattern: str
+        grace: float
+        #: The checks the relaunched run must pass (verify's args, its pidfile set here).
+        verify: VerifyArgs
+        check_mode: bool
+        #: Seconds the whole rollback may take (the task timeout less the controller's margin).
+        budget: float
+
+    class RollbackReply(ErrorReply, total=False):
+        #: What happened: "nothing" (the good run still runs), "no_good_run", "would", "rolled_back", "failed".
+        outcome: str
+        release: str | None
+        commit: str | None
+        pid: int | None
+        #: The pids stopped first, and the release `current` was switched from.
+        stopped: list[int]
+        switched_from: str | None
+        argv: list[str]
+        chdir: str | None
+        verified: bool
+        #: Why the relaunch or its verify failed (the diagnosis).
+        why: str
+        status: JobStatus
+        took_s: float

@@ -6,6 +6,7 @@ import os
 import time
 
 from .diagnose import VerifyState, job_status
+from .goodrun import record_good
 from .gpus import gpu_memory
 from .jobfiles import exit_record, launch_offset, read_pidfile
 from .procs import alive, read_proc, select, table_for
@@ -232,8 +233,7 @@ def op_verify(args: VerifyArgs) -> VerifyReply:
         if all(c[1] for c in checks):
             passed_at = passed_at or now
             if now - passed_at >= stable_for:
-                return {"ok": True, "checks": checks, "procs": state.procs, "log_size": state.log_size,
-                        "status": job_status(args, state, checks)}
+                return _passed(args, state, checks)
         elif passed_at is not None or now >= deadline or _fail_regex_matched(checks) or _ended(args, state):
             break
         if hard is not None and now + POLL_S >= hard:
@@ -249,6 +249,18 @@ def op_verify(args: VerifyArgs) -> VerifyReply:
             "diagnosis": status.pop("diagnosis"), "procs": state.procs, "cut_short": cut,
             "log_tail": tail_lines(log, state.offset) if log else "",
             "log_size": state.log_size, "status": status, "waited_s": round(time.time() - t0, 2)}
+
+def _passed(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> VerifyReply:
+    """The verdict ok; with record_good, the pidfile's launch is the job's last good run now."""
+    reply: VerifyReply = {"ok": True, "checks": checks, "procs": state.procs, "log_size": state.log_size,
+                          "status": job_status(args, state, checks)}
+    pidfile = args.get("pidfile")
+    if args.get("record_good") and pidfile:
+        good = record_good(pidfile)
+        if good is not None:
+            reply["good"] = good
+    return reply
+
 
 # -- kill_old: wait for GPU memory -----------------------------------------------------------
 def op_gpu_wait(args: GpuWaitArgs) -> GpuWaitReply:

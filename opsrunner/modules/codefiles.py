@@ -1,0 +1,86 @@
+"""The files deploy_code sends: the local files with their digests, which of them differ
+from the target's, and the tar stream that carries them (plain deploys and releases)."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import posixpath
+import stat
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol_files import FileDigest, OtherFile
+
+SPOOL_IN_MEMORY = 8 << 20  # larger transfers spill to a temp file, never held twice in memory
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    rel: str
+    path: Path
+    sha256: str
+    mode: int
+
+
+def excluded(rel: str, patterns: list[str]) -> bool:
+    parts = rel.split("/")
+    return any(fnmatch.fnmatch(rel, p) or any(fnmatch.fnmatch(part, p) for part in parts) for p in patterns)
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def parse_mode(value: Any) -> int | None:
+    if value is None:
+        return None
+    return int(str(value), 8) if isinstance(value, str) else int(value)
+
+
+def collect(src: Path, dest: str, exclude: list[str], mode: int | None) -> tuple[str, list[LocalFile]]:
+    """The remote root directory and the local files to deploy under it."""
+    if src.is_file():
+        if dest.endswith("/"):
+            root, rels = dest.rstrip("/") or "/", [(src.name, src)]
+        else:
+            root, rels = posixpath.dirname(dest) or ".", [(posixpath.basename(dest), src)]
+    else:
+        root = dest.rstrip("/") or "/"
+        rels = [(p.relative_to(src).as_posix(), p) for p in sorted(src.rglob("*")) if p.is_file()]
+    files = [LocalFile(rel, path, sha256_of(path), mode if mode is not None else stat.S_IMODE(path.stat().st_mode))
+             for rel, path in rels if not excluded(rel, exclude)]
+    return root, files
+
+
+def differs(local: LocalFile, remote: FileDigest | OtherFile | None) -> bool:
+    if remote is None or "type" in remote:  # missing, or not a regular file there
+        return True
+    return remote["sha256"] != local.sha256 or remote["mode"] != local.mode
+
+
+
+
+@contextmanager
+def tar_of(files: list[LocalFile]) -> Iterator[IO[bytes]]:
+    """The files as an uncompressed tar stream, rewound (a payload for the agent's write and release)."""
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
+        with tarfile.open(fileobj=spool, mode="w|") as tar:
+            for f in files:
+                info = tarfile.TarInfo(f.rel)
+                info.size = f.path.stat().st_size
+                info.mode = f.mode
+                with f.path.open("rb") as fh:
+                    tar.addfile(info, fh)
+        spool.seek(0)
+        yield cast(IO[bytes], spool)

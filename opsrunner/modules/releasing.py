@@ -1,0 +1,108 @@
+"""deploy_code with `releases: true`: each deploy a release directory of its own under
+<dest>/releases, named by its UTC time and the git commit of src, made on the target by
+remote/releases.py (unchanged files hard-linked from the current release), then
+<dest>/current switched to it."""
+
+from __future__ import annotations
+
+import posixpath
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opsrunner.connections import ops
+from opsrunner.errors import ModuleFailure
+from opsrunner.modules.base import TaskContext
+from opsrunner.modules.codefiles import LocalFile, differs, tar_of
+from opsrunner.results import Status, TaskResult
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol_files import ReleaseArgs, ReleaseReply, ReleasesArgs, StatArgs
+
+#: time.strftime format of a release's name (UTC), e.g. 20261201T030000Z-1a2b3c4.
+STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
+GIT_TIMEOUT_S = 10
+
+
+def release_name(when: float, commit: str | None) -> str:
+    """A release's name: its UTC time, then the git short commit where there is one. The
+    target adds .2, .3 ... to the time when two deploys fall in the same second."""
+    stamp = time.strftime(STAMP_FORMAT, time.gmtime(when))
+    return f"{stamp}-{commit}" if commit else stamp
+
+
+def git_commit(src: Path) -> tuple[str | None, bool]:
+    """(the short commit of the git checkout holding src, whether src has uncommitted changes
+    there); (None, False) when src is not in a git checkout or git is missing."""
+    folder = src if src.is_dir() else src.parent
+
+    def git(*argv: str) -> str | None:
+        try:
+            res = subprocess.run(["git", "-C", str(folder), *argv], capture_output=True, text=True,
+                                 timeout=GIT_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return res.stdout.strip() if res.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return None, False
+    return commit, bool(git("status", "--porcelain", "--", "."))
+
+
+def deploy_release(ctx: TaskContext, args: dict[str, Any], src: Path, files: list[LocalFile]) -> TaskResult:
+    """Make a new release of src's files (or say the current one has them all already)."""
+    if not src.is_dir():
+        raise ModuleFailure(f"releases: true deploys a directory; src {args['src']} is a file")
+    dest = str(args["dest"]).rstrip("/") or "/"
+    asked_releases: ReleasesArgs = {"dest": dest}
+    listing = ctx.agent(ops.RELEASES, asked_releases)
+    current = listing["current"]
+    changed, extra = list(files), list[str]()
+    if current:
+        asked: StatArgs = {"dest": posixpath.join(dest, "releases", current), "files": [f.rel for f in files],
+                           "list_extra": True, "exclude": list(args.get("exclude") or [])}
+        remote = ctx.agent(ops.STAT, asked)
+        changed = [f for f in files if differs(f, remote["files"].get(f.rel))]
+        extra = remote.get("extra", [])
+    data: dict[str, Any] = {"dest": dest, "files": len(files), "changed_files": [f.rel for f in changed],
+                            "deleted_files": [], "previous": current, "release": current}
+    if current and not changed and not extra:
+        return TaskResult(Status.OK, data=data, msg=f"{len(files)} files up to date in release {current} "
+                          f"({dest}/current)")
+    commit, dirty = git_commit(src)
+    name = release_name(time.time(), commit)
+    data.update(release=name, commit=commit, dirty=dirty)
+    linked = len(files) - len(changed) if current else 0
+    reuse = f" ({linked} hard-linked from {current})" if linked else ""
+    if ctx.check_mode:
+        for f in files:
+            ctx.ledger.would_create += [posixpath.join(dest, "current", f.rel),
+                                        posixpath.join(dest, "releases", name, f.rel)]
+        return TaskResult(Status.CHANGED, changed=True, data=data,
+                          msg=f"would deploy release {name}: {len(changed)} of {len(files)} files sent{reuse}; "
+                              f"current -> {name}")
+    request: ReleaseArgs = {"dest": dest, "name": name, "files": {f.rel: f.mode for f in files}, "base": current,
+                            "commit": commit, "dirty": dirty, "source": str(src),
+                            "keep": int(args.get("keep_releases", 5))}
+    if args.get("pidfile"):
+        request["pidfile"] = str(args["pidfile"])
+    with tar_of(changed) as payload:  # an empty stream when every file is linked from the current release
+        made = ctx.agent(ops.RELEASE, request, payload=payload)
+    return _made(made, data, len(files), len(changed), current)
+
+
+def _made(reply: ReleaseReply, data: dict[str, Any], total: int, sent: int, current: str | None) -> TaskResult:
+    name = reply["release"]
+    data.update(release=name, release_dir=reply["release_dir"], linked=reply["linked"], pruned=reply["pruned"],
+                spared=reply["spared"])
+    msg = f"deployed release {name}: {sent} of {total} files sent"
+    if reply["linked"]:
+        msg += f" ({reply['linked']} hard-linked from {current})"
+    msg += f"; current -> {name}"
+    if reply["pruned"]:
+        msg += f"; removed {len(reply['pruned'])} old: {', '.join(reply['pruned'])}"
+    if reply["spared"]:
+        msg += "; kept past keep_releases: " + ", ".join(f"{n} ({why})" for n, why in sorted(reply["spared"].items()))
+    return TaskResult(Status.CHANGED, changed=True, msg=msg, data=data)

@@ -1,0 +1,75 @@
+# opsrunner-agent part: the job's last good run (<pidfile base>.good.json, beside the launch
+# record): the release and the exact launch (argv, env, chdir, log, umask) of the last run
+# that verify passed with record_good, which rollback starts again. 0600: env may hold
+# secrets. Written atomically (temp file + rename), never read from a FIFO or device.
+from __future__ import annotations
+
+import os
+import time
+
+from .atomic import write_atomic
+from .jobfiles import boot_id, launch_record, pidfile_paths, read_pidfile
+from .procs import alive
+from .reads import read_json
+from .wire import json_dumps
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping
+
+    from .protocol_jobs import GoodRun, GoodRunRef
+
+GOOD_MODE = 0o600
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def as_good_run(raw: Mapping[str, object]) -> GoodRun:
+    """A last good run read from its file, each key with the type its writer gives it."""
+    argv, env = raw.get("argv"), raw.get("env")
+    good: GoodRun = {
+        "release": _text(raw.get("release")), "release_dir": _text(raw.get("release_dir")),
+        "commit": _text(raw.get("commit")), "link": _text(raw.get("link")),
+        "argv": [str(a) for a in argv] if isinstance(argv, list) else [],
+        "env": dict((str(k), str(v)) for k, v in env.items()) if isinstance(env, dict) else {},
+        "chdir": _text(raw.get("chdir")), "log": _text(raw.get("log")), "umask": _text(raw.get("umask")),
+    }
+    pid, start, launched = raw.get("pid"), raw.get("start"), raw.get("launched_at")
+    good["pid"] = pid if isinstance(pid, int) else None
+    good["start"] = start if isinstance(start, int) else None
+    good["launched_at"] = float(launched) if isinstance(launched, (int, float)) else None
+    verified = raw.get("verified_at")
+    good["verified_at"] = float(verified) if isinstance(verified, (int, float)) else 0.0
+    good["boot_id"] = _text(raw.get("boot_id"))
+    return good
+
+
+def read_good(pidfile: str) -> GoodRun | None:
+    """The job's last good run, or None when none is recorded."""
+    raw = read_json(pidfile_paths(pidfile)["good"], "last good run")
+    return None if raw is None or not raw.get("argv") else as_good_run(raw)
+
+
+def link_of(release_dir: str | None) -> str | None:
+    """The `current` link of a release's tree (<dest>/releases/<name> -> <dest>/current)."""
+    return os.path.join(os.path.dirname(os.path.dirname(release_dir)), "current") if release_dir else None
+
+
+def record_good(pidfile: str) -> GoodRunRef | None:
+    """Record the pidfile's live, launched job as the last good run; None when the pidfile
+    names no live job with a launch record (nothing is written then)."""
+    pid, start = read_pidfile(pidfile)
+    meta = launch_record(pidfile)
+    if not pid or start is None or not meta or meta.get("pid") != pid or not alive(pid, start):
+        return None
+    good: GoodRun = {
+        "release": meta.get("release"), "release_dir": meta.get("release_dir"), "commit": meta.get("commit"),
+        "link": link_of(meta.get("release_dir")),
+        "argv": list(meta.get("argv") or []), "env": dict(meta.get("env") or {}), "chdir": meta.get("chdir"),
+        "log": meta.get("log"), "umask": meta.get("umask"), "pid": pid, "start": start,
+        "launched_at": meta.get("started_at"), "verified_at": time.time(), "boot_id": boot_id(),
+    }
+    write_atomic(pidfile_paths(pidfile)["good"], json_dumps(good).encode(), GOOD_MODE)
+    return {"release": good["release"], "commit": good["commit"]}

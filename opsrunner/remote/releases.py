@@ -1,0 +1,325 @@
+# opsrunner-agent part: releases (deploy_code releases: true). Each deploy lands in its own
+# directory <dest>/releases/<UTC time>[-<commit>] (its manifest beside it: <name>.json), made
+# complete under a temporary name and renamed into place; files the previous release has
+# with the same content and mode are hard links to it. <dest>/current is a symlink switched
+# atomically (a new link under a temporary name renamed over it), so a job launched through
+# it names one whole release, never a mix. Old releases are pruned past `keep`, never the
+# current one, the running job's, the last good run's or one a live process uses.
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import time
+
+from .atomic import write_atomic
+from .goodrun import read_good
+from .guards import Context, Refused, guard_path, remove
+from .jobfiles import launch_record, read_pidfile
+from .procs import alive
+from .reads import read_json
+from .watchdog import ignored
+from .wire import json_dumps
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Mapping
+
+    from .protocol_files import ReleaseArgs, ReleaseInfo, ReleaseReply, ReleasesArgs, ReleasesReply
+    from .protocol_jobs import LaunchArgs, LaunchRecord
+
+    #: {release name: why it is kept}
+    Spared = Dict[str, str]
+
+RELEASES = "releases"
+CURRENT = "current"
+TEMP_MARK = ".opsrunner-tmp-"
+DEFAULT_KEEP = 5
+
+
+def releases_dir(dest: str) -> str:
+    return os.path.join(dest, RELEASES)
+
+
+def current_link(dest: str) -> str:
+    return os.path.join(dest, CURRENT)
+
+
+def manifest_path(folder: str, name: str) -> str:
+    return os.path.join(folder, name + ".json")
+
+
+def release_of(path: str, dest_real: str) -> str | None:
+    """The release name a real path lies in (<dest>/releases/<name>/...), or None."""
+    top = os.path.join(dest_real, RELEASES) + "/"
+    if not path.startswith(top):
+        return None
+    name = path[len(top):].split("/", 1)[0]
+    return name if name and not name.startswith(".") else None
+
+
+def list_releases(dest: str) -> list[ReleaseInfo]:
+    """The releases under dest, oldest first (by the manifest's time, then by name)."""
+    folder = releases_dir(dest)
+    try:
+        names = [n for n in os.listdir(folder) if not n.startswith(".") and os.path.isdir(os.path.join(folder, n))
+                 and not os.path.islink(os.path.join(folder, n))]
+    except OSError:
+        return []
+    found: list[ReleaseInfo] = []
+    for name in names:
+        raw = read_json(manifest_path(folder, name), "release manifest") or {}
+        commit, created = raw.get("commit"), raw.get("created")
+        found.append({"name": name, "commit": commit if isinstance(commit, str) else None,
+                      "created": float(created) if isinstance(created, (int, float)) else None})
+    return sorted(found, key=lambda r: (r["created"] or 0.0, r["name"]))
+
+
+def current_release(dest: str) -> str | None:
+    """The release <dest>/current points to, None when there is no such link."""
+    link = current_link(dest)
+    if not os.path.islink(link):
+        return None
+    return release_of(os.path.realpath(link), os.path.realpath(dest))
+
+
+def unique_name(folder: str, name: str) -> str:
+    """name, or with .2, .3 ... after its time stamp when a release of that name exists (two
+    deploys within one second)."""
+    stamp, sep, rest = name.partition("-")
+    candidate, n = name, 1
+    while os.path.lexists(os.path.join(folder, candidate)) or os.path.lexists(manifest_path(folder, candidate)):
+        n += 1
+        candidate = f"{stamp}.{n}{sep}{rest}"
+    return candidate
+
+
+def prune_plan(names: list[str], keep: int, protected: Mapping[str, str]) -> tuple[list[str], Spared]:
+    """(the releases to delete, those past `keep` that stay and why): names are oldest first;
+    the newest `keep` stay, and of the older ones every protected release stays."""
+    keep = max(1, keep)
+    older = names[:-keep] if len(names) > keep else []
+    doomed = [n for n in older if n not in protected]
+    spared = dict((n, protected[n]) for n in older if n in protected)
+    return doomed, spared
+
+
+def used_by_processes(dest_real: str) -> Spared:
+    """Releases a live process runs from (its working directory or its command line is in
+    one), so that none is deleted under a job that still runs: also a job of another pidfile."""
+    top = os.path.join(dest_real, RELEASES) + "/"
+    used: Spared = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        paths = []
+        with ignored(OSError):
+            paths.append(os.readlink(f"/proc/{entry}/cwd"))
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                paths.extend(arg for arg in fh.read().decode("utf-8", "replace").split("\0") if top in arg)
+        except OSError:
+            pass
+        for path in paths:
+            at = path.find(top)
+            name = release_of(path[at:], dest_real) if at >= 0 else None
+            if name and name not in used:
+                used[name] = f"in use by pid {entry}"
+    return used
+
+
+def job_releases(pidfile: str | None, dest_real: str) -> Spared:
+    """The release the pidfile's live job was launched from, and the last good run's."""
+    kept: Spared = {}
+    if not pidfile:
+        return kept
+    pid, start = read_pidfile(pidfile)
+    meta = launch_record(pidfile) or {}
+    running = meta.get("release")
+    if pid and alive(pid, start) and running:
+        kept[running] = "the running job's"
+    good = read_good(pidfile) or {}
+    good_name = good.get("release")
+    if good_name and (good.get("release_dir") or "").startswith(os.path.join(dest_real, RELEASES) + "/"):
+        kept.setdefault(good_name, "the last good run's")
+    return kept
+
+
+def op_releases(args: ReleasesArgs) -> ReleasesReply:
+    dest = args["dest"]
+    reply: ReleasesReply = {"releases": list_releases(dest), "current": current_release(dest)}
+    pidfile = args.get("pidfile")
+    if pidfile:
+        pid, start = read_pidfile(pidfile)
+        meta = launch_record(pidfile) or {}
+        reply["running"] = meta.get("release") if pid and alive(pid, start) else None
+        reply["good"] = (read_good(pidfile) or {}).get("release")
+    return reply
+
+
+def switch_link(link: str, target: str) -> None:
+    """Point `link` at `target` atomically: a new symlink under a temporary name, renamed over
+    the old one (rename(2) replaces it in one step: a reader sees the old release or the new)."""
+    if os.path.isdir(link) and not os.path.islink(link):
+        raise Refused("not-a-link", f"{link} is a directory, not a symlink: move it away to use releases")
+    parent = os.path.dirname(link)
+    relative = os.path.relpath(target, parent)  # the tree keeps working when moved or bind-mounted
+    while True:
+        tmp = f"{link}{TEMP_MARK}{os.urandom(6).hex()}"
+        try:
+            os.symlink(relative, tmp)
+            break
+        except FileExistsError:
+            continue
+    try:
+        os.rename(tmp, link)
+    except OSError:
+        os.unlink(tmp)
+        raise
+
+
+def _link_or_copy(src: str, dst: str) -> bool:
+    """Hard-link an unchanged file from the previous release; copy where links are refused
+    (another file system, fs.protected_hardlinks). True when linked."""
+    try:
+        os.link(src, dst)
+        return True
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES):
+            raise
+    import shutil
+    shutil.copy2(src, dst)
+    return False
+
+
+def _fill(tmp: str, args: ReleaseArgs, base_dir: str | None, ctx: Context) -> tuple[int, int]:
+    """The payload's files written, the others linked from the base release: (written, linked)."""
+    import shutil
+    import tarfile
+    written = linked = 0
+    sent: set[str] = set()
+    with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
+        for member in tar:
+            if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
+                continue
+            path = guard_path(os.path.join(tmp, member.name), "write", dest=tmp, ctx=ctx)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            src = tar.extractfile(member)
+            if src is None:
+                continue
+            with open(path, "xb") as fh:
+                shutil.copyfileobj(src, fh, 1 << 20)
+            os.chmod(path, member.mode & 0o7777)
+            sent.add(member.name)
+            written += 1
+    for rel, mode in sorted(args["files"].items()):
+        if rel in sent:
+            continue
+        if base_dir is None:
+            raise ValueError(f"{rel} was not sent and there is no previous release to link it from")
+        old = os.path.join(base_dir, rel)
+        st = os.lstat(old)
+        if (st.st_mode & 0o7777) != mode:
+            raise ValueError(f"{old} has mode {st.st_mode & 0o7777:o}, not {mode:o}: cannot link it unchanged")
+        path = guard_path(os.path.join(tmp, rel), "write", dest=tmp, ctx=ctx)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        linked += _link_or_copy(old, path)
+    return written, linked
+
+
+def op_release(args: ReleaseArgs) -> ReleaseReply:
+    """Make a release from the payload (the changed files) and the base release (the rest),
+    switch current to it, and prune."""
+    ctx = Context()
+    dest = guard_path(args["dest"], "write", ctx=ctx)
+    folder = releases_dir(dest)
+    os.makedirs(folder, exist_ok=True)
+    name = unique_name(folder, args["name"])
+    base = args.get("base")
+    base_dir = os.path.join(folder, base) if base else None
+    tmp = os.path.join(folder, f".{name}{TEMP_MARK}{os.urandom(6).hex()}")
+    os.mkdir(tmp, 0o755)
+    try:
+        written, linked = _fill(tmp, args, base_dir, ctx)
+    except BaseException:
+        remove(tmp)
+        raise
+    manifest = {"name": name, "commit": args.get("commit"), "dirty": bool(args.get("dirty")),
+                "created": time.time(), "source": args.get("source"), "files": len(args["files"]), "base": base}
+    write_atomic(manifest_path(folder, name), json_dumps(manifest).encode())
+    final = os.path.join(folder, name)
+    os.rename(tmp, final)
+    previous = current_release(dest)
+    switch_link(current_link(dest), final)
+    pruned, spared = prune(dest, int(args.get("keep") or DEFAULT_KEEP), args.get("pidfile"), ctx)
+    return {"release": name, "release_dir": final, "written": written, "linked": linked, "previous": previous,
+            "pruned": pruned, "spared": spared}
+
+
+def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list[str], Spared]:
+    """Delete the releases past `keep`, sparing those a job needs (prune_plan's rules)."""
+    dest_real = os.path.realpath(dest)
+    names = [r["name"] for r in list_releases(dest)]
+    protected: Spared = {}
+    current = current_release(dest)
+    if current:
+        protected[current] = "current"
+    for extra in (job_releases(pidfile, dest_real), used_by_processes(dest_real)):
+        for name, why in extra.items():
+            protected.setdefault(name, why)
+    doomed, spared = prune_plan(names, keep, protected)
+    folder = releases_dir(dest)
+    for name in doomed:
+        remove(guard_path(os.path.join(folder, name), "delete", dest=folder, ctx=ctx))
+        manifest = manifest_path(folder, name)
+        if os.path.lexists(manifest):
+            os.unlink(manifest)
+    return doomed, spared
+
+
+def _swap(value: str, link: str, real: str) -> str:
+    """value with the link's path replaced by the release's (as an argument, after `=`, or
+    inside a shell command line)."""
+    if value == link:
+        return real
+    if value.endswith("=" + link):
+        return value[:-len(link)] + real
+    return value.replace(link + "/", real + "/")
+
+
+def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
+    """A launch through a release's `current` link: argv and chdir are rewritten to the
+    release it points to now, so the job and its record name the real release (and a later
+    switch of `current` changes nothing under it). (the record's release keys, a problem)."""
+    link = args.get("release_link")
+    if not link:
+        return {}, None
+    link = os.path.abspath(link).rstrip("/")
+    if not os.path.islink(link):
+        if args.get("check_mode"):
+            return {}, None  # a dry run's deploy_code would have made it
+        what = "a directory" if os.path.isdir(link) else "missing"
+        return {}, f"release link {link} is {what}, not a symlink (deploy_code with releases: true makes it)"
+    real = os.path.realpath(link)
+    if not os.path.isdir(real):
+        return {}, f"release link {link} points to {real}, which is not a directory"
+    args["argv"] = [_swap(arg, link, real) for arg in args["argv"]]
+    if args.get("chdir"):
+        args["chdir"] = _swap(os.path.abspath(args["chdir"]), link, real)
+    folder = os.path.dirname(real)
+    raw = read_json(manifest_path(folder, os.path.basename(real)), "release manifest") or {}
+    commit = raw.get("commit")
+    return {"release": os.path.basename(real), "release_dir": real,
+            "commit": commit if isinstance(commit, str) else None}, None
+
+
+def release_dir_of(dest: str, name: str) -> tuple[str, str | None]:
+    """(the directory of release `name` under dest, its commit); ValueError when there is none."""
+    folder = releases_dir(dest)
+    path = os.path.join(folder, name)
+    if "/" in name or name.startswith(".") or not os.path.isdir(path):
+        known = ", ".join(r["name"] for r in list_releases(dest)) or "none"
+        raise ValueError(f"no release {name!r} in {folder} (releases: {known})")
+    raw = read_json(manifest_path(folder, name), "release manifest") or {}
+    commit = raw.get("commit")
+    return path, commit if isinstance(commit, str) else None
