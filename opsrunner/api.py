@@ -177,10 +177,13 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
     from opsrunner.targets import require_targets
 
     inputs = load(request)
-    require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host is contacted
     run_id = (request.run_id or new_run_id()) if request.history else None
     inputs = dataclasses.replace(inputs, options=dataclasses.replace(inputs.options, run_id=run_id))
-    lock = _run_lock(request, run_id) if request.run_lock else None
+    try:
+        require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host is contacted
+        lock = _run_lock(request, run_id) if request.run_lock else None
+    except OpsrunnerError as exc:  # a pattern or --limit may quote a variable's value
+        raise mask_error(exc, inputs.masker) from None
     try:
         recorder = _recorder(request, inputs) if request.history else None
         subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]

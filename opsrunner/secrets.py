@@ -183,19 +183,35 @@ class Masker:
     def mask_vars(self, variables: Mapping[str, Any]) -> dict[str, Any]:
         """A variable mapping as it may be shown: secret-named values replaced whole (however
         short), every other value with its known secrets masked, at any depth."""
-        return {key: MASK if self.is_secret_name(str(key)) else
-                self.mask_vars(value) if isinstance(value, Mapping) else self.mask_value(value)
-                for key, value in variables.items()}
+        return {key: MASK if self.is_secret_name(str(key)) else self._shown(value) for key, value in variables.items()}
+
+    def _shown(self, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return self.mask_vars(value)
+        if isinstance(value, list | tuple):
+            return [self._shown(item) for item in value]
+        return self.mask_value(value)
 
     def mask_argv(self, argv: Iterable[str]) -> list[str]:
-        """A command line as it may be shown: `NAME=VALUE` words of secret-named variables
-        (-e's form) hidden whole, however short the value, and known secrets masked."""
-        shown = []
-        for word in argv:
-            name, sep, _ = word.partition("=")
-            hide = sep and name.isidentifier() and self.is_secret_name(name)
-            shown.append(f"{name}={MASK}" if hide else self.mask(word))
-        return shown
+        """A command line as it may be shown: the value of every secret-named variable that a
+        word assigns, however short and in whichever form -e takes (`a=1 db_password=42`,
+        `--extra-vars=api_token=zz`, `{"api_token": "zz"}`, `{api_token: zz}`), hidden whole,
+        and every known secret masked."""
+        return [self.mask(self._mask_assignments(word)) for word in argv]
+
+    def _mask_assignments(self, word: str) -> str:
+        shown, end = [], 0
+        for match in _ASSIGNMENT.finditer(word):
+            if match.start() < end or not self.is_secret_name(match.group("name")):
+                continue
+            start = match.end()
+            stop = _value_end(word, start)
+            shown.append(word[end:start])
+            quote = word[start] if start < len(word) and word[start] in "'\"" else ""
+            shown.append(f"{quote}{MASK}{quote}")
+            end = stop
+        shown.append(word[end:])
+        return "".join(shown)
 
     def mask_result(self, result: TaskResult) -> TaskResult:
         if self._pattern() is None:
@@ -221,6 +237,22 @@ class Masker:
         if isinstance(event, Notice):
             return dataclasses.replace(event, message=self.mask(event.message))
         return event
+
+
+#: A variable assigned in a word of a command line: `name=`, `"name": `, `name: `.
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:=|[\"']?[ \t]*:[ \t]*)")
+
+
+def _value_end(word: str, start: int) -> int:
+    """Where the value that starts at `start` ends: its closing quote, else the next blank,
+    comma, brace, bracket or quote."""
+    if start < len(word) and word[start] in "'\"":
+        close = word.find(word[start], start + 1)
+        return len(word) if close < 0 else close + 1
+    stop = start
+    while stop < len(word) and word[stop] not in " \t\n,}]'\"":
+        stop += 1
+    return stop
 
 
 def masker_for(inventory: _Inventory, extra_vars: Mapping[str, Any]) -> Masker:

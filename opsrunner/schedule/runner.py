@@ -13,6 +13,7 @@ import contextlib
 import socket
 import subprocess
 import time
+import traceback
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,6 +49,7 @@ def git_pull(project: Path) -> str | None:
 def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     run_id = new_run_id()
     started = time.time()
+    history = default_path().absolute()  # before the chdir: a relative OPSRUNNER_HISTORY names one file
     project = Path(schedule.project)
     refused = git_pull(project) if schedule.git_pull else None
     if refused:
@@ -55,21 +57,22 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
         code = EXIT_REFUSED
     else:
         with contextlib.chdir(project):  # the schedule's paths are the project's, as `play` there
-            code, refused = _play(schedule, run_id, out, err)
-    summary = run_summary(schedule, run_id, code, started, refused)
-    _notify(schedule, summary, err)
+            code, refused = _play(schedule, run_id, history, out, err)
+    summary = run_summary(schedule, run_id, code, started, refused, history)
+    _notify(schedule, summary, err, history)
     return code
 
 
-def _play(schedule: Schedule, run_id: str, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
+def _play(schedule: Schedule, run_id: str, history: Path, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
     """The schedule's play, reported on `out` as `opsrunner play` would; (exit code, why the
-    run did not reach its recap), the why already masked by the library."""
+    run did not reach its recap). However the run ends, there is an exit code and a why for
+    the alert: the library masks what its errors say; of anything else only its type is told."""
     from opsrunner import api
     from opsrunner.reporting import ConsoleReporter
 
     request = api.PlayRequest(schedule.playbook, inventory=schedule.inventory, extra_vars=schedule.extra_vars,
                               limit=schedule.limit, run_lock=True, schedule=schedule.name, run_id=run_id,
-                              argv=[*schedule.play_args(), "--lock"])
+                              history_path=str(history), argv=[*schedule.play_args(), "--lock"])
     console = ConsoleReporter(out, 0, colour=False)
     try:
         return api.run(request, [console]).exit_code, None
@@ -80,11 +83,18 @@ def _play(schedule: Schedule, run_id: str, out: IO[str], err: IO[str]) -> tuple[
     except OpsrunnerError as exc:
         err.write(f"ERROR: {exc}\n")
         return exit_code_of(exc), str(exc)
+    except KeyboardInterrupt as exc:  # stopped before its first task (a run that began recaps itself)
+        err.write("interrupted\n")
+        return exit_code_of(exc), "interrupted before the play began"
+    except Exception as exc:  # a bug: the traceback goes to the log, the alert still goes out
+        traceback.print_exc(file=err)
+        return exit_code_of(exc), f"unexpected {type(exc).__name__} (the traceback is in the run's log)"
     finally:
         console.close()
 
 
-def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None) -> dict[str, Any]:
+def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None,
+                history: Path) -> dict[str, Any]:
     """The structured summary of the alert: from the run history (secrets already masked there)."""
     summary: dict[str, Any] = {
         "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
@@ -94,7 +104,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
     }
     run = None
     with contextlib.suppress(Exception):  # no history (unwritable, --no-history): the summary says less
-        store = HistoryStore(default_path())
+        store = HistoryStore(history)
         run = store.run(run_id)
         store.close()
     if run is not None and run.id == run_id:
@@ -107,7 +117,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
     return summary
 
 
-def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str]) -> None:
+def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str], history: Path) -> None:
     if not schedule.notify or (summary["exit_code"] == 0 and schedule.notify_on != "always"):
         return
     payload = {"text": alert_text(summary), "run": summary}
@@ -118,6 +128,6 @@ def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str]) -> None:
             err.write(f"WARNING: {note}\n")
         if summary["run_id"]:
             with contextlib.suppress(Exception):  # recorded where possible, never fatal
-                store = HistoryStore(default_path())
+                store = HistoryStore(history)
                 store.add_note(summary["run_id"], note)
                 store.close()

@@ -19,11 +19,12 @@ def test_secret_names() -> None:
 def test_mask_vars_and_text_nested() -> None:
     """What history stores of -e: secret-named values hidden whole (even short), their values
     masked wherever else they appear."""
-    extra = {"db": {"password": "hunter22", "host": "db1"}, "api_token": "abc123", "steps": 10, "pin": "7"}
+    extra = {"db": {"password": "hunter22", "host": "db1"}, "api_token": "abc123", "steps": 10, "pin": "7",
+             "users": [{"name": "a", "password": "ab"}]}
     masker = Masker()
     masker.add_vars(extra)
     assert masker.mask_vars(extra) == {"db": {"password": MASK, "host": "db1"}, "api_token": MASK, "steps": 10,
-                                       "pin": "7"}
+                                       "pin": "7", "users": [{"name": "a", "password": MASK}]}
     assert masker.mask("login hunter22 with abc123 at db1") == f"login {MASK} with {MASK} at db1"
 
 
@@ -50,3 +51,17 @@ def test_schema_version_is_recorded_and_migrations_run_once(tmp_path: Path) -> N
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
+def test_the_command_line_hides_short_secrets_in_every_form_of_e() -> None:
+    """What history records of the command line: every secret-named value hidden, whatever
+    its length and whichever form -e takes; other values and words left as they are."""
+    masker = Masker()
+    masker.add_vars({"db_password": "42", "api_token": "zz"})
+    argv = ["play", "p.yml", "-e", "env=prod db_password=42", "--extra-vars=api_token=zz",
+            "-e", '{"api_token": "zz", "steps": 42}', "-e", "{api_token: zz, b: 2}", "-e", "password='a b' c=1",
+            "-l", "http://host:42/"]
+    assert masker.mask_argv(argv) == [
+        "play", "p.yml", "-e", f"env=prod db_password={MASK}", f"--extra-vars=api_token={MASK}",
+        "-e", f'{{"api_token": "{MASK}", "steps": 42}}', "-e", f"{{api_token: {MASK}, b: 2}}",
+        "-e", f"password='{MASK}' c=1", "-l", "http://host:42/"]
