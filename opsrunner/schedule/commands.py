@@ -105,7 +105,7 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     except Exception:
         path.unlink()
         raise
-    out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {_next(calendar)}\n")
+    out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {next_run(calendar)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
     return 0
 
@@ -140,7 +140,7 @@ def _install(schedule: Schedule, folder: Path, args: argparse.Namespace) -> list
     return files
 
 
-def _next(calendar: str) -> str:
+def next_run(calendar: str) -> str:
     when = parse_calendar(calendar).next_run(dt.datetime.now().replace(microsecond=0))
     return when.strftime("%Y-%m-%d %H:%M:%S") if when else "never"
 
@@ -156,7 +156,7 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         last = history.runs(schedule=s.name, limit=1) if history else []
         when = dt.datetime.fromtimestamp(last[0].started).strftime("%Y-%m-%d %H:%M:%S") if last else "-"
         result = f"{last[0].result} ({last[0].id})" if last else "-"
-        rows.append((s.name, f"--every {s.every}" if s.every else s.on_calendar, _next(s.on_calendar), when,
+        rows.append((s.name, f"--every {s.every}" if s.every else s.on_calendar, next_run(s.on_calendar), when,
                      result, s.playbook))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
