@@ -166,7 +166,8 @@ def test_another_address_needs_a_token(project: Project, tmp_path: Path) -> None
     token.write_text("a-token-of-thirty-two-characters\n")
     with serving(project, "--token-file", str(token)) as server:
         assert server.get("/api/runs").status == 401
-        assert server.get("/api/runs", headers={"Authorization": "Bearer wrong-token-of-thirty-two-chars"}).status == 401
+        wrong = {"Authorization": "Bearer wrong-token-of-thirty-two-chars"}
+        assert server.get("/api/runs", headers=wrong).status == 401
         good = server.get("/api/runs", headers={"Authorization": "Bearer a-token-of-thirty-two-characters"})
         assert good.status == 200 and good.json()["runs"] == []
         first = server.get("/?token=a-token-of-thirty-two-characters")

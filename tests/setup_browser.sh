@@ -1,0 +1,14 @@
+#!/bin/sh
+# Make sure Debian's chromium exists for the dashboard's browser tests (tests/web), which
+# drive it through Playwright with executable_path=/usr/bin/chromium: Playwright never
+# downloads a browser of its own (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD). Only installs the
+# package when it is missing (Debian/Ubuntu). Called by tests/setup_sshd.sh, so the README's
+# test command installs it too.
+set -e
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+[ -x /usr/bin/chromium ] && exit 0
+command -v apt-get >/dev/null 2>&1 || { echo "setup_browser: no apt-get; install chromium yourself" >&2; exit 0; }
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
