@@ -181,7 +181,7 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         try:
             if on_ready is not None:
                 on_ready()
-            summary = _run_engine(inputs, subscribers)
+            summary = _run_engine(inputs, subscribers, recorder.run.id if recorder else None)
         except BaseException as exc:  # every way out closes the run's history row, with its exit code
             if recorder is not None:
                 recorder.finish(exit_code_of(exc))
@@ -197,12 +197,12 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
     return RunResult(summary.exit_code(), summary, recorder.run.id if recorder else None)
 
 
-def _run_engine(inputs: RunInputs, reporters: list[Reporter]) -> RunSummary:
+def _run_engine(inputs: RunInputs, reporters: list[Reporter], run_id: str | None) -> RunSummary:
     from opsrunner.engine import Engine
     from opsrunner.interrupts import sigterm_as_interrupt
 
     with sigterm_as_interrupt():
-        return Engine(inputs.playbook, inputs.inventory, inputs.options, reporters, inputs.masker).run()
+        return Engine(inputs.playbook, inputs.inventory, inputs.options, reporters, inputs.masker, run_id).run()
 
 
 def _run_lock(request: PlayRequest) -> Any:

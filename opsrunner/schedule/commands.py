@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("--cron", action="store_true", help="a crontab entry instead of systemd units")
     add.add_argument("--unit-dir", metavar="DIR", help="write units here and activate nothing "
                      "(also $OPSRUNNER_UNIT_DIR)")
+    add.add_argument("--dry-run", action="store_true",
+                     help="check everything and print the schedule file and the units (or crontab line); write nothing")
     lst = ssub.add_parser("list", help="schedules with their next and last run")
     lst.add_argument("--history", metavar="PATH", help="run history database to read last runs from")
     rm = ssub.add_parser("remove", help="uninstall the timer (or cron entry) and delete the schedule file")
@@ -90,6 +92,8 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     if target.exists():
         raise UsageError(f"schedule {name!r} already exists ({target}); remove it first")
     project = Path.cwd()
+    if args.git_pull:
+        _check_git_pull(project)
     code = _check(args)
     if code != 0:
         sys.stderr.write(f"schedule {name!r} not added: the playbook does not pass `opsrunner check`\n")
@@ -99,6 +103,9 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
         installer="cron" if args.cron else "systemd")
+    if args.dry_run:
+        out.write(_dry_run(schedule, folder, args))
+        return 0
     path = store.save(folder, schedule)
     try:
         written = _install(schedule, folder, args)
@@ -108,6 +115,47 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {next_run(calendar)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
     return 0
+
+
+def _check_git_pull(project: Path) -> None:
+    """--git-pull needs a git checkout whose branch has an upstream to pull from: checked now,
+    not at the first run at 3 in the morning."""
+    import subprocess
+
+    def problem(why: str) -> ValidationError:
+        return ValidationError([Problem(SourcePos("<--git-pull>"), why, "--git-pull")])
+
+    try:
+        upstream = subprocess.run(["git", "-C", str(project), "rev-parse", "--abbrev-ref", "--symbolic-full-name",
+                                   "@{upstream}"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise problem(f"cannot run git: {exc}") from None
+    if upstream.returncode != 0:
+        detail = (upstream.stderr.strip().splitlines() or ["no output"])[-1]
+        raise problem(f"{project} is not a git checkout with an upstream branch to pull from ({detail})")
+
+
+def _dry_run(schedule: Schedule, folder: Path, args: argparse.Namespace) -> str:
+    """What `schedule add` would write, and where; nothing is written or activated."""
+    import yaml
+
+    from opsrunner.schedule import store, units
+
+    data = {k: v for k, v in schedule.__dict__.items() if v not in (None, [], "")}
+    text = [f"# dry run: nothing written. Schedule file {store.path_of(folder, schedule.name)}:",
+            store.HEADER.format(name=schedule.name) + yaml.safe_dump(data, sort_keys=False)]
+    if args.cron:
+        text += ["# crontab line:", units.cron_line(schedule, folder) + "\n"]
+    else:
+        target = units.UnitTarget.choose(args.unit_dir)
+        base = target.folder / units.unit_name(schedule.name)
+        text += [f"# {base}.service:", units.render_service(schedule, folder, system=not target.user),
+                 f"# {base}.timer:", units.render_timer(schedule)]
+        if target.activate:
+            systemctl = "systemctl --user" if target.user else "systemctl"
+            text.append(f"# then: {systemctl} daemon-reload && {systemctl} enable --now {base.name}.timer\n")
+    text.append(f"# next run {next_run(schedule.on_calendar)}\n")
+    return "\n".join(text)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -148,15 +196,17 @@ def next_run(calendar: str) -> str:
 def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.history.store import HistoryStore, default_path
     from opsrunner.schedule import store
+    from opsrunner.schedule.units import timer_active
 
     history_path = Path(args.history) if args.history else default_path()
     history = HistoryStore(history_path) if history_path.exists() else None
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
     for s in store.all_schedules(folder):
+        upcoming = next_run(s.on_calendar) if timer_active(s) else ""  # an inactive timer runs nothing
         last = history.runs(schedule=s.name, limit=1) if history else []
         when = dt.datetime.fromtimestamp(last[0].started).strftime("%Y-%m-%d %H:%M:%S") if last else "-"
         result = f"{last[0].result} ({last[0].id})" if last else "-"
-        rows.append((s.name, f"--every {s.every}" if s.every else s.on_calendar, next_run(s.on_calendar), when,
+        rows.append((s.name, f"--every {s.every}" if s.every else s.on_calendar, upcoming, when,
                      result, s.playbook))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
