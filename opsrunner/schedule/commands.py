@@ -30,8 +30,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     when.add_argument("--every", metavar="INTERVAL", help="15m, 6h, 1d (must divide an hour or a day)")
     add.add_argument("--git-pull", action="store_true",
                      help="fast-forward the project first; refuse to run on a dirty or diverged tree")
-    add.add_argument("--notify", action="append", default=[], metavar="URL", help="POST a JSON alert here")
-    add.add_argument("--notify-on", choices=("failure", "always"), default="failure")
+    add.add_argument("--notify", action="append", default=[], metavar="URL",
+                     help="an apprise URL to alert (slack://, mailto://, ntfy://, json://, ...; a plain "
+                     "http(s) URL gets a JSON POST); repeatable")
+    add.add_argument("--notify-on", choices=("failure", "recovery", "always"), default="failure",
+                     help="failure (default); recovery: failures and the first success after one; always")
+    add.add_argument("--dashboard", metavar="URL", help="the dashboard's address (opsrunner serve): alerts "
+                     "link to the run's page there")
     add.add_argument("--randomized-delay", type=int, default=60, metavar="SECONDS",
                      help="timer's RandomizedDelaySec (default 60)")
     add.add_argument("--cron", action="store_true", help="a crontab entry instead of systemd units")
@@ -92,6 +97,7 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     if target.exists():
         raise UsageError(f"schedule {name!r} already exists ({target}); remove it first")
     project = Path.cwd()
+    _check_notify(args.notify)
     if args.git_pull:
         _check_git_pull(project)
     code = _check(args)
@@ -102,7 +108,7 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
         inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
-        installer="cron" if args.cron else "systemd")
+        installer="cron" if args.cron else "systemd", dashboard=args.dashboard)
     if args.dry_run:
         out.write(_dry_run(schedule, folder, args))
         return 0
@@ -115,6 +121,16 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {next_run(calendar)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
     return 0
+
+
+def _check_notify(urls: list[str]) -> None:
+    """Every --notify URL must be one apprise can deliver to: checked now, not at the first failure."""
+    from opsrunner.schedule.notify import check_url
+
+    problems = [Problem(SourcePos("<--notify>"), f"{url!r}: {why}", "--notify")
+                for url in urls if (why := check_url(url)) is not None]
+    if problems:
+        raise ValidationError(problems)
 
 
 def _check_git_pull(project: Path) -> None:

@@ -17,7 +17,7 @@ from opsrunner.errors import Problem, SourcePos, UsageError, ValidationError
 from opsrunner.schedule.spec import SpecError, parse_calendar
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-NOTIFY_ON = ("failure", "always")
+NOTIFY_ON = ("failure", "recovery", "always")  # as notify.NOTIFY_ON (that module imports apprise's helpers)
 HEADER = ("# opsrunner schedule, written by `opsrunner schedule add`. Review it like the playbook;\n"
           "# `opsrunner schedule run {name}` runs exactly what its timer runs.\n")
 
@@ -47,6 +47,8 @@ class Schedule:
     notify_on: str = "failure"
     randomized_delay: int = 60
     installer: str = "systemd"
+    #: The dashboard's address (`opsrunner serve`): alerts link to the run's page there.
+    dashboard: str | None = None
 
     def play_args(self) -> list[str]:
         """The `opsrunner play` arguments of one run (run in `project`)."""
@@ -84,7 +86,7 @@ def save(folder: Path, schedule: Schedule) -> Path:
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "name": str, "project": str, "playbook": str, "on_calendar": str, "every": str, "inventory": list,
     "extra_vars": list, "limit": str, "git_pull": bool, "notify": list, "notify_on": str,
-    "randomized_delay": int, "installer": str,
+    "randomized_delay": int, "installer": str, "dashboard": str,
 }
 
 
