@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("-l", "--limit")
     when = add.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="SPEC", help="systemd OnCalendar expression: daily, 'Sun 03:00', "
-                      "'*-*-* 04:00:00', 'Mon..Fri 08:30'")
+                      "'*-*-* 04:00:00', 'Mon..Fri 08:30'; or a 5-field cron expression: '*/15 9-17 * * 1-5'")
     when.add_argument("--every", metavar="INTERVAL", help="15m, 6h, 1d (must divide an hour or a day)")
     add.add_argument("--git-pull", action="store_true",
                      help="fast-forward the project first; refuse to run on a dirty or diverged tree")
@@ -73,26 +73,37 @@ def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
     return run_schedule(store.load(folder, args.name), out, sys.stderr)
 
 
-def _spec(args: argparse.Namespace) -> str:
+def _spec(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(the OnCalendar expression, the cron expression) of --at or --every; "" where a cron
+    expression installed by cron needs none."""
+    from opsrunner.schedule.cron import cron_to_calendar, is_cron, parse_cron, systemd_verdict
+
     if args.randomized_delay < 0:
         raise ValidationError([Problem(SourcePos("<--randomized-delay>"), "must be 0 or more seconds",
                                        "--randomized-delay")])
     option = "--at" if args.at else "--every"
     try:
-        calendar = args.at if args.at else every_to_calendar(args.every)
-        parsed = parse_calendar(calendar)
-        if args.cron:
-            to_cron(parsed)
+        cron = parse_cron(args.at) if args.at and is_cron(args.at) else None
+        if cron is not None:
+            calendar = "" if args.cron else cron_to_calendar(cron)
+        else:
+            calendar = args.at if args.at else every_to_calendar(args.every)
+            parsed = parse_calendar(calendar)
+            if args.cron:
+                to_cron(parsed)
+        refused = systemd_verdict(calendar) if calendar else None
+        if refused:
+            raise SpecError(f"systemd-analyze calendar refuses {calendar!r}: {refused}")
     except SpecError as exc:
         raise ValidationError([Problem(SourcePos(f"<{option}>"), str(exc), option)]) from None
-    return calendar
+    return calendar, cron.text if cron else None
 
 
 def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store
 
     name = store.check_name(args.name)
-    calendar = _spec(args)
+    calendar, cron = _spec(args)
     target = store.path_of(folder, name)
     if target.exists():
         raise UsageError(f"schedule {name!r} already exists ({target}); remove it first")
@@ -108,7 +119,7 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
         inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
-        installer="cron" if args.cron else "systemd", dashboard=args.dashboard)
+        installer="cron" if args.cron else "systemd", dashboard=args.dashboard, cron=cron)
     if args.dry_run:
         out.write(_dry_run(schedule, folder, args))
         return 0
@@ -118,7 +129,7 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     except Exception:
         path.unlink()
         raise
-    out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {next_run(calendar)}\n")
+    out.write(f"schedule {name}: {args.playbook} at {args.at or calendar!r}, next run {next_run(schedule)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
     return 0
 
@@ -170,7 +181,7 @@ def _dry_run(schedule: Schedule, folder: Path, args: argparse.Namespace) -> str:
         if target.activate:
             systemctl = "systemctl --user" if target.user else "systemctl"
             text.append(f"# then: {systemctl} daemon-reload && {systemctl} enable --now {base.name}.timer\n")
-    text.append(f"# next run {next_run(schedule.on_calendar)}\n")
+    text.append(f"# next run {next_run(schedule)}\n")
     return "\n".join(text)
 
 
@@ -204,8 +215,8 @@ def _install(schedule: Schedule, folder: Path, args: argparse.Namespace) -> list
     return files
 
 
-def next_run(calendar: str) -> str:
-    when = parse_calendar(calendar).next_run(dt.datetime.now().replace(microsecond=0))
+def next_run(schedule: Schedule) -> str:
+    when = schedule.next_run()
     return when.strftime("%Y-%m-%d %H:%M:%S") if when else "never"
 
 
@@ -218,11 +229,11 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     history = HistoryStore(history_path) if history_path.exists() else None
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
     for s in store.all_schedules(folder):
-        upcoming = next_run(s.on_calendar) if timer_active(s) else ""  # an inactive timer runs nothing
+        upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing
         last = history.runs(schedule=s.name, limit=1) if history else []
         when = dt.datetime.fromtimestamp(last[0].started).strftime("%Y-%m-%d %H:%M:%S") if last else "-"
         result = f"{last[0].result} ({last[0].id})" if last else "-"
-        rows.append((s.name, f"--every {s.every}" if s.every else s.on_calendar, upcoming, when,
+        rows.append((s.name, s.spec, upcoming, when,
                      result, s.playbook))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:

@@ -105,7 +105,7 @@ def render_timer(schedule: Schedule) -> str:
 
 
 def cron_line(schedule: Schedule, schedules: Path) -> str:
-    fields = to_cron(parse_calendar(schedule.on_calendar))
+    fields = schedule.cron or to_cron(parse_calendar(schedule.on_calendar))  # a cron expression: as written
     command = f"cd {shlex.quote(schedule.project)} && {shlex.join(run_argv(schedule, schedules))}"
     return f"{fields} {command.replace('%', chr(92) + '%')} {CRON_TAG}{schedule.name}"
 

@@ -99,9 +99,9 @@ def schedules(store: HistoryStore, folder: Path) -> list[dict[str, Any]]:
         active = timer_active(s)
         last = store.runs(schedule=s.name, limit=1)
         found.append({
-            "name": s.name, "calendar": s.on_calendar, "every": s.every, "playbook": s.playbook,
+            "name": s.name, "calendar": s.cron or s.on_calendar, "every": s.every, "playbook": s.playbook,
             "project": s.project, "installer": s.installer, "timer_active": active,
-            "next_run": next_run(s.on_calendar) if active else "", "notify_on": s.notify_on,
+            "next_run": next_run(s) if active else "", "notify_on": s.notify_on,
             "alert_channels": len(s.notify), "last_run": run_summary(last[0]) if last else None,
         })
     return sorted(found, key=lambda s: (not s["next_run"], s["next_run"], s["name"]))
