@@ -10,5 +10,6 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 command -v apt-get >/dev/null 2>&1 || { echo "setup_browser: no apt-get; install chromium yourself" >&2; exit 0; }
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+# Not fatal: without it the browser tests skip and say why (CI requires them: .ci/run).
+{ $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } ||
+    echo "setup_browser: could not install chromium; the dashboard's browser tests will skip" >&2

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from starlette.applications import Starlette
@@ -19,6 +19,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from opsrunner.errors import OpsrunnerError
 from opsrunner.history.store import RESULTS, HistoryStore, RunFilter, RunRow
 from opsrunner.web import charts, data
 
@@ -52,79 +53,98 @@ def _environment() -> jinja2.Environment:
 
 
 def create_app(config: Dashboard) -> Starlette:
-    templates = _environment()
-
-    def open_store() -> HistoryStore:
-        return HistoryStore(config.history, busy_timeout_s=5.0, read_only=True)
-
-    def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        return HTMLResponse(templates.get_template(name).render(**context), status_code=status)
-
-    def runs_content(request: Request) -> dict[str, Any]:
-        filters, page_number = _filters(request)
-        store = open_store()
-        try:
-            return {**data.runs_page(store, filters, page_number), "charts": data.durations(store)}
-        finally:
-            store.close()
-
-    def find_run(run_id: str) -> tuple[RunRow | None, list[str]]:
-        store = open_store()
-        try:
-            found_id = store.last_run_id() if run_id == "last" else run_id
-            run = store.run(found_id) if found_id else None
-            return run, [] if run else store.candidates(run_id)
-        finally:
-            store.close()
-
-    def index(request: Request) -> Response:
-        return page("runs.html", **runs_content(request), results=RESULTS)
-
-    def api_runs(request: Request) -> Response:
-        content = runs_content(request)
-        del content["charts"]
-        return JSONResponse(content)
-
-    def run_page(request: Request) -> Response:
-        run, candidates = find_run(request.path_params["run_id"])
-        if run is None:
-            return page("missing.html", 404, run_id=request.path_params["run_id"], candidates=candidates)
-        return page("run.html", run=data.run_detail(run))
-
-    def api_run(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        run, candidates = find_run(run_id)
-        if run is None:
-            why = f"run id prefix {run_id!r} is ambiguous" if candidates else f"no run {run_id!r}"
-            return JSONResponse({"error": why, "candidates": candidates}, status_code=404)
-        return JSONResponse(data.run_detail(run))
-
-    def schedules_content() -> list[dict[str, Any]]:
-        store = open_store()
-        try:
-            return data.schedules(store, config.schedules)
-        finally:
-            store.close()
-
-    def hosts_content() -> list[dict[str, Any]]:
-        store = open_store()
-        try:
-            return data.hosts(store)
-        finally:
-            store.close()
-
     routes = [
-        Route("/", index), Route("/runs/{run_id}", run_page),
-        Route("/schedules", lambda r: page("schedules.html", schedules=schedules_content())),
-        Route("/hosts", lambda r: page("hosts.html", hosts=hosts_content())),
-        Route("/api/runs", api_runs), Route("/api/runs/{run_id}", api_run),
-        Route("/api/schedules", lambda r: JSONResponse({"schedules": schedules_content()})),
-        Route("/api/hosts", lambda r: JSONResponse({"hosts": hosts_content()})),
+        Route("/", index), Route("/runs/{run_id}", run_page), Route("/schedules", schedules_page),
+        Route("/hosts", hosts_page), Route("/api/runs", api_runs), Route("/api/runs/{run_id}", api_run),
+        Route("/api/schedules", api_schedules), Route("/api/hosts", api_hosts),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(BaseHTTPMiddleware, dispatch=_guard(config.token))]
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={
-        BadRequest: _bad_request, sqlite3.Error: _database_error, 404: _not_found})
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={
+        BadRequest: _bad_request, sqlite3.Error: _database_error, OpsrunnerError: _files_error, 404: _not_found})
+    app.state.config = config
+    app.state.templates = _environment()
+    return app
+
+
+# -- the routes (sync: Starlette runs them in its thread pool, each with its own connection) --
+def index(request: Request) -> Response:
+    return _page(request, "runs.html", **_runs_content(request), results=RESULTS)
+
+
+def api_runs(request: Request) -> Response:
+    content = _runs_content(request)
+    del content["charts"]
+    return JSONResponse(content)
+
+
+def run_page(request: Request) -> Response:
+    run, candidates = _find_run(request)
+    if run is None:
+        return _page(request, "missing.html", 404, run_id=request.path_params["run_id"], candidates=candidates)
+    return _page(request, "run.html", run=data.run_detail(run))
+
+
+def api_run(request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    run, candidates = _find_run(request)
+    if run is None:
+        why = f"run id prefix {run_id!r} is ambiguous" if candidates else f"no run {run_id!r}"
+        return JSONResponse({"error": why, "candidates": candidates}, status_code=404)
+    return JSONResponse(data.run_detail(run))
+
+
+def schedules_page(request: Request) -> Response:
+    return _page(request, "schedules.html", schedules=_read(request, lambda store, config: data.schedules(
+        store, config.schedules)))
+
+
+def api_schedules(request: Request) -> Response:
+    return JSONResponse({"schedules": _read(request, lambda store, config: data.schedules(store, config.schedules))})
+
+
+def hosts_page(request: Request) -> Response:
+    return _page(request, "hosts.html", hosts=_read(request, lambda store, _: data.hosts(store)))
+
+
+def api_hosts(request: Request) -> Response:
+    return JSONResponse({"hosts": _read(request, lambda store, _: data.hosts(store))})
+
+
+T = TypeVar("T")
+
+
+def _read(request: Request, query: Callable[[HistoryStore, Dashboard], T]) -> T:
+    """`query` over a read-only connection of this request's own."""
+    config: Dashboard = request.app.state.config
+    store = HistoryStore(config.history, busy_timeout_s=5.0, read_only=True)
+    try:
+        return query(store, config)
+    finally:
+        store.close()
+
+
+def _page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    templates: jinja2.Environment = request.app.state.templates
+    return HTMLResponse(templates.get_template(name).render(**context), status_code=status)
+
+
+def _runs_content(request: Request) -> dict[str, Any]:
+    filters, page_number = _filters(request)
+    return _read(request, lambda store, _: {**data.runs_page(store, filters, page_number),
+                                            "charts": data.durations(store)})
+
+
+def _find_run(request: Request) -> tuple[RunRow | None, list[str]]:
+    """The run of the path's id (an id, a unique prefix or `last`), or the ids a prefix matches."""
+    run_id = request.path_params["run_id"]
+
+    def find(store: HistoryStore, _: Dashboard) -> tuple[RunRow | None, list[str]]:
+        found_id = store.last_run_id() if run_id == "last" else run_id
+        run = store.run(found_id) if found_id else None
+        return run, [] if run else store.candidates(run_id)
+
+    return _read(request, find)
 
 
 def _filters(request: Request) -> tuple[RunFilter, int]:
@@ -179,6 +199,11 @@ async def _bad_request(request: Request, exc: Exception) -> Response:
 
 async def _database_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": f"cannot read the run history: {type(exc).__name__}: {exc}"}, status_code=503)
+
+
+async def _files_error(request: Request, exc: Exception) -> Response:
+    """A schedule file that does not load (edited by hand): its problem, as `schedule list` says it."""
+    return JSONResponse({"error": str(exc)}, status_code=500)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

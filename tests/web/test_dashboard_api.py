@@ -174,3 +174,14 @@ def test_another_address_needs_a_token(project: Project, tmp_path: Path) -> None
         assert first.status == 200 and "opsrunner_token=" in first.headers["set-cookie"]
         cookie = first.headers["set-cookie"].split(";")[0]
         assert server.get("/hosts", headers={"Cookie": cookie}).status == 200
+
+
+def test_a_schedule_file_that_does_not_load_is_an_error_with_its_position(project: Project) -> None:
+    assert project.run("schedule", "add", "edited", "site.yml", "-i", "inv.yml", "--at", "daily").rc == 0
+    path = project.root / "schedules" / "edited.yml"
+    path.write_text(path.read_text().replace("on_calendar: daily", "on_calendar: Sun 25:00"))
+    with serving(project) as server:
+        answer = server.get("/api/schedules")
+        assert answer.status == 500
+        assert f"{path}:" in answer.json()["error"] and "(at on_calendar)" in answer.json()["error"]
+        assert server.get("/api/runs").status == 200  # the rest still answers
