@@ -132,21 +132,8 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     if args.json_events != "-":
         reporters.append(ConsoleReporter(out, args.verbose, colour=False if args.no_color else None,
                                          diff=args.diff))
-    if request.history:  # the id is chosen here so that it is printed before the first task
-        from dataclasses import replace
-
-        from opsrunner.history.recorder import new_run_id
-
-        request = replace(request, run_id=request.run_id or new_run_id())
-
-    def ready() -> None:
-        if request.history and args.json_events != "-":
-            out.write(f"run {request.run_id} (opsrunner show {request.run_id})\n")
-            out.flush()
-        _settle_the_heap()
-
     try:
-        return api.run(request, reporters, on_ready=ready).exit_code
+        return api.run(request, reporters, on_ready=_settle_the_heap).exit_code
     finally:
         for r in reporters:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):

@@ -32,6 +32,7 @@ class ConsoleReporter:
         self._spinner: _Spinner | None = None
         self._held: list[str] = []
         self._width = (0, -1.0)  # (columns, when read): read again at most once a second
+        self._run_shown = False
 
     # -- output helpers ---------------------------------------------------------------------
     def _paint(self, text: str, code: str) -> str:
@@ -59,6 +60,9 @@ class ConsoleReporter:
     # -- events -----------------------------------------------------------------------------
     def handle(self, event: Event) -> None:
         if isinstance(event, PlayStart):
+            if event.run_id and not self._run_shown:  # once, as the first play starts: what to look up later
+                self._run_shown = True
+                self._write(f"run {event.run_id} (opsrunner show {event.run_id})")
             self._banner(f"PLAY [{event.play}]")
         elif isinstance(event, TaskStart):
             self._stop_spinner()

@@ -72,8 +72,7 @@ def _play(schedule: Schedule, run_id: str, out: IO[str], err: IO[str]) -> tuple[
                               argv=[*schedule.play_args(), "--lock"])
     console = ConsoleReporter(out, 0, colour=False)
     try:
-        return api.run(request, [console], on_ready=lambda: out.write(f"run {run_id} (opsrunner show {run_id})\n")
-                       ).exit_code, None
+        return api.run(request, [console]).exit_code, None
     except ValidationError as exc:
         for problem in exc.problems:
             err.write(f"ERROR: {problem}\n")
