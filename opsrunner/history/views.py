@@ -63,11 +63,6 @@ def duration(run: RunRow) -> str:
     return f"{secs:.1f}s" if secs < 120 else f"{secs / 60:.1f}m"
 
 
-def hosts(run: RunRow) -> list[str]:
-    """The run's hosts: its recap's, or for a run that never reached it, those of its task rows."""
-    return run.hosts
-
-
 def result(run: RunRow) -> str:
     text = run.result if run.exit_code is None else f"{run.result} ({run.exit_code})"
     return text + (", dry run" if run.check_mode else "")
