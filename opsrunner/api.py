@@ -225,9 +225,13 @@ def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:
 def _recorder(request: PlayRequest, inputs: RunInputs) -> HistoryRecorder:
     from opsrunner.history.recorder import recorder_for_play
 
+    opts = inputs.options
+    options = {"limit": opts.limit, "tags": sorted(opts.tags), "skip_tags": sorted(opts.skip_tags), "diff": opts.diff,
+               "forks": opts.forks}
     return recorder_for_play(inputs.playbook.path, [str(i) for i in request.inventory], inputs.extra_vars,
                              request.command_line(), request.history_path, masker=inputs.masker,
-                             schedule=request.schedule, run_id=inputs.options.run_id)
+                             schedule=request.schedule, run_id=opts.run_id, check_mode=opts.check,
+                             options=options)
 
 
 class _Callback:

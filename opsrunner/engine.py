@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from opsrunner.errors import TemplateError, Terminated, ValidationError
-from opsrunner.events import Notice, PlayStart, Recap, Reporter, TaskStart
+from opsrunner.events import Notice, PlayEnd, PlayStart, Recap, Reporter, TaskStart
 from opsrunner.handlers import Notifications
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
@@ -49,6 +49,7 @@ class Engine:
         self.summary = self.state.summary
         self.emit = self.state.emit
         self._runner: TaskRunner | None = None
+        self._play_hosts: list[str] = []
 
     @property
     def runner(self) -> TaskRunner:
@@ -68,7 +69,9 @@ class Engine:
         self._runner = TaskRunner(self.state, pool)
         try:
             for play in self.playbook.plays:
-                if not self._run_play(play):
+                go_on = self._run_play(play)
+                self.emit(PlayEnd(play.name, self._play_hosts, run_id=self.options.run_id))
+                if not go_on:
                     break
         except KeyboardInterrupt as exc:
             self.summary.interrupted = True
@@ -84,7 +87,8 @@ class Engine:
     def _run_play(self, play: Play) -> bool:
         """Run one play; False means stop the whole run (any_errors_fatal, all failed, ...)."""
         hosts = [h for h in select_play_hosts(play, self.inventory, self.options) if h not in self.state.dead]
-        self.emit(PlayStart(play.name, hosts))
+        self._play_hosts = hosts
+        self.emit(PlayStart(play.name, hosts, run_id=self.options.run_id))
         if not hosts:
             self.emit(Notice(f"skipping play '{play.name}': no hosts matched"))
             return True

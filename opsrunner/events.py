@@ -14,6 +14,18 @@ class PlayStart:
     play: str
     hosts: list[str]
     time: float = field(default_factory=time.time)
+    #: The run's history row (None when the run is not recorded).
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PlayEnd:
+    """A play is over (its hosts ran every task they were to run, or the run stops after it)."""
+
+    play: str
+    hosts: list[str]
+    time: float = field(default_factory=time.time)
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +70,7 @@ class Recap:
     time: float = field(default_factory=time.time)
 
 
-Event = PlayStart | TaskStart | TaskEnd | CommandSent | Notice | Recap
+Event = PlayStart | PlayEnd | TaskStart | TaskEnd | CommandSent | Notice | Recap
 
 
 class Reporter(Protocol):

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import IO, Any
 
-from opsrunner.events import CommandSent, Event, Notice, PlayStart, Recap, TaskEnd, TaskStart
+from opsrunner.events import CommandSent, Event, Notice, PlayEnd, PlayStart, Recap, TaskEnd, TaskStart
 from opsrunner.results import Status, TaskResult, tail
 
 COLOURS = {
@@ -32,6 +32,7 @@ class ConsoleReporter:
         self._spinner: _Spinner | None = None
         self._held: list[str] = []
         self._width = (0, -1.0)  # (columns, when read): read again at most once a second
+        self._run_shown = False
 
     # -- output helpers ---------------------------------------------------------------------
     def _paint(self, text: str, code: str) -> str:
@@ -59,6 +60,9 @@ class ConsoleReporter:
     # -- events -----------------------------------------------------------------------------
     def handle(self, event: Event) -> None:
         if isinstance(event, PlayStart):
+            if event.run_id and not self._run_shown:  # once, as the first play starts: what to look up later
+                self._run_shown = True
+                self._write(f"run {event.run_id} (opsrunner show {event.run_id})")
             self._banner(f"PLAY [{event.play}]")
         elif isinstance(event, TaskStart):
             self._stop_spinner()
@@ -215,6 +219,7 @@ class JsonEventsReporter:
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self._current_play = ""
+        self._title = ""
 
     def handle(self, event: Event) -> None:
         record = self._record(event)
@@ -227,16 +232,18 @@ class JsonEventsReporter:
         self.stream.flush()
 
     def _record(self, event: Event) -> dict[str, Any] | None:
-        if isinstance(event, PlayStart):
-            return {"event": "play_start", "time": event.time, "play": event.play, "hosts": event.hosts}
+        if isinstance(event, PlayStart | PlayEnd):
+            return {"event": "play_start" if isinstance(event, PlayStart) else "play_end", "time": event.time,
+                    "play": event.play, "hosts": event.hosts, "run_id": event.run_id}
         if isinstance(event, TaskStart):
+            self._title = event.task  # task_end carries the same (templated) name; hosts run in lockstep
             return {"event": "task_start", "time": event.time, "play": event.play, "task": event.task,
                     "module": event.module, "hosts": event.hosts, "handler": event.handler}
         if isinstance(event, TaskEnd):
             r = event.result
             return {
                 "event": "handler_end" if event.handler else "task_end",
-                "time": event.time, "play": event.play, "task": event.task, "host": event.host,
+                "time": event.time, "play": event.play, "task": self._title or event.task, "host": event.host,
                 "module": event.module, "status": str(r.status), "changed": r.changed,
                 "ignored": r.ignored, "duration_s": round(r.duration_s, 4), "rc": r.rc, "msg": r.msg,
                 "stdout_tail": tail(r.stdout, 20), "stderr_tail": tail(r.stderr, 20), "warnings": r.warnings,

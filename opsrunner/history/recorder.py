@@ -117,7 +117,7 @@ class HistoryRecorder:
             mask = self.masker.mask
             row = TaskRow(event.play, mask(self._title or event.task), event.module, event.host, str(r.status),
                           r.changed, event.handler, mask(r.msg), mask(str(r.data.get("diagnosis") or "")),
-                          round(r.duration_s, 3))
+                          round(r.duration_s, 3), mask(str(r.data.get("log_tail") or "")))
             self._rows.append((self._seq, row))  # written at flush(): one transaction for those
         elif isinstance(event, Recap):
             recap = {h: s.as_dict() for h, s in event.summary.stats.items()}
@@ -183,13 +183,15 @@ def _warn(message: str) -> None:
 
 def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: dict[str, Any], argv: Sequence[str],
                       path: str | None = None, *, masker: Masker, schedule: str | None = None,
-                      run_id: str | None = None, warn: Warn = _warn) -> HistoryRecorder:
+                      run_id: str | None = None, check_mode: bool = False, options: dict[str, Any] | None = None,
+                      warn: Warn = _warn) -> HistoryRecorder:
     """The subscriber that records one run (in `path`, else the default database); the
     command line and extra vars are masked with the run's Masker (secrets.py)."""
     run = RunRow(
         id=run_id or new_run_id(), started=time.time(), user=_user(), controller=os.uname().nodename,
         command=shlex.join(["opsrunner", *masker.mask_argv(argv)]), cwd=os.getcwd(),
         playbook=str(playbook.resolve()), inventory=list(inventories),
-        extra_vars=masker.mask_vars(extra_vars), schedule=schedule,
+        extra_vars=masker.mask_vars(extra_vars), schedule=schedule, check_mode=check_mode,
+        options=masker.mask_value(options or {}),
     )
     return HistoryRecorder(Path(path) if path else default_path(), run, masker, warn)

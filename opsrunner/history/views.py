@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     hist = sub.add_parser("history", help="past runs, newest first (from the run history database)")
     hist.add_argument("--playbook", help="only runs of this playbook (path or file name)")
     hist.add_argument("--host", help="only runs that touched this host")
+    hist.add_argument("--schedule", help="only runs of this schedule")
     hist.add_argument("--failed", action="store_true", help="only runs that did not exit 0")
     hist.add_argument("-n", type=int, default=20, dest="limit", help="at most N runs (default 20)")
     hist.add_argument("--json", action="store_true", help="JSON instead of a table")
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     prune.add_argument("--keep-days", type=float, required=True, metavar="N")
     _db_option(prune)
     show = sub.add_parser("show", help="one run: recap, failed and changed tasks, git commit")
-    show.add_argument("run_id", metavar="RUN_ID", help="a run id (or a unique prefix) from `opsrunner history`")
+    show.add_argument("run_id", metavar="RUN_ID",
+                      help="a run id (or a unique prefix) from `opsrunner history`, or `last`")
     show.add_argument("--json", action="store_true")
     _db_option(show)
 
@@ -61,9 +63,9 @@ def duration(run: RunRow) -> str:
     return f"{secs:.1f}s" if secs < 120 else f"{secs / 60:.1f}m"
 
 
-def hosts(run: RunRow) -> list[str]:
-    """The run's hosts: its recap's, or for a run that never reached it, those of its task rows."""
-    return list(run.recap) or sorted({t.host for t in run.tasks})
+def result(run: RunRow) -> str:
+    text = run.result if run.exit_code is None else f"{run.result} ({run.exit_code})"
+    return text + (", dry run" if run.check_mode else "")
 
 
 def _commit(run: RunRow) -> str:
@@ -82,15 +84,15 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
         return 0
     if args.limit < 1:
         raise UsageError("-n must be at least 1")
-    runs = _open(args).runs(args.playbook, args.host, args.failed, limit=args.limit, with_tasks=True)
+    runs = _open(args).runs(args.playbook, args.host, args.failed, schedule=args.schedule, limit=args.limit,
+                            with_tasks=args.json)
     if args.json:
         out.write(json.dumps([r.as_dict() for r in runs], indent=2) + "\n")
         return 0
-    rows = [("RUN ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "COMMIT")]
+    rows = [("RUN ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "SCHEDULE", "COMMIT")]
     for r in runs:
-        result = r.result if r.exit_code is None else f"{r.result} ({r.exit_code})"
-        rows.append((r.id, when(r.started), duration(r), result, str(len(hosts(r))), Path(r.playbook).name,
-                     _commit(r)))
+        rows.append((r.id, when(r.started), duration(r), result(r), str(len(r.hosts)), Path(r.playbook).name,
+                     r.schedule or "-", _commit(r)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
@@ -98,8 +100,14 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def cmd_show(args: argparse.Namespace, out: IO[str]) -> int:
-    run = _open(args).run(args.run_id)
+    store = _open(args)
+    run_id = store.last_run_id() if args.run_id == "last" else args.run_id
+    run = store.run(run_id) if run_id else None
     if run is None:
+        candidates = store.candidates(args.run_id, limit=11) if run_id else []
+        if len(candidates) > 1:
+            listed = "\n".join(f"  {c}" for c in candidates[:10]) + ("\n  ..." if len(candidates) > 10 else "")
+            raise UsageError(f"run id prefix {args.run_id!r} is ambiguous; it matches:\n{listed}")
         raise UsageError(f"no single run matches {args.run_id!r} (see `opsrunner history`)")
     if args.json:
         out.write(json.dumps(run.as_dict(), indent=2) + "\n")
@@ -110,8 +118,9 @@ def cmd_show(args: argparse.Namespace, out: IO[str]) -> int:
 
 def render_show(run: RunRow) -> str:
     dirty = " (uncommitted changes)" if run.git_dirty else ""
+    dry_run = ", dry run (--check: nothing was changed)" if run.check_mode else ""
     lines = [
-        f"run {run.id}: {run.result}" + ("" if run.exit_code is None else f" (exit code {run.exit_code})"),
+        f"run {run.id}: {run.result}" + ("" if run.exit_code is None else f" (exit code {run.exit_code})") + dry_run,
         f"  started   {when(run.started)}, took {duration(run)}",
         f"  by        {run.user}@{run.controller}" + (f" (schedule {run.schedule})" if run.schedule else ""),
         f"  command   {run.command}",
@@ -121,6 +130,10 @@ def render_show(run: RunRow) -> str:
     ]
     if run.extra_vars:
         lines.append(f"  extra vars {json.dumps(run.extra_vars, default=str)}")
+    chosen = [f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in run.options.items()
+              if k in ("limit", "tags", "skip_tags") and v]
+    if chosen:
+        lines.append(f"  options   {'; '.join(chosen)}")
     if run.exit_code is None and run.current_task:
         lines.append(f"  {'was in' if run.aborted else 'now in'}    {run.current_task}")
     for note in run.notes:

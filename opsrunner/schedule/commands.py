@@ -26,17 +26,24 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("-l", "--limit")
     when = add.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="SPEC", help="systemd OnCalendar expression: daily, 'Sun 03:00', "
-                      "'*-*-* 04:00:00', 'Mon..Fri 08:30'")
+                      "'*-*-* 04:00:00', 'Mon..Fri 08:30'; or a 5-field cron expression: '*/15 9-17 * * 1-5'")
     when.add_argument("--every", metavar="INTERVAL", help="15m, 6h, 1d (must divide an hour or a day)")
     add.add_argument("--git-pull", action="store_true",
                      help="fast-forward the project first; refuse to run on a dirty or diverged tree")
-    add.add_argument("--notify", action="append", default=[], metavar="URL", help="POST a JSON alert here")
-    add.add_argument("--notify-on", choices=("failure", "always"), default="failure")
+    add.add_argument("--notify", action="append", default=[], metavar="URL",
+                     help="an apprise URL to alert (slack://, mailto://, ntfy://, json://, ...; a plain "
+                     "http(s) URL gets a JSON POST); repeatable")
+    add.add_argument("--notify-on", choices=("failure", "recovery", "always"), default="failure",
+                     help="failure (default); recovery: failures and the first success after one; always")
+    add.add_argument("--dashboard", metavar="URL", help="the dashboard's address (opsrunner serve): alerts "
+                     "link to the run's page there")
     add.add_argument("--randomized-delay", type=int, default=60, metavar="SECONDS",
                      help="timer's RandomizedDelaySec (default 60)")
     add.add_argument("--cron", action="store_true", help="a crontab entry instead of systemd units")
     add.add_argument("--unit-dir", metavar="DIR", help="write units here and activate nothing "
                      "(also $OPSRUNNER_UNIT_DIR)")
+    add.add_argument("--dry-run", action="store_true",
+                     help="check everything and print the schedule file and the units (or crontab line); write nothing")
     lst = ssub.add_parser("list", help="schedules with their next and last run")
     lst.add_argument("--history", metavar="PATH", help="run history database to read last runs from")
     rm = ssub.add_parser("remove", help="uninstall the timer (or cron entry) and delete the schedule file")
@@ -66,30 +73,44 @@ def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
     return run_schedule(store.load(folder, args.name), out, sys.stderr)
 
 
-def _spec(args: argparse.Namespace) -> str:
+def _spec(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(the OnCalendar expression, the cron expression) of --at or --every; "" where a cron
+    expression installed by cron needs none."""
+    from opsrunner.schedule.cron import cron_to_calendar, is_cron, parse_cron, systemd_verdict
+
     if args.randomized_delay < 0:
         raise ValidationError([Problem(SourcePos("<--randomized-delay>"), "must be 0 or more seconds",
                                        "--randomized-delay")])
     option = "--at" if args.at else "--every"
     try:
-        calendar = args.at if args.at else every_to_calendar(args.every)
-        parsed = parse_calendar(calendar)
-        if args.cron:
-            to_cron(parsed)
+        cron = parse_cron(args.at) if args.at and is_cron(args.at) else None
+        if cron is not None:
+            calendar = "" if args.cron else cron_to_calendar(cron)
+        else:
+            calendar = args.at if args.at else every_to_calendar(args.every)
+            parsed = parse_calendar(calendar)
+            if args.cron:
+                to_cron(parsed)
+        refused = systemd_verdict(calendar) if calendar else None
+        if refused:
+            raise SpecError(f"systemd-analyze calendar refuses {calendar!r}: {refused}")
     except SpecError as exc:
         raise ValidationError([Problem(SourcePos(f"<{option}>"), str(exc), option)]) from None
-    return calendar
+    return calendar, cron.text if cron else None
 
 
 def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store
 
     name = store.check_name(args.name)
-    calendar = _spec(args)
+    calendar, cron = _spec(args)
     target = store.path_of(folder, name)
     if target.exists():
         raise UsageError(f"schedule {name!r} already exists ({target}); remove it first")
     project = Path.cwd()
+    _check_notify(args.notify)
+    if args.git_pull:
+        _check_git_pull(project)
     code = _check(args)
     if code != 0:
         sys.stderr.write(f"schedule {name!r} not added: the playbook does not pass `opsrunner check`\n")
@@ -98,16 +119,70 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
         inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
-        installer="cron" if args.cron else "systemd")
+        installer="cron" if args.cron else "systemd", dashboard=args.dashboard, cron=cron)
+    if args.dry_run:
+        out.write(_dry_run(schedule, folder, args))
+        return 0
     path = store.save(folder, schedule)
     try:
         written = _install(schedule, folder, args)
     except Exception:
         path.unlink()
         raise
-    out.write(f"schedule {name}: {args.playbook} at {calendar!r}, next run {_next(calendar)}\n")
+    out.write(f"schedule {name}: {args.playbook} at {args.at or calendar!r}, next run {next_run(schedule)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
     return 0
+
+
+def _check_notify(urls: list[str]) -> None:
+    """Every --notify URL must be one apprise can deliver to: checked now, not at the first failure."""
+    from opsrunner.schedule.notify import check_url
+
+    problems = [Problem(SourcePos("<--notify>"), f"{url!r}: {why}", "--notify")
+                for url in urls if (why := check_url(url)) is not None]
+    if problems:
+        raise ValidationError(problems)
+
+
+def _check_git_pull(project: Path) -> None:
+    """--git-pull needs a git checkout whose branch has an upstream to pull from: checked now,
+    not at the first run at 3 in the morning."""
+    import subprocess
+
+    def problem(why: str) -> ValidationError:
+        return ValidationError([Problem(SourcePos("<--git-pull>"), why, "--git-pull")])
+
+    try:
+        upstream = subprocess.run(["git", "-C", str(project), "rev-parse", "--abbrev-ref", "--symbolic-full-name",
+                                   "@{upstream}"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise problem(f"cannot run git: {exc}") from None
+    if upstream.returncode != 0:
+        detail = (upstream.stderr.strip().splitlines() or ["no output"])[-1]
+        raise problem(f"{project} is not a git checkout with an upstream branch to pull from ({detail})")
+
+
+def _dry_run(schedule: Schedule, folder: Path, args: argparse.Namespace) -> str:
+    """What `schedule add` would write, and where; nothing is written or activated."""
+    import yaml
+
+    from opsrunner.schedule import store, units
+
+    data = {k: v for k, v in schedule.__dict__.items() if v not in (None, [], "")}
+    text = [f"# dry run: nothing written. Schedule file {store.path_of(folder, schedule.name)}:",
+            store.HEADER.format(name=schedule.name) + yaml.safe_dump(data, sort_keys=False)]
+    if args.cron:
+        text += ["# crontab line:", units.cron_line(schedule, folder) + "\n"]
+    else:
+        target = units.UnitTarget.choose(args.unit_dir)
+        base = target.folder / units.unit_name(schedule.name)
+        text += [f"# {base}.service:", units.render_service(schedule, folder, system=not target.user),
+                 f"# {base}.timer:", units.render_timer(schedule)]
+        if target.activate:
+            systemctl = "systemctl --user" if target.user else "systemctl"
+            text.append(f"# then: {systemctl} daemon-reload && {systemctl} enable --now {base.name}.timer\n")
+    text.append(f"# next run {next_run(schedule)}\n")
+    return "\n".join(text)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -140,23 +215,25 @@ def _install(schedule: Schedule, folder: Path, args: argparse.Namespace) -> list
     return files
 
 
-def _next(calendar: str) -> str:
-    when = parse_calendar(calendar).next_run(dt.datetime.now().replace(microsecond=0))
+def next_run(schedule: Schedule) -> str:
+    when = schedule.next_run()
     return when.strftime("%Y-%m-%d %H:%M:%S") if when else "never"
 
 
 def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.history.store import HistoryStore, default_path
     from opsrunner.schedule import store
+    from opsrunner.schedule.units import timer_active
 
     history_path = Path(args.history) if args.history else default_path()
     history = HistoryStore(history_path) if history_path.exists() else None
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
     for s in store.all_schedules(folder):
+        upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing
         last = history.runs(schedule=s.name, limit=1) if history else []
         when = dt.datetime.fromtimestamp(last[0].started).strftime("%Y-%m-%d %H:%M:%S") if last else "-"
         result = f"{last[0].result} ({last[0].id})" if last else "-"
-        rows.append((s.name, f"--every {s.every}" if s.every else s.on_calendar, _next(s.on_calendar), when,
+        rows.append((s.name, s.spec, upcoming, when,
                      result, s.playbook))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:

@@ -1,52 +1,115 @@
-"""Failure alerts: a JSON POST (Slack-compatible `text` plus the structured run summary),
-with a bounded timeout and retries. A failed alert is reported, never raised."""
+"""Alerts through apprise: one URL syntax for Slack, Teams, Discord, email (mailto://),
+ntfy, Telegram, JSON webhooks (json://) and many more (https://github.com/caronc/apprise).
+
+A URL is checked when the schedule is added (apprise must know it). A delivery is tried
+ATTEMPTS times with backoff; a failed alert is reported, never raised. apprise is imported
+only when a URL is checked or an alert is sent."""
 
 from __future__ import annotations
 
-import json
+import re
 import time
-import urllib.error
-import urllib.request
+from dataclasses import dataclass, field
 from typing import Any
 
-TIMEOUT_S = 10.0
 ATTEMPTS = 3
 BACKOFF_S = 1.0
+#: How many of the log's last lines an alert quotes per failed host.
+LOG_LINES = 5
+NOTIFY_ON = ("failure", "recovery", "always")
+_LOG_PREFIX = re.compile(r"^\S+ \S+ - [A-Z]+ - ")
 
 
-def post_alert(url: str, payload: dict[str, Any], timeout: float = TIMEOUT_S, attempts: int = ATTEMPTS,
-               backoff: float = BACKOFF_S) -> str | None:
-    """None when delivered (HTTP 2xx); otherwise why the last attempt failed."""
-    body = json.dumps(payload, default=str).encode("utf-8")
+def resolve(url: str) -> str:
+    """The apprise URL of a --notify value. apprise has no schema for a plain web hook, which
+    --notify has always taken (a JSON POST): an http(s) URL that no apprise service claims is
+    posted as JSON (apprise's json:// and jsons://)."""
+    import apprise
+
+    if re.match(r"^https?://", url, re.I) and apprise.Apprise.instantiate(url, suppress_exceptions=True) is None:
+        return ("jsons" if url[4].lower() == "s" else "json") + url[url.index("://"):]
+    return url
+
+
+def check_url(url: str) -> str | None:
+    """Why apprise cannot use this URL; None when it can."""
+    import apprise
+
+    with apprise.LogCapture(level=apprise.logging.WARNING) as logs:
+        plugin = apprise.Apprise.instantiate(resolve(url), suppress_exceptions=True)
+    if plugin is not None:
+        return None
+    return "; ".join(_LOG_PREFIX.sub("", line) for line in logs.getvalue().splitlines() if line.strip()) \
+        or "not a URL apprise knows"
+
+
+def label(url: str) -> str:
+    """The URL as notes and warnings show it: apprise's privacy form (passwords and tokens
+    elided), without its options."""
+    import apprise
+
+    plugin = apprise.Apprise.instantiate(resolve(url), suppress_exceptions=True)
+    return plugin.url(privacy=True).split("?", 1)[0] if plugin is not None else "(an unusable URL)"
+
+
+@dataclass(frozen=True)
+class Alert:
+    title: str
+    body: str
+    failure: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def send(url: str, alert: Alert, attempts: int = ATTEMPTS, backoff: float = BACKOFF_S) -> str | None:
+    """None when delivered; otherwise why the last attempt failed."""
+    import apprise
+
+    plugin = apprise.Apprise.instantiate(resolve(url), suppress_exceptions=True)
+    if plugin is None:
+        return check_url(url)
+    kind = apprise.NotifyType.FAILURE if alert.failure else apprise.NotifyType.SUCCESS
     last = "not attempted"
     for attempt in range(attempts):
-        request = urllib.request.Request(url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json",
-                                                  "User-Agent": "opsrunner-schedule"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                if 200 <= response.status < 300:
-                    return None
-                last = f"HTTP {response.status}"
-        except urllib.error.HTTPError as exc:
-            last = f"HTTP {exc.code} {exc.reason}"
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            last = str(getattr(exc, "reason", exc))
+        with apprise.LogCapture(level=apprise.logging.WARNING) as logs:
+            # Plain text: apprise escapes it where a service takes HTML (email's HTML part)
+            delivered = plugin.notify(body=alert.body, title=alert.title, notify_type=kind,
+                                      body_format=apprise.NotifyFormat.TEXT)
+        if delivered:
+            return None
+        lines = [_LOG_PREFIX.sub("", ln) for ln in logs.getvalue().splitlines() if ln.strip()]
+        last = lines[-1] if lines else "not delivered"
         if attempt + 1 < attempts:
             time.sleep(backoff * (2 ** attempt))
     return f"{last} (after {attempts} attempts)"
 
 
-def alert_text(summary: dict[str, Any]) -> str:
-    """One Slack-friendly paragraph: what ran, the result, and the first failures."""
-    head = (f"opsrunner: schedule {summary['schedule']} {summary['result'].upper()} "
-            f"(exit {summary['exit_code']}) on {summary['controller']}: {summary['playbook']}")
-    lines = [head]
+def should_notify(notify_on: str, code: int, previous_failed: bool | None) -> bool:
+    """failure: every failed run; recovery: those and the first success after a failure;
+    always: every run."""
+    if notify_on == "always" or code != 0:
+        return True
+    return notify_on == "recovery" and bool(previous_failed)
+
+
+def alert_for(summary: dict[str, Any]) -> Alert:
+    """The alert of a run summary (runner.run_summary): what ran and how it ended, per failed
+    host the task, its message, diagnosis and the log's last lines, the run id, the link."""
+    state = "OK" if summary["exit_code"] == 0 else summary["result"].upper()
+    if summary["exit_code"] == 0 and summary.get("previous_failed"):
+        state = "RECOVERED"
+    title = f"opsrunner: schedule {summary['schedule']} {state} (exit {summary['exit_code']}): {summary['playbook']}"
+    lines = [f"{title} on {summary['controller']}"]
     if summary.get("error"):
         lines.append(summary["error"])
     for task in summary.get("failed_tasks", [])[:5]:
         first = (task.get("msg") or "").splitlines()[:1]
         lines.append(f"- [{task['host']}] {task['task']}: {first[0] if first else task['status']}")
+        if task.get("diagnosis"):
+            lines.append(f"  diagnosis: {task['diagnosis']}")
+        tail = (task.get("log_tail") or "").splitlines()[-LOG_LINES:]
+        lines += ["  last log lines:", *(f"    {ln}" for ln in tail)] if tail else []
     if summary.get("run_id"):
-        lines.append(f"details: opsrunner show {summary['run_id']}")
-    return "\n".join(lines)
+        lines.append(f"run {summary['run_id']}: opsrunner show {summary['run_id']}")
+    if summary.get("dashboard") and summary.get("run_id"):
+        lines.append(f"dashboard: {summary['dashboard'].rstrip('/')}/runs/{summary['run_id']}")
+    return Alert(title, "\n".join(lines), failure=summary["exit_code"] != 0)

@@ -21,7 +21,7 @@ from opsrunner.errors import OpsrunnerError, ValidationError
 from opsrunner.exitcodes import exit_code_of
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, default_path
-from opsrunner.schedule.notify import alert_text, post_alert
+from opsrunner.schedule.notify import alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
 
 EXIT_REFUSED = 2
@@ -100,17 +100,21 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
         "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
         "exit_code": code, "result": {0: "ok", 2: "failed", 3: "unreachable", 99: "interrupted"}.get(code, "error"),
         "controller": socket.gethostname(), "started": started, "ended": time.time(), "git_commit": None,
-        "recap": {}, "failed_tasks": [], "error": error,
+        "recap": {}, "failed_tasks": [], "error": error, "previous_failed": None, "dashboard": schedule.dashboard,
     }
-    run = None
+    run = previous = None
     with contextlib.suppress(Exception):  # no history (unwritable, --no-history): the summary says less
         store = HistoryStore(history)
         run = store.run(run_id)
+        previous = next((r for r in store.runs(schedule=schedule.name, limit=2) if r.id != run_id), None)
         store.close()
+    if previous is not None:
+        summary["previous_failed"] = previous.exit_code != 0 if previous.exit_code is not None else previous.aborted
     if run is not None and run.id == run_id:
         summary.update(run_id=run.id, git_commit=run.git_commit, recap=run.recap, started=run.started,
                        ended=run.ended or summary["ended"])
-        summary["failed_tasks"] = [{"host": t.host, "task": t.task, "status": t.status, "msg": t.msg}
+        summary["failed_tasks"] = [{"host": t.host, "task": t.task, "status": t.status, "msg": t.msg,
+                                    "diagnosis": t.diagnosis, "log_tail": t.log_tail}
                                    for t in run.tasks if t.status in ("failed", "unreachable", "timed_out")]
         if summary["failed_tasks"]:
             summary["error"] = None  # the tasks say it better than stderr's last line
@@ -118,12 +122,16 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
 
 
 def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str], history: Path) -> None:
-    if not schedule.notify or (summary["exit_code"] == 0 and schedule.notify_on != "always"):
+    if not schedule.notify or not should_notify(schedule.notify_on, summary["exit_code"], summary["previous_failed"]):
         return
-    payload = {"text": alert_text(summary), "run": summary}
+    alert = alert_for(summary)
     for url in schedule.notify:
-        problem = post_alert(url, payload)
-        note = f"alert to {url}: " + ("sent" if problem is None else f"FAILED: {problem}")
+        try:
+            problem = send(url, alert)
+            shown = label(url)
+        except Exception as exc:  # an alert never fails the run, whatever apprise does
+            problem, shown = f"{type(exc).__name__}: {exc}", "(an alert URL)"
+        note = f"alert to {shown}: " + ("sent" if problem is None else f"FAILED: {problem}")
         if problem is not None:
             err.write(f"WARNING: {note}\n")
         if summary["run_id"]:

@@ -6,6 +6,10 @@ semiannually, yearly/annually) and `[WEEKDAYS] [[YEAR-]MONTH-DAY] [HOUR:MINUTE[:
 each number a `*`, a value, a list `a,b`, a range `a..b` or a repetition `a/n`, `a..b/n`.
 Not accepted (a clear error instead): time zones, `~` (last days of a month), fractional
 seconds. Times are the controller's local time, as systemd's timers use.
+
+Written here because no maintained Python library reads OnCalendar expressions or turns
+them into cron fields: systemd's own parser is a command (`systemd-analyze calendar`, which
+cron.py asks where it is installed), and croniter reads cron, not OnCalendar.
 """
 
 from __future__ import annotations

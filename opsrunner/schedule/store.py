@@ -5,6 +5,7 @@ The folder is `--schedules DIR`, else $OPSRUNNER_SCHEDULES, else ~/.config/opsru
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -17,7 +18,7 @@ from opsrunner.errors import Problem, SourcePos, UsageError, ValidationError
 from opsrunner.schedule.spec import SpecError, parse_calendar
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-NOTIFY_ON = ("failure", "always")
+NOTIFY_ON = ("failure", "recovery", "always")  # as notify.NOTIFY_ON (that module imports apprise's helpers)
 HEADER = ("# opsrunner schedule, written by `opsrunner schedule add`. Review it like the playbook;\n"
           "# `opsrunner schedule run {name}` runs exactly what its timer runs.\n")
 
@@ -37,7 +38,8 @@ class Schedule:
     name: str
     project: str
     playbook: str
-    on_calendar: str
+    #: The OnCalendar expression (also of a cron expression installed as a systemd timer).
+    on_calendar: str = ""
     every: str | None = None
     inventory: list[str] = field(default_factory=list)
     extra_vars: list[str] = field(default_factory=list)
@@ -47,6 +49,23 @@ class Schedule:
     notify_on: str = "failure"
     randomized_delay: int = 60
     installer: str = "systemd"
+    #: The dashboard's address (`opsrunner serve`): alerts link to the run's page there.
+    dashboard: str | None = None
+    #: A 5-field cron expression `--at` was given (its next runs are croniter's).
+    cron: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """When it runs, as it was said: `--every 15m`, the cron expression or the OnCalendar one."""
+        return f"--every {self.every}" if self.every else self.cron or self.on_calendar
+
+    def next_run(self, after: dt.datetime | None = None) -> dt.datetime | None:
+        now = after or dt.datetime.now().replace(microsecond=0)
+        if self.cron:
+            from opsrunner.schedule.cron import parse_cron
+
+            return parse_cron(self.cron).next_run(now)
+        return parse_calendar(self.on_calendar).next_run(now)
 
     def play_args(self) -> list[str]:
         """The `opsrunner play` arguments of one run (run in `project`)."""
@@ -84,7 +103,7 @@ def save(folder: Path, schedule: Schedule) -> Path:
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "name": str, "project": str, "playbook": str, "on_calendar": str, "every": str, "inventory": list,
     "extra_vars": list, "limit": str, "git_pull": bool, "notify": list, "notify_on": str,
-    "randomized_delay": int, "installer": str,
+    "randomized_delay": int, "installer": str, "dashboard": str, "cron": str,
 }
 
 
@@ -114,18 +133,31 @@ def load_file(path: Path) -> Schedule:
         if value is not None and not isinstance(value, _TYPES[key]):
             raise bad(f"{key} must be {_TYPES[key].__name__}", str(key))  # type: ignore[union-attr]
         values[str(key)] = value
-    for key in ("name", "project", "playbook", "on_calendar"):
+    for key in ("name", "project", "playbook"):
         if not values.get(key):
             raise bad(f"missing required key {key!r}")
+    if not values.get("on_calendar") and not values.get("cron"):
+        raise bad("missing required key 'on_calendar' (or 'cron')")
     if values["name"] != path.stem:
         raise bad(f"name {values['name']!r} does not match the file name {path.name}", "name")
     if values.get("notify_on", "failure") not in NOTIFY_ON:
         raise bad(f"notify_on must be one of {', '.join(NOTIFY_ON)}", "notify_on")
-    try:
-        parse_calendar(values["on_calendar"])
-    except SpecError as exc:
-        raise bad(str(exc), "on_calendar") from None
+    for key in ("on_calendar", "cron"):
+        try:
+            if values.get(key):
+                _parse_when(key, values[key])
+        except SpecError as exc:
+            raise bad(str(exc), key) from None
     return Schedule(**values)
+
+
+def _parse_when(key: str, text: str) -> None:
+    if key == "cron":
+        from opsrunner.schedule.cron import parse_cron
+
+        parse_cron(text)
+    else:
+        parse_calendar(text)
 
 
 def all_schedules(folder: Path) -> list[Schedule]:

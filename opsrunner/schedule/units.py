@@ -105,7 +105,7 @@ def render_timer(schedule: Schedule) -> str:
 
 
 def cron_line(schedule: Schedule, schedules: Path) -> str:
-    fields = to_cron(parse_calendar(schedule.on_calendar))
+    fields = schedule.cron or to_cron(parse_calendar(schedule.on_calendar))  # a cron expression: as written
     command = f"cd {shlex.quote(schedule.project)} && {shlex.join(run_argv(schedule, schedules))}"
     return f"{fields} {command.replace('%', chr(92) + '%')} {CRON_TAG}{schedule.name}"
 
@@ -190,3 +190,22 @@ def remove_cron(name: str) -> bool:
     if len(kept) != len(lines):
         _write_crontab(kept, path)
     return len(kept) != len(lines)
+
+
+def timer_active(schedule: Schedule) -> bool:
+    """Whether the schedule's timer (or crontab line) is installed and active here. Units
+    written to a custom unit directory ($OPSRUNNER_UNIT_DIR) are never activated."""
+    if schedule.installer == "cron":
+        try:
+            lines, _ = _read_crontab()
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return any(ln.endswith(CRON_TAG + schedule.name) for ln in lines)
+    if os.environ.get("OPSRUNNER_UNIT_DIR") or not (shutil.which("systemctl") and Path("/run/systemd/system").is_dir()):
+        return False
+    user = os.geteuid() != 0
+    argv = ["systemctl", *(["--user"] if user else []), "is-active", "--quiet", f"{unit_name(schedule.name)}.timer"]
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False

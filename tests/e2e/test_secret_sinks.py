@@ -123,7 +123,7 @@ def test_a_scheduled_run_and_its_alert_mask_the_secret(tmp_path: Path, project: 
     _assert_nowhere("schedule run's output", res.out + res.err)
     [body] = alerts.bodies
     alert = json.loads(body)
-    assert "- [node1] Fail with it: bad pin ******** with ********" in alert["text"]
+    assert "- [node1] Fail with it: bad pin ******** with ********" in alert["message"]
     _assert_nowhere("the alert", body)
     _assert_nowhere("the history database", _history_bytes(tmp_path))
     [run] = json.loads(cli_subprocess("history", "--json", cwd=project, env=env).out)

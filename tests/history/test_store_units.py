@@ -65,3 +65,25 @@ def test_the_command_line_hides_short_secrets_in_every_form_of_e() -> None:
         "play", "p.yml", "-e", f"env=prod db_password={MASK}", f"--extra-vars=api_token={MASK}",
         "-e", f'{{"api_token": "{MASK}", "steps": 42}}', "-e", f"{{api_token: {MASK}, b: 2}}",
         "-e", f"password='{MASK}' c=1", "-l", "http://host:42/"]
+
+
+def test_a_version_2_database_is_migrated_with_the_hosts_of_its_runs(tmp_path: Path) -> None:
+    """Schema 3 fills run_hosts from the task rows already recorded: the host filter finds old runs."""
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:
+        for script in MIGRATIONS[:2]:
+            conn.executescript(script)
+        conn.execute("PRAGMA user_version = 2")
+        for n, host in ((1, "web1"), (2, "web2"), (3, "web1")):
+            conn.execute("INSERT INTO runs (id, started, exit_code, recap) VALUES (?, ?, 0, '{}')", (f"r{n}", n))
+            conn.execute("INSERT INTO results (run_id, seq, task, host, status) VALUES (?, 1, 't', ?, 'ok')",
+                         (f"r{n}", host))
+    store = HistoryStore(db)
+    assert [r.id for r in store.runs(host="web1")] == ["r3", "r1"]
+    assert [r.id for r in store.runs(host="web2")] == ["r2"] and store.runs(host="web3") == []
+    assert store.run("r2") is not None and store.run("r2").tasks[0].log_tail == ""  # type: ignore[union-attr]
+    assert store.prune(0) == 3 and store.runs(host="web1") == []
+    store.close()
+    reader = HistoryStore(db, read_only=True)
+    assert reader.runs() == []
+    reader.close()

@@ -63,8 +63,8 @@ def test_a_closed_stdout_never_stops_the_run(project: Path, tmp_path: Path, play
     rc, shown, err = _piped_to_head(project, db, "play", playbook, "-i", "inv.yml")
     assert rc == code, err  # the play's exit code, not 250
     assert "Traceback" not in err and "BrokenPipe" not in err, err
-    assert shown == ""  # the blank line above the first banner: all that head let through
     (row,) = json.loads(run(project, db, "history", "--json").out)
+    assert shown == f"run {row['id']} (opsrunner show {row['id']})"  # the first line: all that head let through
     assert row["exit_code"] == code and row["ended"] is not None  # closed, not `running`
     assert len(row["tasks"]) == 2 * (len(TASKS) + (playbook == "fails.yml"))  # the run went on to its end
     assert set(row["recap"]) == {"h1", "h2"}
@@ -98,7 +98,7 @@ def test_a_controller_killed_by_sigkill_is_shown_aborted_everywhere(project: Pat
         controller.wait(30)
         listing = run(project, db, "history").out
         assert GONE in listing and "running" not in listing, listing
-        assert listing.splitlines()[1].split()[-3] == "1"  # HOSTS: from its task rows, as it has no recap
+        assert listing.splitlines()[1].split()[-4] == "1"  # HOSTS: from its task rows, as it has no recap
         (row,) = json.loads(run(project, db, "history", "--json").out)
         assert row["result"] == GONE and row["exit_code"] is None
         assert [t["task"] for t in row["tasks"]] == ["first"]  # what it did before it died

@@ -42,6 +42,11 @@ class Env:
         return list(json.loads(res.out))
 
 
+def hook(alerts: Alerts) -> str:
+    """How notes name the receiver: the apprise URL its plain http URL is posted through."""
+    return alerts.url.replace("http://", "json://")
+
+
 def git(project: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(project), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
                           capture_output=True, text=True, check=True).stdout.strip()
@@ -160,15 +165,13 @@ def test_run_records_history_lists_last_run_and_alerts_on_failure(env: Env, aler
     assert "PLAY RECAP" in res.out and "broken with ********" in res.out and "t0k3n" not in res.out
     [run] = env.history()
     assert run["schedule"] == "nightly" and run["exit_code"] == 2
-    assert run["notes"] == [f"alert to {alerts.url}: sent"]
-    [alert] = alerts.received
-    assert alert["text"].startswith("opsrunner: schedule nightly FAILED (exit 2) on ")
-    assert "- [node1] Maybe fail: broken with ********" in alert["text"]
-    assert alert["text"].endswith(f"details: opsrunner show {run['id']}")
+    assert run["notes"] == [f"alert to {hook(alerts)}: sent"]
+    [alert] = alerts.received  # apprise's json:// payload: a plain http URL is posted as JSON
+    assert alert["type"] == "failure" and alert["title"] == "opsrunner: schedule nightly FAILED (exit 2): site.yml"
+    assert alert["message"].startswith(alert["title"] + " on ")
+    assert "\n- [node1] Maybe fail: broken with ********\n" in alert["message"]
+    assert alert["message"].endswith(f"run {run['id']}: opsrunner show {run['id']}")
     assert "t0k3n" not in json.dumps(alert)
-    assert alert["run"]["run_id"] == run["id"] and alert["run"]["recap"]["node1"]["failed"] == 1
-    assert alert["run"]["failed_tasks"] == [{"host": "node1", "task": "Maybe fail", "status": "failed",
-                                             "msg": "broken with ********"}]
     listing = env.run("schedule", "list").out.splitlines()
     assert listing[0].split() == ["NAME", "SPEC", "NEXT", "RUN", "LAST", "RUN", "RESULT", "PLAYBOOK"]
     assert listing[1].startswith("nightly  Sun 03:00  ") and f"failed ({run['id']})" in listing[1]
@@ -183,7 +186,7 @@ def test_success_sends_nothing_unless_always(env: Env, alerts: Alerts) -> None:
                    "--notify-on", "always").rc == 0
     assert env.run("schedule", "run", "loud").rc == 0
     [alert] = alerts.received
-    assert alert["text"].startswith("opsrunner: schedule loud OK (exit 0)")
+    assert alert["title"] == "opsrunner: schedule loud OK (exit 0): site.yml" and alert["type"] == "success"
 
 
 def test_alert_is_retried_and_a_failed_alert_is_recorded_not_fatal(env: Env, alerts: Alerts) -> None:
@@ -192,11 +195,12 @@ def test_alert_is_retried_and_a_failed_alert_is_recorded_not_fatal(env: Env, ale
     alerts.codes = [500, 503]
     assert env.run("schedule", "run", "flaky").rc == 0
     assert len(alerts.received) == 3  # two refusals, then delivered
-    assert env.history()[0]["notes"] == [f"alert to {alerts.url}: sent"]
+    assert env.history()[0]["notes"] == [f"alert to {hook(alerts)}: sent"]
     alerts.codes = [500, 500, 500]
     res = env.run("schedule", "run", "flaky")
     assert res.rc == 0  # the play's code, not the alert's
-    note = f"alert to {alerts.url}: FAILED: HTTP 500 Internal Server Error (after 3 attempts)"
+    note = (f"alert to {hook(alerts)}: FAILED: Failed to send JSON POST notification: Internal server error., "
+            "error=500. (after 3 attempts)")
     assert f"WARNING: {note}" in res.err
     assert env.history()[0]["notes"] == [note]
 
@@ -223,7 +227,7 @@ def test_git_pull_fast_forwards_and_refuses_dirty_or_diverged(env: Env, alerts: 
     (env.project / "site.yml").write_text((env.project / "site.yml").read_text() + "\n# local edit\n")
     dirty = env.run("schedule", "run", "pull")
     assert dirty.rc == 2 and f"refusing to run: {env.project} has uncommitted changes (site.yml)" in dirty.err
-    assert "has uncommitted changes" in alerts.received[-1]["text"]
+    assert "has uncommitted changes" in alerts.received[-1]["message"]
     git(env.project, "commit", "-qam", "local commit")
     (work / "inv.yml").write_text((work / "inv.yml").read_text() + "\n# upstream edit\n")
     git(work, "commit", "-qam", "v3")
@@ -250,7 +254,7 @@ def test_scheduled_run_takes_the_run_lock(env: Env, alerts: Alerts) -> None:
         manual.communicate(timeout=60)
     assert res.rc == 2, res.err
     assert f"(opsrunner pid {manual.pid}, playbook slow.yml" in res.err
-    assert "locked by " in alerts.received[-1]["text"]
+    assert "locked by " in alerts.received[-1]["message"]
     assert manual.returncode == 0
 
 

@@ -1,0 +1,107 @@
+"""What the dashboard shows, as plain JSON-ready dicts: the pages and the JSON API render
+the same ones. Everything comes from the history database (already masked when recorded)
+and goes through secrets.py's masking once more, so no page shows what `opsrunner history`
+and `opsrunner show` would not."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+from pathlib import Path
+from typing import Any
+
+from opsrunner.history.store import HistoryStore, RunFilter, RunRow, TaskRow
+from opsrunner.secrets import Masker
+
+#: Runs per page of `/` and `/api/runs`.
+PAGE_SIZE = 50
+#: How many of the latest runs the hosts page reads its verdicts from.
+HOSTS_SCAN = 5000
+
+
+def when(ts: float | None) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else ""
+
+
+def _masked_command(command: str, masker: Masker) -> str:
+    try:
+        return shlex.join(masker.mask_argv(shlex.split(command)))
+    except ValueError:  # not a shell word list (cannot happen for recorded runs): masked as text
+        return masker.mask(command)
+
+
+def run_summary(run: RunRow) -> dict[str, Any]:
+    """One line of the runs list."""
+    return {
+        "id": run.id, "started": when(run.started), "started_ts": run.started, "ended": when(run.ended),
+        "duration_s": None if run.ended is None else round(run.ended - run.started, 3),
+        "result": run.result, "label": run.label, "exit_code": run.exit_code, "dry_run": run.check_mode,
+        "playbook": Path(run.playbook).name, "playbook_path": run.playbook, "schedule": run.schedule,
+        "hosts": run.hosts, "git_commit": run.git_commit, "git_dirty": run.git_dirty,
+    }
+
+
+def _task(task: TaskRow) -> dict[str, Any]:
+    return {"play": task.play, "task": task.task, "module": task.module, "host": task.host, "status": task.status,
+            "changed": task.changed, "handler": task.handler, "msg": task.msg, "diagnosis": task.diagnosis,
+            "log_tail": task.log_tail, "duration_s": task.duration}
+
+
+def run_detail(run: RunRow) -> dict[str, Any]:
+    """A run's page: its configuration, recap and every task per host."""
+    masker = Masker()  # the default secret names: hides again what the recorder hid (idempotent)
+    options = masker.mask_value(run.options)
+    by_host: dict[str, list[dict[str, Any]]] = {h: [] for h in run.hosts}
+    for task in run.tasks:
+        by_host.setdefault(task.host, []).append(_task(task))
+    return {
+        **run_summary(run), "user": run.user, "controller": run.controller,
+        "command": _masked_command(run.command, masker), "cwd": run.cwd,
+        "extra_vars": masker.mask_vars(run.extra_vars), "limit": options.get("limit"),
+        "tags": options.get("tags", []), "skip_tags": options.get("skip_tags", []),
+        "inventory": run.inventory, "notes": [masker.mask(n) for n in run.notes],
+        "current_task": run.current_task if run.exit_code is None else None,
+        "recap": run.recap, "tasks": by_host, "finished": run.exit_code is not None or run.aborted,
+    }
+
+
+def runs_page(store: HistoryStore, filters: RunFilter, page: int) -> dict[str, Any]:
+    """A page of runs, newest first; one more is read to know whether an older page exists."""
+    rows = store.runs(filters.playbook, filters.host, schedule=filters.schedule, result=filters.result,
+                      limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+    return {"page": page, "page_size": PAGE_SIZE, "has_older": len(rows) > PAGE_SIZE,
+            "filters": {k: v for k, v in filters.__dict__.items() if v and k != "failed"},
+            "runs": [run_summary(r) for r in rows[:PAGE_SIZE]]}
+
+
+def durations(store: HistoryStore) -> list[dict[str, Any]]:
+    """Per playbook, the durations of its latest finished runs (the runs page's chart)."""
+    return [{"playbook": Path(playbook).name, "playbook_path": playbook,
+             "points": [{"id": i, "started": when(s), "duration_s": round(d, 3)} for i, s, d in points]}
+            for playbook, points in store.durations().items()]
+
+
+def hosts(store: HistoryStore) -> list[dict[str, Any]]:
+    return [{"host": v.host, "playbook": Path(v.playbook).name, "playbook_path": v.playbook, "verdict": v.verdict,
+             "run_id": v.run_id, "started": when(v.started), "counts": v.counts}
+            for v in store.host_verdicts(HOSTS_SCAN)]
+
+
+def schedules(store: HistoryStore, folder: Path) -> list[dict[str, Any]]:
+    """Every schedule, the next to run first (inactive timers last): its calendar, timer and
+    last run. Alert URLs are not shown (a webhook URL is a credential)."""
+    from opsrunner.schedule import store as schedule_store
+    from opsrunner.schedule.commands import next_run
+    from opsrunner.schedule.units import timer_active
+
+    found = []
+    for s in schedule_store.all_schedules(folder):
+        active = timer_active(s)
+        last = store.runs(schedule=s.name, limit=1)
+        found.append({
+            "name": s.name, "calendar": s.cron or s.on_calendar, "every": s.every, "playbook": s.playbook,
+            "project": s.project, "installer": s.installer, "timer_active": active,
+            "next_run": next_run(s) if active else "", "notify_on": s.notify_on,
+            "alert_channels": len(s.notify), "last_run": run_summary(last[0]) if last else None,
+        })
+    return sorted(found, key=lambda s: (not s["next_run"], s["next_run"], s["name"]))
