@@ -107,3 +107,26 @@ def opsrunner_process(*args: str, cwd: Path | None = None, env: dict[str, str] |
     full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, **popen}
     return started([sys.executable, "-m", "opsrunner", *args], cwd=cwd or ROOT, env=full_env, **popen)
+
+
+class ProjectEnv:
+    """A project under `root/proj` whose schedules, units, crontab, history database and
+    state all live under `root`: nothing reaches the machine's systemd, crontab or home."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project = root / "proj"
+        self.project.mkdir(parents=True, exist_ok=True)
+        self.history_db = root / "history.db"
+        self.vars = {"OPSRUNNER_SCHEDULES": str(root / "schedules"), "OPSRUNNER_UNIT_DIR": str(root / "units"),
+                     "OPSRUNNER_HISTORY": str(self.history_db), "OPSRUNNER_CRONTAB": str(root / "crontab"),
+                     "XDG_STATE_HOME": str(root / "state"), "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+
+    def run(self, *args: str, cwd: Path | None = None, timeout: float = 180) -> CliResult:
+        """`python -m opsrunner ARGS` in the project (or `cwd`), with this environment."""
+        return cli_subprocess(*args, cwd=cwd or self.project, env=self.vars, timeout=timeout)
+
+    def history(self) -> list[dict[str, Any]]:
+        res = self.run("history", "--json")
+        assert res.rc == 0, res.err
+        return list(json.loads(res.out))

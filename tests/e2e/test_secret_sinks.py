@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.alerts import Alerts
-from tests.helpers import cli_subprocess
+from tests.helpers import ProjectEnv, cli_subprocess
 
 PIN = "pin-7Qx93f"  # -e deploy_pin: secret only because the inventory says `*_pin` is
 VAULT = "vault-K2m8vw"  # tagged !secret in the inventory
@@ -55,9 +55,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {"OPSRUNNER_HISTORY": str(tmp_path / "history.db"), "OPSRUNNER_SCHEDULES": str(tmp_path / "schedules"),
-            "OPSRUNNER_UNIT_DIR": str(tmp_path / "units"), "OPSRUNNER_CRONTAB": str(tmp_path / "crontab"),
-            "XDG_STATE_HOME": str(tmp_path / "state"), "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    return ProjectEnv(tmp_path).vars
 
 
 def _extra(out_file: Path) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from opsrunner.history.store import HistoryStore, RunRow
 from tests.conftest import write_yaml
-from tests.helpers import CliResult, cli_subprocess, read_events
+from tests.helpers import ProjectEnv, read_events
 
 PLAYBOOK = [{"name": "Questions", "hosts": "all", "vars": {"greeting": "hello"}, "tasks": [
     {"name": "Say {{ greeting }}", "shell": "echo hi"},
@@ -21,18 +21,13 @@ PLAYBOOK = [{"name": "Questions", "hosts": "all", "vars": {"greeting": "hello"},
 ]}]
 
 
-class Env:
+class Env(ProjectEnv):
+    """A project with PLAYBOOK and a local inventory."""
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "proj"
-        self.vars = {"OPSRUNNER_HISTORY": str(root / "h.db"), "OPSRUNNER_SCHEDULES": str(root / "schedules"),
-                     "OPSRUNNER_UNIT_DIR": str(root / "units"), "OPSRUNNER_CRONTAB": str(root / "crontab"),
-                     "XDG_STATE_HOME": str(root / "state")}
+        super().__init__(root)
         write_yaml(self.project / "site.yml", PLAYBOOK)
         write_yaml(self.project / "inv.yml", {"all": {"hosts": {"h1": {"connection": "local"}}}})
-
-    def run(self, *args: str, cwd: Path | None = None) -> CliResult:
-        return cli_subprocess(*args, cwd=cwd or self.project, env=self.vars, timeout=180)
 
 
 @pytest.fixture

@@ -15,25 +15,20 @@ from croniter import croniter
 
 from opsrunner.schedule.cron import cron_to_calendar, parse_cron, systemd_verdict
 from tests.conftest import write_yaml
-from tests.helpers import CliResult, cli_subprocess
+from tests.helpers import ProjectEnv
 from tests.schedule.test_spec import BASES, SYSTEMD_ANALYZE, _systemd_next
 
 CRONS = ["*/15 9-17 * * 1-5", "0 3 * * 0", "30 2 1,15 * *", "0 0 1 1,7 *", "5 */6 * * *", "0 12 * * 6,7",
          "59 23 * 2 *", "0 0 29 2 *"]
 
 
-class Env:
+class Env(ProjectEnv):
+    """A project with one trivial playbook and a local inventory."""
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "proj"
-        self.vars = {"OPSRUNNER_SCHEDULES": str(root / "schedules"), "OPSRUNNER_UNIT_DIR": str(root / "units"),
-                     "OPSRUNNER_HISTORY": str(root / "history.db"), "OPSRUNNER_CRONTAB": str(root / "crontab"),
-                     "XDG_STATE_HOME": str(root / "state")}
+        super().__init__(root)
         write_yaml(self.project / "site.yml", [{"hosts": "all", "tasks": [{"debug": {"msg": "hi"}}]}])
         write_yaml(self.project / "inv.yml", {"all": {"hosts": {"node1": {"connection": "local"}}}})
-
-    def run(self, *args: str) -> CliResult:
-        return cli_subprocess(*args, cwd=self.project, env=self.vars, timeout=120)
 
 
 @pytest.fixture

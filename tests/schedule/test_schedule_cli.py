@@ -10,13 +10,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.alerts import Alerts
 from tests.conftest import ROOT, write_yaml
-from tests.helpers import CliResult, cli_subprocess
+from tests.helpers import ProjectEnv
 
 PLAYBOOK = [{"name": "Nightly", "hosts": "all", "tasks": [
     {"name": "Version", "debug": {"msg": "procedure {{ version | default('v1') }}"}},
@@ -25,21 +24,8 @@ PLAYBOOK = [{"name": "Nightly", "hosts": "all", "tasks": [
 ]}]
 
 
-class Env:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "proj"
-        self.vars = {"OPSRUNNER_SCHEDULES": str(root / "schedules"), "OPSRUNNER_UNIT_DIR": str(root / "units"),
-                     "OPSRUNNER_HISTORY": str(root / "history.db"), "OPSRUNNER_CRONTAB": str(root / "crontab"),
-                     "XDG_STATE_HOME": str(root / "state"), "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-
-    def run(self, *args: str, cwd: Path | None = None) -> CliResult:
-        return cli_subprocess(*args, cwd=cwd or self.project, env=self.vars, timeout=180)
-
-    def history(self) -> list[dict[str, Any]]:
-        res = self.run("history", "--json")
-        assert res.rc == 0, res.err
-        return list(json.loads(res.out))
+class Env(ProjectEnv):
+    """The schedule tests' project (tests/helpers.py)."""
 
 
 def hook(alerts: Alerts) -> str:
