@@ -13,7 +13,7 @@ from .guards import Refused
 from .jobfiles import pidfile_paths, read_pidfile
 from .launch import op_launch
 from .procs import alive, op_kill
-from .releases import current_release, list_releases, release_dir_of, switch_link
+from .releases import changed_in_place, current_release, list_releases, release_dir_of, switch_link
 from .verify import op_verify
 
 TYPE_CHECKING = False
@@ -56,11 +56,24 @@ def choose_previous(names: list[str], current: str | None) -> str:
     return names[at - 1]
 
 
+def check_intact(release: str | None, release_dir: str | None) -> None:
+    """ValueError when a file of the release was changed in place since its deploy (the
+    code would not be the code that ran well): nothing may be stopped for it."""
+    if not release_dir:
+        return
+    changed = changed_in_place(release_dir)
+    if changed:
+        raise ValueError(f"refusing to roll back to release {release}: {changed} (its files are hard links "
+                         "shared with other releases; deploy a fix instead of editing one in place)")
+
+
 def target_of(good: GoodRun, wanted: str | None) -> Target:
-    """The release to roll back to (the good run's, "previous", or a name) and its launch."""
+    """The release to roll back to (the good run's, "previous", or a name) and its launch;
+    ValueError when it is changed in place."""
     argv, chdir = list(good.get("argv") or []), good.get("chdir")
     link, good_dir = good.get("link"), good.get("release_dir")
     if not wanted:
+        check_intact(good.get("release"), good_dir)
         return Target(good.get("release"), good_dir, good.get("commit"), argv, chdir)
     if not link or not good_dir:
         raise ValueError("the last good run was not launched from a release (deploy_code releases: true): "
@@ -69,6 +82,7 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
     if wanted == "previous":
         wanted = choose_previous([r["name"] for r in list_releases(dest)], current_release(dest))
     folder, commit = release_dir_of(dest, wanted)
+    check_intact(wanted, folder)
     return Target(wanted, folder, commit, [str(_moved(a, good_dir, folder)) for a in argv],
                   _moved(chdir, good_dir, folder))
 

@@ -1,0 +1,128 @@
+"""Release files are hard links shared between releases: a file edited in place is never
+linked into a new release, and a rollback refuses a release whose files changed since its
+deploy (before it stops anything)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, cast
+
+import pytest
+
+from opsrunner.connections import ops
+from opsrunner.connections.base import Connection, ConnectionSpec
+from opsrunner.connections.factory import ConnectionFactory
+from opsrunner.connections.ops import AgentOp
+from opsrunner.errors import ModuleFailure
+from opsrunner.modules.base import TaskContext
+from opsrunner.modules.codefiles import collect, tar_of
+from opsrunner.modules.releasing import deploy_release
+from tests.conftest import kill_marked
+from tests.helpers import task_ends
+from tests.modules.conftest import Target
+from tests.modules.test_releases_rollback import PREVIOUS, Job
+
+if TYPE_CHECKING:
+    from opsrunner.remote.protocol_files import ReleaseArgs
+
+
+class EditsBaseFirst(TaskContext):
+    """A task context that appends to a file of the current release right before the release
+    op: an edit in place between deploy_code's stat and the making of the release."""
+
+    edit: Path | None = None
+
+    def agent(self, op: AgentOp[Any, Any], request: Any, timeout: float | None = None,
+              payload: IO[bytes] | None = None) -> Any:
+        if op is ops.RELEASE and self.edit is not None:
+            with self.edit.open("a") as fh:
+                fh.write("HOTFIX\n")
+            self.edit = None
+        return super().agent(op, request, timeout=timeout, payload=payload)
+
+
+@pytest.fixture
+def local_connection() -> Iterator[Connection]:
+    factory = ConnectionFactory()
+    try:
+        yield factory.get(ConnectionSpec(name="t", kind="local"))
+    finally:
+        factory.close_all()
+
+
+def _deploy(ctx: TaskContext, src: Path, dest: Path) -> dict[str, Any]:
+    _, files = collect(src, str(dest), [], None)
+    return dict(deploy_release(ctx, {"src": str(src), "dest": str(dest)}, src, files).data)
+
+
+def test_a_base_file_edited_after_the_stat_is_sent_not_linked(local_connection: Connection, tmp_path: Path) -> None:
+    src, dest = tmp_path / "src", tmp_path / "app"
+    src.mkdir()
+    (src / "train.py").write_text("print('v1')\n")
+    (src / "config.txt").write_text("lr=0.1\n")
+    ctx = EditsBaseFirst(host="t", task=cast(Any, None), connection=local_connection, variables={})
+    first = _deploy(ctx, src, dest)["release"]
+    (src / "config.txt").write_text("lr=0.2\n")
+    ctx.edit = dest / "releases" / first / "train.py"
+    data = _deploy(ctx, src, dest)
+    second = data["release"]
+    assert second != first and data["changed_files"] == ["config.txt", "train.py"]
+    new, old = dest / "releases" / second / "train.py", dest / "releases" / first / "train.py"
+    assert new.read_text() == "print('v1')\n" and old.read_text() == "print('v1')\nHOTFIX\n"
+    assert not os.path.samefile(new, old)
+    manifest = json.loads((dest / "releases" / f"{second}.json").read_text())
+    assert manifest["sha256"] == {"config.txt": hashlib.sha256(b"lr=0.2\n").hexdigest(),
+                                  "train.py": hashlib.sha256(b"print('v1')\n").hexdigest()}
+
+
+def test_the_release_op_refuses_to_link_a_file_whose_digest_changed(local_connection: Connection,
+                                                                    tmp_path: Path) -> None:
+    src, dest = tmp_path / "src", tmp_path / "app"
+    src.mkdir()
+    (src / "train.py").write_text("print('v1')\n")
+    ctx = TaskContext(host="t", task=cast(Any, None), connection=local_connection, variables={})
+    first = _deploy(ctx, src, dest)["release"]
+    edited_since: ReleaseArgs = {"dest": str(dest), "name": "20990101T000000Z", "files": {"train.py": 0o644},
+                                 "sha256": {"train.py": hashlib.sha256(b"print('v0')\n").hexdigest()},
+                                 "base": first}
+    with pytest.raises(ModuleFailure) as failed, tar_of([]) as nothing_sent:
+        ctx.agent(ops.RELEASE, edited_since, payload=nothing_sent)
+    assert "changed since they were compared, not linked: train.py" in str(failed.value)
+    assert failed.value.data["stale"] == ["train.py"]
+    assert sorted(p.name for p in (dest / "releases").iterdir()) == [first, f"{first}.json"]
+    assert os.readlink(dest / "current") == f"releases/{first}"
+
+
+def test_a_rollback_refuses_a_release_edited_in_place_and_stops_nothing(target: Target,
+                                                                        cleanup_marker: str) -> None:
+    job = Job(target, cleanup_marker)
+    try:
+        assert job.play("restart_training.yml")[0] == 0
+        first = job.good()["release"]
+        job.write_src("v2")
+        (job.src / "v2" / "config.txt").write_text("lr=0.2\n")  # train.py unchanged: hard-linked
+        rc, out, _ = job.play("restart_training.yml", code_src=str(job.src / "v2"))
+        assert rc == 0, out
+        second = job.good()["release"]
+        releases = job.demo / "code" / "releases"
+        assert second != first and os.path.samefile(releases / first / "train.py", releases / second / "train.py")
+        pid = target.host_pid(job.demo / "train.pid")
+        with (job.demo / "code" / "current" / "train.py").open("a") as fh:
+            fh.write("HOTFIX = 1\n")  # the older release's train.py changes too: the same inode
+
+        rc, out, events = job.play("rollback.yml")
+        assert rc == 2, out
+        (refused,) = task_ends(events, PREVIOUS)
+        assert refused["status"] == "failed"
+        assert refused["msg"] == (f"rollback failed: refusing to roll back to release {first}: "
+                                  f"{releases / first / 'train.py'} was changed in place since release {first} was "
+                                  "deployed (its files are hard links shared with other releases; deploy a fix "
+                                  "instead of editing one in place)"), refused["msg"]
+        assert job.running() == [pid]
+        assert os.readlink(job.demo / "code" / "current") == f"releases/{second}"
+    finally:
+        kill_marked(cleanup_marker)
