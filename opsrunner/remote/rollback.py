@@ -13,7 +13,7 @@ from .guards import Refused
 from .jobfiles import pidfile_paths, read_pidfile
 from .launch import op_launch
 from .procs import alive, op_kill
-from .releases import changed_in_place, current_release, list_releases, release_dir_of, switch_link
+from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
 from .verify import op_verify
 
 TYPE_CHECKING = False
@@ -73,6 +73,8 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
     argv, chdir = list(good.get("argv") or []), good.get("chdir")
     link, good_dir = good.get("link"), good.get("release_dir")
     if not wanted:
+        if good.get("release") and good_dir and not os.path.isdir(good_dir):
+            raise ValueError(f"the last good run's release {good.get('release')} is gone ({good_dir} is missing)")
         check_intact(good.get("release"), good_dir)
         return Target(good.get("release"), good_dir, good.get("commit"), argv, chdir)
     if not link or not good_dir:
@@ -146,16 +148,12 @@ def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | Non
         launch["release_link"] = link
     started = op_launch(launch)
     if started.get("error") or "pid" not in started:
-        reply["outcome"] = "failed"
-        reply["why"] = f"the relaunch failed: {started.get('error')}"
-        return reply
+        return _failed(reply, f"the relaunch failed: {started.get('error')}", link, pidfile)
     reply["pid"] = started["pid"]
     ended = started.get("exited")
     if ended:
         how = f"signal {ended['signal']}" if ended.get("signal") else f"code {ended.get('returncode')}"
-        reply["outcome"] = "failed"
-        reply["why"] = f"the relaunched job (pid {started['pid']}) exited at once with {how}"
-        return reply
+        return _failed(reply, f"the relaunched job (pid {started['pid']}) exited at once with {how}", link, pidfile)
     wanted: VerifyArgs = args.get("verify") or {"processes": 1}
     check = wanted.copy()
     check["pidfile"] = pidfile
@@ -168,7 +166,21 @@ def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | Non
     reply["took_s"] = round(time.time() - t0, 2)
     if verdict.get("ok"):
         reply["outcome"] = "rolled_back"
-    else:
-        reply["outcome"] = "failed"
-        reply["why"] = f"the relaunched run failed verify: {verdict.get('diagnosis')}"
+        return reply
+    return _failed(reply, f"the relaunched run failed verify: {verdict.get('diagnosis')}", link, pidfile)
+
+
+def _failed(reply: RollbackReply, why: str, link: str | None, pidfile: str) -> RollbackReply:
+    """A failed relaunch: `current` goes back to where it was when nothing runs from the
+    release it was switched to (a hung relaunch still runs from it: it stays)."""
+    reply["outcome"], reply["why"] = "failed", why
+    before = reply.get("switched_from")
+    if not link or not before or before == reply.get("release"):
+        return reply
+    pid, start = read_pidfile(pidfile)
+    before_dir = os.path.join(releases_dir(os.path.dirname(link)), before)
+    if (pid and alive(pid, start)) or not os.path.isdir(before_dir):
+        return reply
+    switch_link(link, before_dir)
+    reply["why"] = f"{why}; current switched back to {before}"
     return reply

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -24,7 +25,7 @@ from opsrunner.modules.releasing import deploy_release
 from tests.conftest import kill_marked
 from tests.helpers import task_ends
 from tests.modules.conftest import Target
-from tests.modules.test_releases_rollback import PREVIOUS, Job
+from tests.modules.test_releases_rollback import BAD_RELEASES, DEPLOY, PREVIOUS, Job
 
 if TYPE_CHECKING:
     from opsrunner.remote.protocol_files import ReleaseArgs
@@ -124,5 +125,51 @@ def test_a_rollback_refuses_a_release_edited_in_place_and_stops_nothing(target: 
                                   "instead of editing one in place)"), refused["msg"]
         assert job.running() == [pid]
         assert os.readlink(job.demo / "code" / "current") == f"releases/{second}"
+    finally:
+        kill_marked(cleanup_marker)
+
+
+def _rollback_task(job: Job) -> dict[str, Any]:
+    return {"name": "Roll back", "rollback": {"pidfile": str(job.demo / "train.pid"), "grace": 3,
+                                              "verify": {"processes": 1, "within": 10, "stable_for": 1}}}
+
+
+def test_a_rollback_to_a_missing_release_stops_nothing_also_in_check_mode(target: Target,
+                                                                          cleanup_marker: str) -> None:
+    job = Job(target, cleanup_marker)
+    try:
+        assert job.play("restart_training.yml")[0] == 0
+        good = job.good()["release"]
+        pid = target.host_pid(job.demo / "train.pid")
+        shutil.rmtree(job.demo / "code" / "releases" / good)
+        gone = (f"rollback failed: the last good run's release {good} is gone "
+                f"({job.demo}/code/releases/{good} is missing)")
+        for args in (["--check"], []):
+            run = target.play([_rollback_task(job)], *args)
+            assert run.rc == 2, run.out
+            assert run.end("Roll back")["msg"] == gone
+            assert job.running() == [pid]
+            assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"
+    finally:
+        kill_marked(cleanup_marker)
+
+
+def test_a_relaunch_that_fails_switches_current_back(target: Target, cleanup_marker: str) -> None:
+    job = Job(target, cleanup_marker)
+    try:
+        assert job.play("restart_training.yml")[0] == 0
+        good = job.good()["release"]
+        job.write_src("broken", BAD_RELEASES["fails_to_start"])
+        rc, out, events = job.play("restart_training.yml", code_src=str(job.src / "broken"))
+        assert rc == 2, out
+        broken = task_ends(events, DEPLOY)[0]["data"]["release"]
+        assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"
+
+        rc, out, events = job.play("rollback.yml", "-e", f"release={broken}")
+        assert rc == 2, out
+        (failed,) = task_ends(events, PREVIOUS)
+        assert failed["msg"].startswith(f"rollback to release {broken} (no git commit) failed: "), failed["msg"]
+        assert "code 1" in failed["msg"] and failed["msg"].endswith(f"; current switched back to {good}")
+        assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"
     finally:
         kill_marked(cleanup_marker)
