@@ -47,8 +47,11 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Stat
     if outcome == "rolled_back":
         return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified"
     if outcome == "nothing":
-        return Status.OK, (f"no rollback needed: the last good run ({where}, pid {reply.get('pid')}) is still "
-                           "running; nothing was stopped")
+        back = (f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
+                if "switched_from" in reply else "")
+        return Status.CHANGED if back else Status.OK, (
+            f"no rollback needed: the last good run ({where}, pid {reply.get('pid')}) is still running; nothing "
+            f"was stopped{back}")
     if outcome == "no_good_run":
         return Status.OK, f"no rollback: {reply.get('why')}"
     if outcome == "would":

@@ -103,11 +103,11 @@ def op_rollback(args: RollbackArgs) -> RollbackReply:
     reply: RollbackReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
                             "chdir": target.chdir}
     pid, start = read_pidfile(pidfile)
+    link = good.get("link") if target.release_dir else None
     if args.get("auto") and pid and pid == good.get("pid") and start == good.get("start") and alive(pid, start):
         reply["outcome"] = "nothing"
         reply["pid"] = pid
-        return reply
-    link = good.get("link") if target.release_dir else None
+        return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
     reply["switched_from"] = current_release(os.path.dirname(link)) if link else None
     stop: KillArgs = {"pidfile": pidfile, "grace": float(args.get("grace", 10)),
                       "check_mode": bool(args.get("check_mode"))}
@@ -128,6 +128,18 @@ def op_rollback(args: RollbackArgs) -> RollbackReply:
         reply["why"] = f"cannot stop the job: {stopped['error']}"
         return reply
     return _relaunch(args, good, target, link, reply, t0)
+
+
+def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, check_mode: bool) -> RollbackReply:
+    """The good run still runs: `current` goes back to its release where a deploy switched it
+    to another (one never verified), so the next launch through it is the good code."""
+    if not link or not target.release_dir or check_mode:
+        return reply
+    now = current_release(os.path.dirname(link))
+    if now != target.release:
+        switch_link(link, target.release_dir)
+        reply["switched_from"] = now
+    return reply
 
 
 def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | None, reply: RollbackReply,

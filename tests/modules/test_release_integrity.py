@@ -173,3 +173,31 @@ def test_a_relaunch_that_fails_switches_current_back(target: Target, cleanup_mar
         assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"
     finally:
         kill_marked(cleanup_marker)
+
+
+def test_a_rollback_with_nothing_to_do_puts_current_back_on_the_good_release(target: Target,
+                                                                              cleanup_marker: str) -> None:
+    """A deploy switched current to a new release, then the restart failed before the good run
+    was stopped: the next launch through current must not start the unverified release."""
+    job = Job(target, cleanup_marker)
+    try:
+        assert job.play("restart_training.yml")[0] == 0
+        good = job.good()["release"]
+        pid = target.host_pid(job.demo / "train.pid")
+        job.write_src("v2", BAD_RELEASES["crashes"])
+        deploy = {"name": "Deploy", "deploy_code": {"src": str(job.src / "v2"), "dest": f"{job.demo}/code",
+                                                    "releases": True, "pidfile": str(job.demo / "train.pid")}}
+        auto = _rollback_task(job)
+        auto["rollback"]["auto"] = True
+        run = target.play([deploy, auto])
+        assert run.rc == 0, run.out
+        new = run.end("Deploy")["data"]["release"]
+        assert new != good
+        assert run.end("Roll back")["msg"] == (f"no rollback needed: the last good run (release {good} (no git "
+                                               f"commit), pid {(job.demo / 'train.pid').read_text().strip()}) is "
+                                               f"still running; nothing was stopped; current switched back from "
+                                               f"{new} to {good}")
+        assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"
+        assert job.running() == [pid]
+    finally:
+        kill_marked(cleanup_marker)
