@@ -361,7 +361,7 @@ def _swap(value: str, link: str, real: str) -> str:
 
 
 def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
-    """A launch through a release's `current` link: argv and chdir are rewritten to the
+    """A launch through a release's `current` link: argv, env and chdir are rewritten to the
     release it points to now, so the job and its record name the real release (and a later
     switch of `current` changes nothing under it). (the record's release keys, a problem)."""
     link = args.get("release_link")
@@ -377,6 +377,8 @@ def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
     if not os.path.isdir(real):
         return {}, f"release link {link} points to {real}, which is not a directory"
     args["argv"] = [_swap(arg, link, real) for arg in args["argv"]]
+    if args.get("env"):  # PYTHONPATH=<dest>/current/src and the like (rewritten here: env stays on the target)
+        args["env"] = dict((key, _swap(value, link, real)) for key, value in args["env"].items())
     if args.get("chdir"):
         args["chdir"] = _swap(os.path.abspath(args["chdir"]), link, real)
     folder = os.path.dirname(real)

@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 
 class Target:
     """Where a rollback goes: the release (None without releases) and the launch to start."""
-    __slots__ = ("argv", "chdir", "commit", "release", "release_dir")
+    __slots__ = ("argv", "chdir", "commit", "env", "release", "release_dir")
 
     def __init__(self, release: str | None, release_dir: str | None, commit: str | None, argv: list[str],
-                 chdir: str | None) -> None:
+                 chdir: str | None, env: dict[str, str]) -> None:
         self.release, self.release_dir, self.commit = release, release_dir, commit
-        self.argv, self.chdir = argv, chdir
+        self.argv, self.chdir, self.env = argv, chdir, env
 
 
 #: Seconds kept at the end of the budget for the reply to travel back.
@@ -70,13 +70,13 @@ def check_intact(release: str | None, release_dir: str | None) -> None:
 def target_of(good: GoodRun, wanted: str | None) -> Target:
     """The release to roll back to (the good run's, "previous", or a name) and its launch;
     ValueError when it is changed in place."""
-    argv, chdir = list(good.get("argv") or []), good.get("chdir")
+    argv, chdir, env = list(good.get("argv") or []), good.get("chdir"), dict(good.get("env") or {})
     link, good_dir = good.get("link"), good.get("release_dir")
     if not wanted:
         if good.get("release") and good_dir and not os.path.isdir(good_dir):
             raise ValueError(f"the last good run's release {good.get('release')} is gone ({good_dir} is missing)")
         check_intact(good.get("release"), good_dir)
-        return Target(good.get("release"), good_dir, good.get("commit"), argv, chdir)
+        return Target(good.get("release"), good_dir, good.get("commit"), argv, chdir, env)
     if not link or not good_dir:
         raise ValueError("the last good run was not launched from a release (deploy_code releases: true): "
                          f"there is no release {wanted!r} to go to")
@@ -86,7 +86,8 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
     folder, commit = release_dir_of(dest, wanted)
     check_intact(wanted, folder)
     return Target(wanted, folder, commit, [str(_moved(a, good_dir, folder)) for a in argv],
-                  _moved(chdir, good_dir, folder))
+                  _moved(chdir, good_dir, folder),
+                  dict((key, str(_moved(value, good_dir, folder))) for key, value in env.items()))
 
 
 def op_rollback(args: RollbackArgs) -> RollbackReply:
@@ -148,7 +149,7 @@ def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | Non
     pidfile = args["pidfile"]
     if link and target.release_dir:
         switch_link(link, target.release_dir)
-    launch: LaunchArgs = {"argv": target.argv, "env": dict(good.get("env") or {}), "pidfile": pidfile}
+    launch: LaunchArgs = {"argv": target.argv, "env": target.env, "pidfile": pidfile}
     chdir, log, umask = target.chdir, good.get("log"), good.get("umask")
     if chdir:
         launch["chdir"] = chdir

@@ -25,7 +25,7 @@ from opsrunner.modules.releasing import deploy_release
 from tests.conftest import kill_marked
 from tests.helpers import task_ends
 from tests.modules.conftest import Target
-from tests.modules.test_releases_rollback import BAD_RELEASES, DEPLOY, PREVIOUS, Job
+from tests.modules.test_releases_rollback import BAD_RELEASES, DEPLOY, PREVIOUS, Job, process
 
 if TYPE_CHECKING:
     from opsrunner.remote.protocol_files import ReleaseArgs
@@ -199,5 +199,32 @@ def test_a_rollback_with_nothing_to_do_puts_current_back_on_the_good_release(tar
                                                f"{new} to {good}")
         assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"
         assert job.running() == [pid]
+    finally:
+        kill_marked(cleanup_marker)
+
+
+def test_env_paths_through_current_name_the_real_release_also_after_a_rollback(target: Target,
+                                                                                cleanup_marker: str) -> None:
+    job = Job(target, cleanup_marker)
+    code = f"{job.demo}/code"
+    job.vars["train_env"] = {**job.vars["train_env"], "CODE_HOME": f"{code}/current",
+                             "EXTRA_PATHS": f"{code}/current/lib:/opt/other"}
+    try:
+        assert job.play("restart_training.yml")[0] == 0
+        first = job.good()["release"]
+        job.write_src("v2")
+        (job.src / "v2" / "config.txt").write_text("lr=0.2\n")
+        rc, out, _ = job.play("restart_training.yml", code_src=str(job.src / "v2"))
+        assert rc == 0, out
+        second = job.good()["release"]
+        assert second != first
+        for release, play in ((second, None), (first, "rollback.yml")):
+            if play:
+                rc, out, _ = job.play(play)
+                assert rc == 0, out
+            _, env, _ = process(target.host_pid(job.demo / "train.pid"))
+            assert env["CODE_HOME"] == f"{code}/releases/{release}"
+            assert env["EXTRA_PATHS"] == f"{code}/releases/{release}/lib:/opt/other"
+            assert job.good()["env"]["CODE_HOME"] == f"{code}/releases/{release}"
     finally:
         kill_marked(cleanup_marker)
