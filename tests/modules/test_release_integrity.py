@@ -8,11 +8,14 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import pytest
+import yaml
 
 from opsrunner.connections import ops
 from opsrunner.connections.base import Connection, ConnectionSpec
@@ -22,7 +25,7 @@ from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import TaskContext
 from opsrunner.modules.codefiles import collect, tar_of
 from opsrunner.modules.releasing import deploy_release
-from tests.conftest import kill_marked
+from tests.conftest import ROOT, kill_marked, wait_for, write_inventory, write_yaml
 from tests.helpers import task_ends
 from tests.modules.conftest import Target
 from tests.modules.test_releases_rollback import BAD_RELEASES, DEPLOY, PREVIOUS, Job, process
@@ -227,4 +230,37 @@ def test_env_paths_through_current_name_the_real_release_also_after_a_rollback(t
             assert env["EXTRA_PATHS"] == f"{code}/releases/{release}/lib:/opt/other"
             assert job.good()["env"]["CODE_HOME"] == f"{code}/releases/{release}"
     finally:
+        kill_marked(cleanup_marker)
+
+
+def test_a_rollback_while_another_run_holds_the_job_says_who_in_its_summary(target: Target,
+                                                                             cleanup_marker: str) -> None:
+    pidfile = target.work / "train.pid"
+    held = target.work / "held"
+    holder = target.work / "holder"
+    holder.mkdir()
+    inv = write_inventory(holder / "inv.yml", {"target": target.host_vars})
+    pb = write_yaml(holder / "pb.yml", yaml.safe_dump([{"hosts": "all", "tasks": [
+        {"name": "Lock", "job_lock": {"pidfile": str(pidfile)}},
+        {"name": "Held", "command": f"touch {held}"},
+        {"name": "Stay", "command": f"sleep 30 {cleanup_marker}"}]}]))
+    other = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", str(pb), "-i", str(inv)], cwd=holder,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(held.exists, 60)
+        task = {"name": "Roll back", "rollback": {"pidfile": str(pidfile), "auto": True,
+                                                  "failed_task": "Launch", "failure": {"msg": "boom"}},
+                "register": "rolled_back", "ignore_errors": True}
+        report = {"name": "Report", "fail": {"msg": "{{ rolled_back.summary | default('not selected') }}"}}
+        run = target.play([task, report])
+        assert run.rc == 2, run.out
+        rolled = run.end("Roll back")
+        assert rolled["status"] == "failed"
+        assert rolled["data"]["summary"].startswith("Launch failed: boom; rollback failed too: locked by "), rolled
+        assert "another run is restarting this job" in rolled["data"]["summary"]
+        assert run.end("Report")["msg"] == rolled["data"]["summary"]
+    finally:
+        other.kill()
+        other.wait()
         kill_marked(cleanup_marker)
