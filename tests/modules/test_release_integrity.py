@@ -25,7 +25,7 @@ from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import TaskContext
 from opsrunner.modules.codefiles import collect, tar_of
 from opsrunner.modules.releasing import deploy_release
-from tests.conftest import ROOT, kill_marked, wait_for, write_inventory, write_yaml
+from tests.conftest import ROOT, kill_marked, pids_with, wait_for, write_inventory, write_yaml
 from tests.helpers import task_ends
 from tests.modules.conftest import Target
 from tests.modules.test_releases_rollback import BAD_RELEASES, DEPLOY, PREVIOUS, Job, process
@@ -261,6 +261,10 @@ def test_a_rollback_while_another_run_holds_the_job_says_who_in_its_summary(targ
         assert "another run is restarting this job" in rolled["data"]["summary"]
         assert run.end("Report")["msg"] == rolled["data"]["summary"]
     finally:
-        other.kill()
-        other.wait()
-        kill_marked(cleanup_marker)
+        other.terminate()
+        other.wait(timeout=60)
+        # Over ssh the remote sleep outlives its session for a moment: kill until none is left.
+        def all_gone() -> bool:
+            kill_marked(cleanup_marker)
+            return not pids_with(cleanup_marker)
+        assert wait_for(all_gone, 20)
