@@ -83,14 +83,28 @@ def deploy_release(ctx: TaskContext, args: dict[str, Any], src: Path, files: lis
         return TaskResult(Status.CHANGED, changed=True, data=data,
                           msg=f"would deploy release {name}: {len(changed)} of {len(files)} files sent{reuse}; "
                               f"current -> {name}")
-    request: ReleaseArgs = {"dest": dest, "name": name, "files": {f.rel: f.mode for f in files}, "base": current,
+    request: ReleaseArgs = {"dest": dest, "name": name, "files": {f.rel: f.mode for f in files},
+                            "sha256": {f.rel: f.sha256 for f in files}, "base": current,
                             "commit": commit, "dirty": dirty, "source": str(src),
                             "keep": int(args.get("keep_releases", 5))}
     if args.get("pidfile"):
         request["pidfile"] = str(args["pidfile"])
-    with tar_of(changed) as payload:  # an empty stream when every file is linked from the current release
-        made = ctx.agent(ops.RELEASE, request, payload=payload)
+    try:
+        made = _send_release(ctx, request, changed)
+    except ModuleFailure as exc:
+        stale_files = exc.data.get("stale")  # base files edited since the stat: never linked
+        stale = set(map(str, stale_files)) if isinstance(stale_files, list) else set()
+        if not stale:
+            raise
+        changed += [f for f in files if f.rel in stale and f not in changed]
+        made = _send_release(ctx, request, changed)
+    data["changed_files"] = [f.rel for f in changed]
     return _made(made, data, len(files), len(changed), current)
+
+
+def _send_release(ctx: TaskContext, request: ReleaseArgs, changed: list[LocalFile]) -> ReleaseReply:
+    with tar_of(changed) as payload:  # an empty stream when every file is linked from the current release
+        return ctx.agent(ops.RELEASE, request, payload=payload)
 
 
 def _made(reply: ReleaseReply, data: dict[str, Any], total: int, sent: int, current: str | None) -> TaskResult:

@@ -47,8 +47,11 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Stat
     if outcome == "rolled_back":
         return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified"
     if outcome == "nothing":
-        return Status.OK, (f"no rollback needed: the last good run ({where}, pid {reply.get('pid')}) is still "
-                           "running; nothing was stopped")
+        back = (f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
+                if "switched_from" in reply else "")
+        return Status.CHANGED if back else Status.OK, (
+            f"no rollback needed: the last good run ({where}, pid {reply.get('pid')}) is still running; nothing "
+            f"was stopped{back}")
     if outcome == "no_good_run":
         return Status.OK, f"no rollback: {reply.get('why')}"
     if outcome == "would":
@@ -79,7 +82,11 @@ class RollbackModule(Module):
         failed = failure_text(args.get("failed_task"), args.get("failure"))
         if not args.get("enabled", True):
             return _result(Status.OK, failed, "no rollback: it is off (rollback_on_failure: false)", {})
-        hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
+        too = " too" if failed else ""
+        try:
+            hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
+        except ModuleFailure as exc:  # another run holds the job: the line names it
+            return _result(Status.FAILED, failed, f"rollback failed{too}: {' '.join(str(exc).split())}", {})
         request: RollbackArgs = {"pidfile": str(args["pidfile"]), "auto": bool(args.get("auto")),
                                  "grace": float(args.get("grace", 10)), "check_mode": ctx.check_mode}
         for key in ("release", "pattern"):
@@ -92,7 +99,6 @@ class RollbackModule(Module):
         try:
             reply = ctx.agent(ops.ROLLBACK, request, timeout=ctx.timeout)
         except ModuleFailure as exc:
-            too = " too" if failed else ""
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
         status, text = outcome_text(reply, after_failure=bool(failed))
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",

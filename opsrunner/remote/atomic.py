@@ -17,10 +17,28 @@ def create_temp_beside(path: str, mode: int = 0o600) -> tuple[int, str]:
             continue
 
 
-def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
-    fd, tmp = create_temp_beside(path, mode)
+def fsync_dir(folder: str) -> None:
+    """Make a rename in folder durable (the directory entry itself, not only the data)."""
+    fd = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.write(fd, data)
+        os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
+    """path holds data, or its old content, even after a power cut: the data is on disk
+    (fsync) before the rename, and the rename is (fsync of the directory) before return."""
+    fd, tmp = create_temp_beside(path, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
     os.rename(tmp, path)
+    fsync_dir(os.path.dirname(path))

@@ -237,6 +237,9 @@ if TYPE_CHECKING:
         files: dict[str, int]
 
     class ReleaseArgs(_ReleaseArgsBase, total=False):
+        #: {relative path: sha256} of every file: a file of `base` is linked only when its
+        #: digest is this one still (it may have changed since the controller's stat).
+        sha256: dict[str, str]
         base: str | None
         commit: str | None
         dirty: bool
@@ -244,7 +247,10 @@ if TYPE_CHECKING:
         keep: int
         pidfile: str
 
-    class ReleaseReply(ErrorReply):
+    class ReleaseReply(ErrorReply, total=False):
+        #: With "error": files of `base` whose content or mode is no longer the one expected
+        #: (nothing was made; the controller sends them and tries again).
+        stale: list[str]
         release: str
         release_dir: str
         written: int

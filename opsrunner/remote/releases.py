@@ -192,12 +192,20 @@ def _link_or_copy(src: str, dst: str) -> bool:
     return False
 
 
-def _fill(tmp: str, args: ReleaseArgs, base_dir: str | None, ctx: Context) -> tuple[int, int]:
-    """The payload's files written, the others linked from the base release: (written, linked)."""
-    import shutil
+def sha256_file(path: str) -> str:
+    import hashlib
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_sent(tmp: str, ctx: Context) -> dict[str, str]:
+    """The payload's files written under tmp: {relative path: sha256 of what was written}."""
+    import hashlib
     import tarfile
-    written = linked = 0
-    sent: set[str] = set()
+    sent: dict[str, str] = {}
     with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
         for member in tar:
             if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
@@ -207,29 +215,69 @@ def _fill(tmp: str, args: ReleaseArgs, base_dir: str | None, ctx: Context) -> tu
             src = tar.extractfile(member)
             if src is None:
                 continue
+            digest = hashlib.sha256()
             with open(path, "xb") as fh:
-                shutil.copyfileobj(src, fh, 1 << 20)
+                while True:
+                    chunk = src.read(1 << 20)
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    fh.write(chunk)
             os.chmod(path, member.mode & 0o7777)
-            sent.add(member.name)
-            written += 1
+            sent[member.name] = digest.hexdigest()
+    return sent
+
+
+def _link_unchanged(tmp: str, rel: str, old: str, mode: int, expected: str | None,
+                    ctx: Context) -> tuple[str, bool] | None:
+    """Link (or copy) the base release's file when its mode and content are still the ones
+    expected; the digest is taken of the new link itself, so what is checked is what the
+    release holds. (its sha256, whether it is a hard link), or None (nothing left at
+    tmp/rel) when it differs."""
+    try:
+        st = os.lstat(old)
+    except FileNotFoundError:
+        return None
+    if (st.st_mode & 0o7777) != mode or not os.path.isfile(old) or os.path.islink(old):
+        return None
+    path = guard_path(os.path.join(tmp, rel), "write", dest=tmp, ctx=ctx)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    hard = _link_or_copy(old, path)
+    digest = sha256_file(path)
+    if digest != expected:
+        os.unlink(path)
+        return None
+    return digest, hard
+
+
+def _fill(tmp: str, args: ReleaseArgs, base_dir: str | None,
+          ctx: Context) -> tuple[int, int, dict[str, str], list[str]]:
+    """The payload's files written, the others linked from the base release where their
+    content is still the expected one: (written, hard-linked, {path: sha256} of the
+    release, stale files)."""
+    digests = _write_sent(tmp, ctx)
+    written, hard_links = len(digests), 0
+    expected = args.get("sha256") or {}
+    stale: list[str] = []
     for rel, mode in sorted(args["files"].items()):
-        if rel in sent:
+        if rel in digests:
             continue
         if base_dir is None:
             raise ValueError(f"{rel} was not sent and there is no previous release to link it from")
-        old = os.path.join(base_dir, rel)
-        st = os.lstat(old)
-        if (st.st_mode & 0o7777) != mode:
-            raise ValueError(f"{old} has mode {st.st_mode & 0o7777:o}, not {mode:o}: cannot link it unchanged")
-        path = guard_path(os.path.join(tmp, rel), "write", dest=tmp, ctx=ctx)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        linked += _link_or_copy(old, path)
-    return written, linked
+        linked = _link_unchanged(tmp, rel, os.path.join(base_dir, rel), mode, expected.get(rel), ctx)
+        if linked is None:
+            stale.append(rel)
+        else:
+            digests[rel], hard = linked
+            hard_links += hard
+    return written, hard_links, digests, stale
 
 
 def op_release(args: ReleaseArgs) -> ReleaseReply:
     """Make a release from the payload (the changed files) and the base release (the rest),
-    switch current to it, and prune."""
+    switch current to it, and prune. Files of the base release that no longer have the
+    expected content (edited since the controller's stat) are never linked: the op fails
+    naming them, and makes nothing."""
     ctx = Context()
     dest = guard_path(args["dest"], "write", ctx=ctx)
     folder = releases_dir(dest)
@@ -240,20 +288,45 @@ def op_release(args: ReleaseArgs) -> ReleaseReply:
     tmp = os.path.join(folder, f".{name}{TEMP_MARK}{os.urandom(6).hex()}")
     os.mkdir(tmp, 0o755)
     try:
-        written, linked = _fill(tmp, args, base_dir, ctx)
+        written, linked, digests, stale = _fill(tmp, args, base_dir, ctx)
     except BaseException:
         remove(tmp)
         raise
+    if stale:
+        remove(tmp)
+        return {"error": f"{len(stale)} file(s) of release {base} changed since they were compared, not linked: "
+                         + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""), "stale": stale}
     manifest = {"name": name, "commit": args.get("commit"), "dirty": bool(args.get("dirty")),
-                "created": time.time(), "source": args.get("source"), "files": len(args["files"]), "base": base}
+                "created": time.time(), "source": args.get("source"), "files": len(args["files"]), "base": base,
+                "sha256": digests}
     write_atomic(manifest_path(folder, name), json_dumps(manifest).encode())
     final = os.path.join(folder, name)
     os.rename(tmp, final)
     previous = current_release(dest)
     switch_link(current_link(dest), final)
     pruned, spared = prune(dest, int(args.get("keep") or DEFAULT_KEEP), args.get("pidfile"), ctx)
-    return {"release": name, "release_dir": final, "written": written, "linked": linked, "previous": previous,
-            "pruned": pruned, "spared": spared}
+    return {"release": name, "release_dir": final, "written": written, "linked": linked,
+            "previous": previous, "pruned": pruned, "spared": spared}
+
+
+def changed_in_place(release_dir: str) -> str | None:
+    """The first file of a release whose content is no longer the one its manifest recorded
+    (edited in place: through a hard link, every release sharing it changed too), as a
+    sentence; None when all match or the manifest records no digests (an older release)."""
+    folder, name = os.path.split(release_dir.rstrip("/"))
+    raw = read_json(manifest_path(folder, name), "release manifest") or {}
+    recorded = raw.get("sha256")
+    if not isinstance(recorded, dict):
+        return None
+    for rel, digest in sorted(recorded.items()):
+        path = os.path.join(release_dir, str(rel))
+        try:
+            actual = sha256_file(path)
+        except OSError as exc:
+            return f"{path} is unreadable or missing ({exc.strerror})"
+        if actual != digest:
+            return f"{path} was changed in place since release {name} was deployed"
+    return None
 
 
 def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list[str], Spared]:
@@ -288,7 +361,7 @@ def _swap(value: str, link: str, real: str) -> str:
 
 
 def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
-    """A launch through a release's `current` link: argv and chdir are rewritten to the
+    """A launch through a release's `current` link: argv, env and chdir are rewritten to the
     release it points to now, so the job and its record name the real release (and a later
     switch of `current` changes nothing under it). (the record's release keys, a problem)."""
     link = args.get("release_link")
@@ -304,6 +377,8 @@ def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
     if not os.path.isdir(real):
         return {}, f"release link {link} points to {real}, which is not a directory"
     args["argv"] = [_swap(arg, link, real) for arg in args["argv"]]
+    if args.get("env"):  # PYTHONPATH=<dest>/current/src and the like (rewritten here: env stays on the target)
+        args["env"] = dict((key, _swap(value, link, real)) for key, value in args["env"].items())
     if args.get("chdir"):
         args["chdir"] = _swap(os.path.abspath(args["chdir"]), link, real)
     folder = os.path.dirname(real)

@@ -13,7 +13,7 @@ from .guards import Refused
 from .jobfiles import pidfile_paths, read_pidfile
 from .launch import op_launch
 from .procs import alive, op_kill
-from .releases import current_release, list_releases, release_dir_of, switch_link
+from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
 from .verify import op_verify
 
 TYPE_CHECKING = False
@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 
 class Target:
     """Where a rollback goes: the release (None without releases) and the launch to start."""
-    __slots__ = ("argv", "chdir", "commit", "release", "release_dir")
+    __slots__ = ("argv", "chdir", "commit", "env", "release", "release_dir")
 
     def __init__(self, release: str | None, release_dir: str | None, commit: str | None, argv: list[str],
-                 chdir: str | None) -> None:
+                 chdir: str | None, env: dict[str, str]) -> None:
         self.release, self.release_dir, self.commit = release, release_dir, commit
-        self.argv, self.chdir = argv, chdir
+        self.argv, self.chdir, self.env = argv, chdir, env
 
 
 #: Seconds kept at the end of the budget for the reply to travel back.
@@ -56,12 +56,27 @@ def choose_previous(names: list[str], current: str | None) -> str:
     return names[at - 1]
 
 
+def check_intact(release: str | None, release_dir: str | None) -> None:
+    """ValueError when a file of the release was changed in place since its deploy (the
+    code would not be the code that ran well): nothing may be stopped for it."""
+    if not release_dir:
+        return
+    changed = changed_in_place(release_dir)
+    if changed:
+        raise ValueError(f"refusing to roll back to release {release}: {changed} (its files are hard links "
+                         "shared with other releases; deploy a fix instead of editing one in place)")
+
+
 def target_of(good: GoodRun, wanted: str | None) -> Target:
-    """The release to roll back to (the good run's, "previous", or a name) and its launch."""
-    argv, chdir = list(good.get("argv") or []), good.get("chdir")
+    """The release to roll back to (the good run's, "previous", or a name) and its launch;
+    ValueError when it is changed in place."""
+    argv, chdir, env = list(good.get("argv") or []), good.get("chdir"), dict(good.get("env") or {})
     link, good_dir = good.get("link"), good.get("release_dir")
     if not wanted:
-        return Target(good.get("release"), good_dir, good.get("commit"), argv, chdir)
+        if good.get("release") and good_dir and not os.path.isdir(good_dir):
+            raise ValueError(f"the last good run's release {good.get('release')} is gone ({good_dir} is missing)")
+        check_intact(good.get("release"), good_dir)
+        return Target(good.get("release"), good_dir, good.get("commit"), argv, chdir, env)
     if not link or not good_dir:
         raise ValueError("the last good run was not launched from a release (deploy_code releases: true): "
                          f"there is no release {wanted!r} to go to")
@@ -69,8 +84,10 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
     if wanted == "previous":
         wanted = choose_previous([r["name"] for r in list_releases(dest)], current_release(dest))
     folder, commit = release_dir_of(dest, wanted)
+    check_intact(wanted, folder)
     return Target(wanted, folder, commit, [str(_moved(a, good_dir, folder)) for a in argv],
-                  _moved(chdir, good_dir, folder))
+                  _moved(chdir, good_dir, folder),
+                  dict((key, str(_moved(value, good_dir, folder))) for key, value in env.items()))
 
 
 def op_rollback(args: RollbackArgs) -> RollbackReply:
@@ -87,11 +104,11 @@ def op_rollback(args: RollbackArgs) -> RollbackReply:
     reply: RollbackReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
                             "chdir": target.chdir}
     pid, start = read_pidfile(pidfile)
+    link = good.get("link") if target.release_dir else None
     if args.get("auto") and pid and pid == good.get("pid") and start == good.get("start") and alive(pid, start):
         reply["outcome"] = "nothing"
         reply["pid"] = pid
-        return reply
-    link = good.get("link") if target.release_dir else None
+        return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
     reply["switched_from"] = current_release(os.path.dirname(link)) if link else None
     stop: KillArgs = {"pidfile": pidfile, "grace": float(args.get("grace", 10)),
                       "check_mode": bool(args.get("check_mode"))}
@@ -114,13 +131,25 @@ def op_rollback(args: RollbackArgs) -> RollbackReply:
     return _relaunch(args, good, target, link, reply, t0)
 
 
+def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, check_mode: bool) -> RollbackReply:
+    """The good run still runs: `current` goes back to its release where a deploy switched it
+    to another (one never verified), so the next launch through it is the good code."""
+    if not link or not target.release_dir or check_mode:
+        return reply
+    now = current_release(os.path.dirname(link))
+    if now != target.release:
+        switch_link(link, target.release_dir)
+        reply["switched_from"] = now
+    return reply
+
+
 def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | None, reply: RollbackReply,
               t0: float) -> RollbackReply:
     """Switch current back, start the good run's launch again, verify it."""
     pidfile = args["pidfile"]
     if link and target.release_dir:
         switch_link(link, target.release_dir)
-    launch: LaunchArgs = {"argv": target.argv, "env": dict(good.get("env") or {}), "pidfile": pidfile}
+    launch: LaunchArgs = {"argv": target.argv, "env": target.env, "pidfile": pidfile}
     chdir, log, umask = target.chdir, good.get("log"), good.get("umask")
     if chdir:
         launch["chdir"] = chdir
@@ -132,16 +161,12 @@ def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | Non
         launch["release_link"] = link
     started = op_launch(launch)
     if started.get("error") or "pid" not in started:
-        reply["outcome"] = "failed"
-        reply["why"] = f"the relaunch failed: {started.get('error')}"
-        return reply
+        return _failed(reply, f"the relaunch failed: {started.get('error')}", link, pidfile)
     reply["pid"] = started["pid"]
     ended = started.get("exited")
     if ended:
         how = f"signal {ended['signal']}" if ended.get("signal") else f"code {ended.get('returncode')}"
-        reply["outcome"] = "failed"
-        reply["why"] = f"the relaunched job (pid {started['pid']}) exited at once with {how}"
-        return reply
+        return _failed(reply, f"the relaunched job (pid {started['pid']}) exited at once with {how}", link, pidfile)
     wanted: VerifyArgs = args.get("verify") or {"processes": 1}
     check = wanted.copy()
     check["pidfile"] = pidfile
@@ -154,7 +179,21 @@ def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | Non
     reply["took_s"] = round(time.time() - t0, 2)
     if verdict.get("ok"):
         reply["outcome"] = "rolled_back"
-    else:
-        reply["outcome"] = "failed"
-        reply["why"] = f"the relaunched run failed verify: {verdict.get('diagnosis')}"
+        return reply
+    return _failed(reply, f"the relaunched run failed verify: {verdict.get('diagnosis')}", link, pidfile)
+
+
+def _failed(reply: RollbackReply, why: str, link: str | None, pidfile: str) -> RollbackReply:
+    """A failed relaunch: `current` goes back to where it was when nothing runs from the
+    release it was switched to (a hung relaunch still runs from it: it stays)."""
+    reply["outcome"], reply["why"] = "failed", why
+    before = reply.get("switched_from")
+    if not link or not before or before == reply.get("release"):
+        return reply
+    pid, start = read_pidfile(pidfile)
+    before_dir = os.path.join(releases_dir(os.path.dirname(link)), before)
+    if (pid and alive(pid, start)) or not os.path.isdir(before_dir):
+        return reply
+    switch_link(link, before_dir)
+    reply["why"] = f"{why}; current switched back to {before}"
     return reply
