@@ -129,7 +129,7 @@ def load(request: PlayRequest) -> RunInputs:
     from opsrunner.extravars import parse_extra_vars
     from opsrunner.inventory import load_inventory, localhost_inventory
     from opsrunner.playbook import load_playbook
-    from opsrunner.project import default_inventory, resolve_playbook
+    from opsrunner.project import default_inventory, playbook_folders, resolve_playbook
     from opsrunner.secrets import masker_for
 
     cwd = Path.cwd()
@@ -140,7 +140,9 @@ def load(request: PlayRequest) -> RunInputs:
     try:
         playbook = load_playbook(playbook_path)
     except ValidationError as exc:
-        problems += exc.problems
+        folders = playbook_folders(str(request.playbook), cwd) if not playbook_path.exists() else []
+        where = f" (looked in {', '.join(str(f) for f in folders)})" if folders else ""
+        problems += [dataclasses.replace(p, message=p.message + where) for p in exc.problems]
     sources: list[Path | str] = [*request.inventory] or [default_inventory(cwd)]
     try:
         inventory = load_inventory(sources, playbook_path.parent) \

@@ -26,14 +26,21 @@ def default_inventory(cwd: Path) -> Path:
     return (root or cwd) / DEFAULT_INVENTORY
 
 
+def playbook_folders(name: str, cwd: Path) -> list[Path]:
+    """Where a playbook name is looked for: a bare name in the working directory, its
+    playbooks/, then the project root and its playbooks/; a path only where it says."""
+    if Path(name).is_absolute() or "/" in name:
+        return []
+    root = find_root(cwd)
+    return [cwd, cwd / "playbooks"] + ([root, root / "playbooks"] if root and root != cwd else [])
+
+
 def resolve_playbook(name: str, cwd: Path) -> Path:
     """A bare name: the working directory, its playbooks/, then the project root's playbooks/."""
     candidate = Path(name)
-    if candidate.is_absolute() or candidate.exists() or "/" in name:
+    if candidate.exists():
         return candidate
-    root = find_root(cwd)
-    folders = [cwd, cwd / "playbooks"] + ([root, root / "playbooks"] if root else [])
-    for folder in folders:
+    for folder in playbook_folders(name, cwd):
         if (folder / name).exists():
             return folder / name
     return candidate

@@ -14,8 +14,13 @@ if TYPE_CHECKING:
     from opsrunner.remote.protocol_jobs import GpuWaitArgs, KillArgs, ProcInfo
 
 
+def _clip(text: str, width: int) -> str:
+    """A command line cut to `width` characters says so: a cut path must not read as a real one."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def describe(procs: list[ProcInfo], limit: int = 10) -> str:
-    shown = [f"{p['pid']} ({p['cmdline'][:100]})" for p in procs[:limit]]
+    shown = [f"{p['pid']} ({_clip(p['cmdline'], 100)})" for p in procs[:limit]]
     more = f" and {len(procs) - limit} more" if len(procs) > limit else ""
     return ", ".join(shown) + more
 

@@ -56,7 +56,11 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Stat
         return Status.OK, f"no rollback: {reply.get('why')}"
     if outcome == "would":
         stop = ", ".join(map(str, reply.get("stopped") or [])) or "nothing running"
-        switch = f", switch current from {reply.get('switched_from')} to it" if reply.get("release") else ""
+        switch = ""
+        if reply.get("release"):
+            current = reply.get("switched_from")
+            switch = (", current already points to it" if current == reply.get("release")
+                      else f", switch current from {current or 'nothing'} to it")
         return Status.CHANGED, (f"would roll back to {where}: stop {stop}{switch}, start "
                                 f"{shlex.join(reply.get('argv') or [])}"
                                 + (f" in {reply['chdir']}" if reply.get("chdir") else "") + ", verify it")

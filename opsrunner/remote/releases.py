@@ -360,6 +360,13 @@ def _swap(value: str, link: str, real: str) -> str:
     return value.replace(link + "/", real + "/")
 
 
+def _within(word: str, folder: str) -> bool:
+    """Whether a word of a command line (or a path list such as PYTHONPATH) names `folder` or
+    a path in it."""
+    return any(part == folder or part.startswith(folder + "/") for piece in word.split(":")
+               for part in [piece.partition("=")[2] if "=" in piece else piece])
+
+
 def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
     """A launch through a release's `current` link: argv, env and chdir are rewritten to the
     release it points to now, so the job and its record name the real release (and a later
@@ -381,6 +388,13 @@ def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
         args["env"] = dict((key, _swap(value, link, real)) for key, value in args["env"].items())
     if args.get("chdir"):
         args["chdir"] = _swap(os.path.abspath(args["chdir"]), link, real)
+    named = [*args["argv"], args.get("chdir") or "", *(args.get("env") or {}).values()]
+    if not any(_within(word, real) for word in named):
+        # The job would not run from the release, yet be recorded (and verified) as it. (A
+        # rollback's relaunch names the real release already: its record was resolved.)
+        return {}, (f"release_link {link} is set, but neither the command, its chdir nor its env goes "
+                    f"through it: the job would not run the release it points to; point the command "
+                    f"(train_command) or its directory (train_chdir) at {link}")
     folder = os.path.dirname(real)
     raw = read_json(manifest_path(folder, os.path.basename(real)), "release manifest") or {}
     commit = raw.get("commit")

@@ -119,7 +119,8 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
         inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
-        installer="cron" if args.cron else "systemd", dashboard=args.dashboard, cron=cron)
+        installer="cron" if args.cron else "systemd", dashboard=args.dashboard, cron=cron,
+        unit_dir=str(Path(args.unit_dir).expanduser().resolve()) if args.unit_dir and not args.cron else None)
     if args.dry_run:
         out.write(_dry_run(schedule, folder, args))
         return 0
@@ -195,7 +196,7 @@ def _check(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"ERROR: {problem}\n")
-        sys.stderr.write(f"{len(exc.problems)} error(s); nothing was run.\n")
+        sys.stderr.write(f"{len(exc.problems)} error(s); nothing was installed.\n")
         return exit_code_of(exc)
     except OpsrunnerError as exc:
         sys.stderr.write(f"ERROR: {exc}\n")
@@ -249,7 +250,7 @@ def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         if units.remove_cron(schedule.name):
             out.write(f"  removed the crontab entry of {schedule.name}\n")
     else:
-        for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir)):
+        for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir or schedule.unit_dir)):
             out.write(f"  removed {f}\n")
     path = store.path_of(folder, schedule.name)
     path.unlink()

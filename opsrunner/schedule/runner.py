@@ -72,7 +72,7 @@ def _play(schedule: Schedule, run_id: str, history: Path, out: IO[str], err: IO[
 
     request = api.PlayRequest(schedule.playbook, inventory=schedule.inventory, extra_vars=schedule.extra_vars,
                               limit=schedule.limit, run_lock=True, schedule=schedule.name, run_id=run_id,
-                              history_path=str(history), argv=[*schedule.play_args(), "--lock"])
+                              history_path=str(history), argv=["play", *schedule.play_args(), "--lock"])
     console = ConsoleReporter(out, 0, colour=False)
     try:
         return api.run(request, [console]).exit_code, None

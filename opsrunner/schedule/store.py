@@ -53,6 +53,8 @@ class Schedule:
     dashboard: str | None = None
     #: A 5-field cron expression `--at` was given (its next runs are croniter's).
     cron: str | None = None
+    #: The unit directory `--unit-dir` installed the units in (remove finds them there).
+    unit_dir: str | None = None
 
     @property
     def spec(self) -> str:
@@ -103,7 +105,7 @@ def save(folder: Path, schedule: Schedule) -> Path:
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "name": str, "project": str, "playbook": str, "on_calendar": str, "every": str, "inventory": list,
     "extra_vars": list, "limit": str, "git_pull": bool, "notify": list, "notify_on": str,
-    "randomized_delay": int, "installer": str, "dashboard": str, "cron": str,
+    "randomized_delay": int, "installer": str, "dashboard": str, "cron": str, "unit_dir": str,
 }
 
 

@@ -61,7 +61,7 @@ def cmd_serve(args: argparse.Namespace, out: IO[str]) -> int:
         from opsrunner.web.app import Dashboard, create_app
     except ImportError as exc:
         raise CommandError(f"the dashboard needs the web extra ({exc.name} is missing): "
-                           "pip install 'opsrunner[web]'") from None
+                           "pip install '.[web]' in the opsrunner checkout") from None
     history = Path(args.history) if args.history else default_path()
     try:  # created if missing and migrated to this version once, here; every request only reads it
         HistoryStore(history).close()

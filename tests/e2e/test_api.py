@@ -4,6 +4,10 @@ used here as a library user would, in this process, over the local connection.""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,8 @@ from opsrunner.history.store import HistoryStore
 from opsrunner.locks.run_lock import RunLockedError, acquire_run_lock
 from opsrunner.results import Status
 from opsrunner.targets import NoHostsToTarget
-from tests.conftest import write_yaml
+from tests.conftest import ROOT, pids_with, write_yaml
+from tests.helpers import cli_subprocess
 
 
 @pytest.fixture
@@ -111,3 +116,29 @@ def test_check_reports_preflight_and_the_cli_says_the_same(project: Path) -> Non
               cwd=project)
     recap = json.loads(res.out.splitlines()[-1])
     assert res.rc == 2 and recap["event"] == "recap" and recap["hosts"]["b"]["failed"] == 1
+
+
+def test_the_readme_library_example_runs_as_written(home: Path) -> None:
+    """README's "opsrunner as a library" block, run as a user would from a checkout."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### opsrunner as a library", 1)[1]
+    [code] = re.findall(r"```python\n(.*?)\n```", section, re.S)[:1]
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=180)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[0] == "PlayStart" and "TaskEnd" in lines and lines[-2] == "Recap"
+        exit_code, run_id, failed = lines[-1].split()
+        assert (exit_code, failed) == ("0", "0") and re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", run_id)
+        assert pids_with(f"{home}/opsrunner-demo/code/train.py")  # the job it launched runs
+    finally:
+        stop = cli_subprocess("play", "stop_training.yml", env={"HOME": str(home)})
+        assert stop.rc == 0, stop.out + stop.err
+    assert pids_with(f"{home}/opsrunner-demo/code/train.py") == []
+
+
+def test_the_library_errors_are_importable_from_the_package() -> None:
+    assert opsrunner.ValidationError is ValidationError and opsrunner.NoHostsToTarget is NoHostsToTarget
+    assert opsrunner.RunLockedError is RunLockedError and issubclass(RunLockedError, opsrunner.OpsrunnerError)

@@ -51,6 +51,26 @@ def test_default_inventory_restart_status_stop(home: Path) -> None:
     assert "SIGTERM: checkpoint saved" in after.out  # the log tail explains it
 
 
+def test_releases_on_the_default_inventory_run_the_release(home: Path) -> None:
+    """-e releases=true with the shipped inventory: the job runs from the release that
+    `current` points to (its /proc cmdline says so), and a second deploy's restart kills it."""
+    env = {"HOME": str(home)}
+    demo = home / "opsrunner-demo"
+    first = cli_subprocess("play", "restart_training.yml", "-e", "releases=true", env=env)
+    assert first.rc == 0, first.out + first.err
+    release = (demo / "code" / "current").resolve()
+    assert release.parent == demo / "code" / "releases"
+    [pid] = pids_with(f"{release}/train.py")
+    assert f"release {release.name}" in first.out
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[2] == f"{release}/train.py".encode()
+    second = cli_subprocess("play", "restart_training.yml", "-e", "releases=true", env=env)
+    assert second.rc == 0, second.out
+    assert f"killed 1: {pid}" in second.out and len(pids_with(f"{demo}/code/releases/")) == 1
+    assert cli_subprocess("play", "stop_training.yml", "-e", "releases=true", env=env).rc == 0
+    assert pids_with(f"{demo}/code/") == []
+
+
 def test_crash_diagnosis_from_the_readme_tour(home: Path) -> None:
     env = {"HOME": str(home)}
     res = cli_subprocess("play", "restart_training.yml", "-e", "train_extra_args=--crash-after=3", env=env)

@@ -26,9 +26,8 @@ from opsrunner.modules.base import TaskContext
 from opsrunner.modules.codefiles import collect, tar_of
 from opsrunner.modules.releasing import deploy_release
 from tests.conftest import ROOT, kill_marked, pids_with, wait_for, write_inventory, write_yaml
-from tests.helpers import task_ends
 from tests.modules.conftest import Target
-from tests.modules.test_releases_rollback import BAD_RELEASES, DEPLOY, PREVIOUS, Job, process
+from tests.modules.test_releases_rollback import BAD_RELEASES, Job, module_ends, process
 
 if TYPE_CHECKING:
     from opsrunner.remote.protocol_files import ReleaseArgs
@@ -120,7 +119,7 @@ def test_a_rollback_refuses_a_release_edited_in_place_and_stops_nothing(target: 
 
         rc, out, events = job.play("rollback.yml")
         assert rc == 2, out
-        (refused,) = task_ends(events, PREVIOUS)
+        (refused,) = module_ends(events, "rollback")
         assert refused["status"] == "failed"
         assert refused["msg"] == (f"rollback failed: refusing to roll back to release {first}: "
                                   f"{releases / first / 'train.py'} was changed in place since release {first} was "
@@ -165,12 +164,12 @@ def test_a_relaunch_that_fails_switches_current_back(target: Target, cleanup_mar
         job.write_src("broken", BAD_RELEASES["fails_to_start"])
         rc, out, events = job.play("restart_training.yml", code_src=str(job.src / "broken"))
         assert rc == 2, out
-        broken = task_ends(events, DEPLOY)[0]["data"]["release"]
+        broken = module_ends(events, "deploy_code")[0]["data"]["release"]
         assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"
 
         rc, out, events = job.play("rollback.yml", "-e", f"release={broken}")
         assert rc == 2, out
-        (failed,) = task_ends(events, PREVIOUS)
+        (failed,) = module_ends(events, "rollback")
         assert failed["msg"].startswith(f"rollback to release {broken} (no git commit) failed: "), failed["msg"]
         assert "code 1" in failed["msg"] and failed["msg"].endswith(f"; current switched back to {good}")
         assert os.readlink(job.demo / "code" / "current") == f"releases/{good}"

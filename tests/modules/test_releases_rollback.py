@@ -31,10 +31,8 @@ BAD_RELEASES = {
     "hangs": ('p.add_argument("--hang-after", type=int, default=0)',
               'p.add_argument("--hang-after", type=int, default=20)'),
 }
-DEPLOY = "Deploy training code to {{ code_dest }}"
 FAIL = "Fail the restart (what failed, and the rollback)"
 ROLL_BACK = "Roll back to the last good run"
-PREVIOUS = "Roll back to {{ release | default('the previous release' if releases | bool else 'the last good run') }}"
 LINE = re.compile(r"^(?P<task>.+) failed: (?P<why>.+); rolled back to release (?P<release>\S+) \(no git commit\), "
                   r"pid (?P<pid>\d+), verified$")
 
@@ -95,6 +93,11 @@ class Job:
         return dict(run)
 
 
+def module_ends(events: list[dict[str, Any]], module: str) -> list[dict[str, Any]]:
+    """The results of the tasks of one module (their names are templated in the events)."""
+    return [e for e in events if e["event"] == "task_end" and e["module"] == module]
+
+
 def process(pid: int) -> tuple[list[str], dict[str, str], str]:
     """(argv, environment, working directory) of a process, from this machine's /proc."""
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
@@ -125,7 +128,7 @@ def test_a_failed_release_puts_the_last_good_run_back(target: Target, cleanup_ma
         rc, out, events = job.play("restart_training.yml", code_src=str(job.src / bad))
         took = time.monotonic() - started
         assert rc == 2, out
-        failed_release = task_ends(events, DEPLOY)[0]["data"]["release"]
+        failed_release = module_ends(events, "deploy_code")[0]["data"]["release"]
         assert failed_release != good_release
         (fail,) = task_ends(events, FAIL)
         line = LINE.match(fail["msg"])
@@ -220,14 +223,14 @@ def test_rollback_playbook_by_hand_check_mode_and_named_release(target: Target, 
 
         rc, out, events = job.play("rollback.yml", "--check")
         assert rc == 0, out
-        (dry,) = task_ends(events, PREVIOUS)
+        (dry,) = module_ends(events, "rollback")
         assert dry["msg"].startswith(f"would roll back to release {first} (no git commit): stop ")
         assert f"switch current from {second} to it" in dry["msg"]
         assert job.running() == [pid] and os.readlink(job.demo / "code" / "current") == f"releases/{second}"
 
         rc, out, events = job.play("rollback.yml")
         assert rc == 0, out
-        (done,) = task_ends(events, PREVIOUS)
+        (done,) = module_ends(events, "rollback")
         assert done["msg"].startswith(f"rolled back to release {first} (no git commit), pid ")
         new_pid = target.host_pid(job.demo / "train.pid")
         assert wait_for(lambda: job.running() == [new_pid], 5) and new_pid != pid
@@ -241,7 +244,7 @@ def test_rollback_playbook_by_hand_check_mode_and_named_release(target: Target, 
         assert os.readlink(job.demo / "code" / "current") == f"releases/{second}"
         rc, out, events = job.play("rollback.yml", "-e", "release=nope")
         assert rc == 2
-        assert "rollback failed: no release 'nope' in " in task_ends(events, PREVIOUS)[0]["msg"]
+        assert "rollback failed: no release 'nope' in " in module_ends(events, "rollback")[0]["msg"]
         assert len(job.running()) == 1
     finally:
         kill_marked(cleanup_marker)
@@ -273,7 +276,7 @@ def test_identical_content_makes_no_new_release(target: Target, cleanup_marker: 
         release = job.good()["release"]
         rc, out, events = job.play("restart_training.yml")
         assert rc == 0, out
-        (deploy,) = task_ends(events, DEPLOY)
+        (deploy,) = module_ends(events, "deploy_code")
         assert deploy["status"] == "ok" and deploy["msg"] == f"2 files up to date in release {release} " \
             f"({job.demo}/code/current)"
         assert [p.name for p in (job.demo / "code" / "releases").iterdir() if p.is_dir()] == [release]

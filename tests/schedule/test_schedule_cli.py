@@ -142,6 +142,17 @@ def test_remove_deletes_units_and_file(env: Env) -> None:
     assert missing.rc == 5 and "no schedule named 'gone'" in missing.err
 
 
+def test_remove_finds_the_units_where_add_put_them(env: Env) -> None:
+    """Units written with --unit-dir are removed from there by a plain `schedule remove`."""
+    custom = env.root / "custom-units"
+    assert env.run("schedule", "add", "aside", "site.yml", "-i", "inv.yml", "--at", "daily",
+                   "--unit-dir", str(custom)).rc == 0
+    assert sorted(p.name for p in custom.iterdir()) == ["opsrunner-aside.service", "opsrunner-aside.timer"]
+    res = env.run("schedule", "remove", "aside")
+    assert res.rc == 0, res.err
+    assert list(custom.iterdir()) == [] and f"removed {custom}/opsrunner-aside.timer" in res.out
+
+
 def test_run_records_history_lists_last_run_and_alerts_on_failure(env: Env, alerts: Alerts) -> None:
     assert env.run("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", "-e", "fail_it=yes api_token=t0k3n",
                    "--at", "Sun 03:00", "--notify", alerts.url).rc == 0
@@ -151,6 +162,8 @@ def test_run_records_history_lists_last_run_and_alerts_on_failure(env: Env, aler
     assert "PLAY RECAP" in res.out and "broken with ********" in res.out and "t0k3n" not in res.out
     [run] = env.history()
     assert run["schedule"] == "nightly" and run["exit_code"] == 2
+    # the command a person can paste to run the same again (secrets masked)
+    assert run["command"] == "opsrunner play site.yml -i inv.yml -e 'fail_it=yes api_token=********' --lock"
     assert run["notes"] == [f"alert to {hook(alerts)}: sent"]
     [alert] = alerts.received  # apprise's json:// payload: a plain http URL is posted as JSON
     assert alert["type"] == "failure" and alert["title"] == "opsrunner: schedule nightly FAILED (exit 2): site.yml"

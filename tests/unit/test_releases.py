@@ -83,7 +83,7 @@ def test_a_launch_through_current_names_the_real_release(tmp_path: Path) -> None
     assert os.readlink(link) == "releases/R1"  # relative: the tree may be moved or bind-mounted
     args = {"argv": ["python3", f"{link}/train.py", f"--config={link}", "--x", str(tmp_path / "other")],
             "chdir": str(link), "release_link": str(link)}
-    record, problem = resolve_release_link(args)  # type: ignore[arg-type]
+    record, problem = resolve_release_link(args)
     assert problem is None
     assert record == {"release": "R1", "release_dir": str(release), "commit": "abc1234"}
     assert args["argv"] == ["python3", f"{release}/train.py", f"--config={release}", "--x", str(tmp_path / "other")]
@@ -111,3 +111,24 @@ def test_the_one_line_names_what_failed_and_how_the_rollback_went() -> None:
     assert outcome_text({"outcome": "failed", "why": "boom"}, after_failure=False) == \
         (Status.FAILED, "rollback failed: boom")
     assert outcome_text({"outcome": "no_good_run", "why": "none recorded"}) == (Status.OK, "no rollback: none recorded")
+    would = {"outcome": "would", "release": "R1", "commit": "abc", "stopped": [7], "argv": ["python3", "t.py"]}
+    assert outcome_text({**would, "switched_from": "R2"}) == (
+        Status.CHANGED, "would roll back to release R1 (commit abc): stop 7, switch current from R2 to it, "
+                        "start python3 t.py, verify it")
+    assert outcome_text({**would, "switched_from": "R1"})[1].startswith(
+        "would roll back to release R1 (commit abc): stop 7, current already points to it, start")
+
+
+def test_a_launch_that_does_not_go_through_its_release_link_is_refused(tmp_path: Path) -> None:
+    """release_link set, but the command, chdir and env all name another copy of the code:
+    the job would be recorded (and verified) as the release while it runs something else."""
+    release = tmp_path / "app" / "releases" / "r1"
+    release.mkdir(parents=True)
+    (tmp_path / "app" / "current").symlink_to(release)
+    link = str(tmp_path / "app" / "current")
+    record, problem = resolve_release_link({"argv": ["python3", str(tmp_path / "app" / "code" / "train.py")],
+                                            "chdir": str(tmp_path), "release_link": link})
+    assert record == {} and problem is not None and "neither the command, its chdir nor its env" in problem
+    args = {"argv": ["python3", f"{link}/train.py"], "release_link": link}
+    record, problem = resolve_release_link(args)
+    assert problem is None and record["release"] == "r1" and args["argv"][1] == f"{release}/train.py"
