@@ -29,6 +29,15 @@ from tests.conftest import ROOT, kill_marked, pids_with, wait_for, write_invento
 from tests.modules.conftest import Target
 from tests.modules.test_releases_rollback import BAD_RELEASES, Job, module_ends, process
 
+
+@pytest.fixture
+def target(edge_target: Target) -> Target:
+    """Each restart here takes seconds of verify windows: the role is run locally, over ssh
+    through the longest hostile wrapper chain, and through that chain inside the real LXC
+    container (conftest's edge_target), not over every transport."""
+    return edge_target
+
+
 if TYPE_CHECKING:
     from opsrunner.remote.protocol_files import ReleaseArgs
 

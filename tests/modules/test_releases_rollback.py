@@ -20,6 +20,15 @@ from tests.conftest import ROOT, TRAINER, kill_marked, pids_with, wait_for, writ
 from tests.helpers import cli, read_events, task_ends
 from tests.modules.conftest import Target
 
+
+@pytest.fixture
+def target(edge_target: Target) -> Target:
+    """Each restart here takes seconds of verify windows: the role is run locally, over ssh
+    through the longest hostile wrapper chain, and through that chain inside the real LXC
+    container (conftest's edge_target), not over every transport."""
+    return edge_target
+
+
 #: Keys of a job's environment that belong to the session that launched it, not to the launch.
 SESSION_KEYS = {"SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "PWD", "OLDPWD", "PYTEST_CURRENT_TEST", "_"}
 #: How each bad release goes wrong: its train.py, changed from the demo trainer.
