@@ -10,7 +10,6 @@ import dataclasses
 import getpass
 import os
 import shlex
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.events import Event, Recap, TaskEnd, TaskStart
+from opsrunner.gitrepo import run_git
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow, default_path
 from opsrunner.secrets import Masker
@@ -41,15 +41,11 @@ def new_run_id() -> str:
 
 def git_state(path: Path) -> tuple[str | None, bool | None]:
     """(commit, dirty) of the git repository holding `path`; (None, None) outside one."""
-    folder = path if path.is_dir() else path.parent
-    try:
-        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
-        if head.returncode != 0:
-            return None, None
-        status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+    head = run_git(path, "rev-parse", "HEAD")
+    if head is None or head.returncode != 0:
+        return None, None
+    status = run_git(path, "status", "--porcelain", "--untracked-files=no")
+    if status is None:
         return None, None
     return head.stdout.strip(), bool(status.stdout.strip())
 

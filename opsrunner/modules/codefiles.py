@@ -69,8 +69,6 @@ def differs(local: LocalFile, remote: FileDigest | OtherFile | None) -> bool:
     return remote["sha256"] != local.sha256 or remote["mode"] != local.mode
 
 
-
-
 @contextmanager
 def tar_of(files: list[LocalFile]) -> Iterator[IO[bytes]]:
     """The files as an uncompressed tar stream, rewound (a payload for the agent's write and release)."""

@@ -6,13 +6,13 @@ remote/releases.py (unchanged files hard-linked from the current release), then
 from __future__ import annotations
 
 import posixpath
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
+from opsrunner.gitrepo import run_git
 from opsrunner.modules.base import TaskContext
 from opsrunner.modules.codefiles import LocalFile, differs, tar_of
 from opsrunner.results import Status, TaskResult
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 #: time.strftime format of a release's name (UTC), e.g. 20261201T030000Z-1a2b3c4.
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
-GIT_TIMEOUT_S = 10
 
 
 def release_name(when: float, commit: str | None) -> str:
@@ -35,15 +34,10 @@ def release_name(when: float, commit: str | None) -> str:
 def git_commit(src: Path) -> tuple[str | None, bool]:
     """(the short commit of the git checkout holding src, whether src has uncommitted changes
     there); (None, False) when src is not in a git checkout or git is missing."""
-    folder = src if src.is_dir() else src.parent
 
     def git(*argv: str) -> str | None:
-        try:
-            res = subprocess.run(["git", "-C", str(folder), *argv], capture_output=True, text=True,
-                                 timeout=GIT_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return res.stdout.strip() if res.returncode == 0 else None
+        res = run_git(src, *argv)
+        return res.stdout.strip() if res is not None and res.returncode == 0 else None
 
     commit = git("rev-parse", "--short", "HEAD")
     if not commit:

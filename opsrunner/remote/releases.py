@@ -13,6 +13,7 @@ import sys
 import time
 
 from .atomic import write_atomic
+from .files import file_digest
 from .goodrun import read_good
 from .guards import Context, Refused, guard_path, remove
 from .jobfiles import launch_record, read_pidfile
@@ -192,15 +193,6 @@ def _link_or_copy(src: str, dst: str) -> bool:
     return False
 
 
-def sha256_file(path: str) -> str:
-    import hashlib
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _write_sent(tmp: str, ctx: Context) -> dict[str, str]:
     """The payload's files written under tmp: {relative path: sha256 of what was written}."""
     import hashlib
@@ -243,7 +235,7 @@ def _link_unchanged(tmp: str, rel: str, old: str, mode: int, expected: str | Non
     path = guard_path(os.path.join(tmp, rel), "write", dest=tmp, ctx=ctx)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     hard = _link_or_copy(old, path)
-    digest = sha256_file(path)
+    digest = file_digest(path, "sha256")
     if digest != expected:
         os.unlink(path)
         return None
@@ -321,7 +313,7 @@ def changed_in_place(release_dir: str) -> str | None:
     for rel, digest in sorted(recorded.items()):
         path = os.path.join(release_dir, str(rel))
         try:
-            actual = sha256_file(path)
+            actual = file_digest(path, "sha256")
         except OSError as exc:
             return f"{path} is unreadable or missing ({exc.strerror})"
         if actual != digest:
