@@ -1,4 +1,4 @@
-"""The engine: plays x batches x tasks x hosts (Ansible's linear strategy), handlers, events.
+"""The engine: plays x batches x tasks x hosts (Ansible's linear strategy, or free), handlers, events.
 
 The engine is a library: it takes a loaded Playbook and Inventory, emits events to
 reporters, and returns a RunSummary. It prints nothing itself. A run's state lives in a
@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from opsrunner.errors import TemplateError, Terminated, ValidationError
 from opsrunner.events import Notice, PlayEnd, PlayStart, Recap, Reporter, TaskStart
+from opsrunner.freewalk import FreeWalk
 from opsrunner.handlers import Notifications
 from opsrunner.inventory import Inventory
 from opsrunner.iteration import HostIterator
@@ -138,11 +139,25 @@ class Engine:
     def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str]) -> None:
         self.state.batch = batch
         notes = Notifications(play.handlers)
-        order = {id(t): i for i, t in enumerate(iter_tasks(play.tasks))}
         iters = {h: HostIterator(play.tasks, lambda t: self._selected(t, play), self._rescuer(h))
                  for h in batch if h not in self.state.dead}
         if play.gather_facts:
             self._gather_facts(play, [h for h in batch if h in iters], play_hosts, iters)
+        if play.strategy == "free":
+            self._walk_free(play, batch, play_hosts, iters, notes)
+            fatal = False
+        else:
+            fatal = self._walk_linear(play, batch, play_hosts, iters, notes)
+        if fatal and any(h in self.state.dead for h in batch):
+            self.emit(Notice("any_errors_fatal: a host failed; stopping the run"))
+            raise _PlayAborted
+        self._flush(play, batch, play_hosts, notes)
+
+    def _walk_linear(self, play: Play, batch: list[str], play_hosts: list[str],
+                     iters: dict[str, HostIterator], notes: Notifications) -> bool:
+        """strategy linear: each task runs on every host that reaches it before the next starts.
+        True when any_errors_fatal was triggered."""
+        order = {id(t): i for i, t in enumerate(iter_tasks(play.tasks))}
         fatal = False
         while True:
             # A failed host's walk ends at its failure, except that `always` tasks still run.
@@ -159,10 +174,21 @@ class Engine:
             if task.module == "meta":
                 self._meta(play, batch, play_hosts, results, iters, notes)
             fatal = self._check_abort(play, batch, results, iters) or fatal
-        if fatal and any(h in self.state.dead for h in batch):
-            self.emit(Notice("any_errors_fatal: a host failed; stopping the run"))
-            raise _PlayAborted
-        self._flush(play, batch, play_hosts, notes)
+        return fatal
+
+    def _walk_free(self, play: Play, batch: list[str], play_hosts: list[str],
+                   iters: dict[str, HostIterator], notes: Notifications) -> None:
+        """strategy free (freewalk.py): each host goes on to its next task as soon as it can."""
+
+        def finished(host: str, task: Task, result: TaskResult) -> None:
+            iters[host].advance(result)
+            if result.changed and not result.failed:
+                notes.notify(task.notify, host)
+            if task.module == "meta":
+                self._meta(play, [host], play_hosts, {host: result}, iters, notes)
+            self._check_max_fail(play, batch)
+
+        FreeWalk(self.runner, play, play_hosts, self.options.forks).walk(iters, finished)
 
     def _gather_facts(self, play: Play, hosts: list[str], play_hosts: list[str],
                       iters: dict[str, HostIterator]) -> None:
@@ -243,10 +269,13 @@ class Engine:
                     walk.fail()
                     self.state.forced.discard(host)
             return True
+        self._check_max_fail(play, batch)
+        return False
+
+    def _check_max_fail(self, play: Play, batch: list[str]) -> None:
         if play.max_fail_percentage is not None and batch:
             pct = 100.0 * sum(1 for h in batch if h in self.state.dead) / len(batch)
             if pct > play.max_fail_percentage:
                 self.emit(Notice(f"max_fail_percentage {play.max_fail_percentage:g}% exceeded "
                                  f"({pct:.0f}% of the batch failed); stopping the run"))
                 raise _PlayAborted
-        return False

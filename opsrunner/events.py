@@ -37,6 +37,8 @@ class TaskStart:
     handler: bool = False
     source: str = ""
     time: float = field(default_factory=time.time)
+    #: "free": the task starts on its hosts one at a time and results of tasks interleave.
+    strategy: str = "linear"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,24 @@ class TaskEnd:
     result: TaskResult
     handler: bool = False
     time: float = field(default_factory=time.time)
+    #: Where the task is written (TaskStart's `source`): with strategy free, results of
+    #: several tasks interleave, and this says which task a result belongs to.
+    source: str = ""
+
+
+class TaskTitles:
+    """The title each started task was shown with (templated with its first host's vars), for
+    its results: a TaskEnd names the task as written. Under strategy free the results of several
+    tasks interleave, so the title is looked up by where the task is written."""
+
+    def __init__(self) -> None:
+        self._titles: dict[tuple[str, bool], str] = {}
+
+    def started(self, event: TaskStart) -> None:
+        self._titles[(event.source, event.handler)] = event.task
+
+    def title(self, event: TaskEnd) -> str:
+        return self._titles.get((event.source, event.handler), event.task)
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,13 @@ class Notifications:
 
     def flush(self, run: RunHandler, order: Sequence[str], eligible: Callable[[str], bool]) -> None:
         """Run every pending handler, in definition order, until none is pending."""
+        wanted = set(order)  # strategy free flushes one host's handlers: the others' stay pending
         while True:
-            index = next((i for i in sorted(self._pending) if self._pending[i]), None)
+            index = next((i for i in sorted(self._pending) if self._pending[i] & wanted), None)
             if index is None:
                 return
-            notified = self._pending.pop(index)
+            notified = self._pending[index] & wanted
+            self._pending[index] -= notified
             hosts = [h for h in order if h in notified and eligible(h)]
             if not hosts:
                 continue

@@ -101,4 +101,4 @@ class PlayRun:
         if result.failed and not result.ignored:
             self.dead.add(host)
             self.failures[host] = (task, result)
-        self.emit(TaskEnd(play.name, task.name, task.module, host, result, handler))
+        self.emit(TaskEnd(play.name, task.name, task.module, host, result, handler, source=str(task.pos)))

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import IO, Any
 
-from opsrunner.events import CommandSent, Event, Notice, PlayEnd, PlayStart, Recap, TaskEnd, TaskStart
+from opsrunner.events import CommandSent, Event, Notice, PlayEnd, PlayStart, Recap, TaskEnd, TaskStart, TaskTitles
 from opsrunner.results import Status, TaskResult, tail
 
 COLOURS = {
@@ -33,6 +33,10 @@ class ConsoleReporter:
         self._held: list[str] = []
         self._width = (0, -1.0)  # (columns, when read): read again at most once a second
         self._run_shown = False
+        # strategy free: which task's banner is up, and each task's title, so that a result of
+        # another task than the last banner's is shown under its own banner (as ansible-core).
+        self._banner_task: tuple[str, bool] | None = None
+        self._free_titles: TaskTitles | None = None  # once a free play's task has started
 
     # -- output helpers ---------------------------------------------------------------------
     def _paint(self, text: str, code: str) -> str:
@@ -65,7 +69,16 @@ class ConsoleReporter:
                 self._write(f"run {event.run_id} (opsrunner show {event.run_id})")
             self._banner(f"PLAY [{event.play}]")
         elif isinstance(event, TaskStart):
+            key = (event.source, event.handler)
+            if event.strategy == "free":
+                self._free_titles = self._free_titles or TaskTitles()
+                self._free_titles.started(event)
+                if key == self._banner_task:  # another host starts the task whose banner is up
+                    if self._spinner:
+                        self._spinner.pending += event.hosts
+                    return
             self._stop_spinner()
+            self._banner_task = key
             kind = "RUNNING HANDLER" if event.handler else "TASK"
             self._banner(f"{kind} [{event.task}]")
             if self.verbosity >= 2 and event.source:
@@ -73,6 +86,10 @@ class ConsoleReporter:
             if self.tty:
                 self._spinner = _Spinner(self, event.hosts)
         elif isinstance(event, TaskEnd):
+            key = (event.source, event.handler)
+            if self._free_titles and key != self._banner_task:  # free: under its own banner again
+                self._banner_task = key
+                self._banner(f"{'RUNNING HANDLER' if event.handler else 'TASK'} [{self._free_titles.title(event)}]")
             if self._spinner:
                 self._spinner.done(event.host)
             # Into a pipe or file, results are flushed when the engine goes back to waiting on
@@ -219,7 +236,7 @@ class JsonEventsReporter:
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self._current_play = ""
-        self._title = ""
+        self._titles = TaskTitles()
 
     def handle(self, event: Event) -> None:
         record = self._record(event)
@@ -236,14 +253,14 @@ class JsonEventsReporter:
             return {"event": "play_start" if isinstance(event, PlayStart) else "play_end", "time": event.time,
                     "play": event.play, "hosts": event.hosts, "run_id": event.run_id}
         if isinstance(event, TaskStart):
-            self._title = event.task  # task_end carries the same (templated) name; hosts run in lockstep
+            self._titles.started(event)  # task_end carries the same (templated) name
             return {"event": "task_start", "time": event.time, "play": event.play, "task": event.task,
                     "module": event.module, "hosts": event.hosts, "handler": event.handler}
         if isinstance(event, TaskEnd):
             r = event.result
             return {
                 "event": "handler_end" if event.handler else "task_end",
-                "time": event.time, "play": event.play, "task": self._title or event.task, "host": event.host,
+                "time": event.time, "play": event.play, "task": self._titles.title(event), "host": event.host,
                 "module": event.module, "status": str(r.status), "changed": r.changed,
                 "ignored": r.ignored, "duration_s": round(r.duration_s, 4), "rc": r.rc, "msg": r.msg,
                 "stdout_tail": tail(r.stdout, 20), "stderr_tail": tail(r.stderr, 20), "warnings": r.warnings,

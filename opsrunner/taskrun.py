@@ -89,6 +89,16 @@ class TaskRunner:
             run.flush_reporters()  # before waiting again: what has arrived is visible
         return {h: results[h] for h in hosts}
 
+    def start(self, play: Play, task: Task, host: str, play_hosts: list[str]) -> Future[TaskResult]:
+        """strategy free: announce the task on one host and start it on the pool; the caller
+        records the result (finish) on its own thread, so the run's state keeps one writer."""
+        self.run.emit(TaskStart(play.name, self._title(play, task, [host], play_hosts), task.module,
+                                [host], False, str(task.pos), strategy="free"))
+        return self.pool.submit(self.on_host, play, task, host, play_hosts)
+
+    def finish(self, play: Play, task: Task, host: str, result: TaskResult) -> None:
+        self.run.record(play, task, host, result, False)
+
     def _title(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str]) -> str:
         """The task name, templated with the first host's vars when that works (as Ansible does)."""
         if not is_template(task.name):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from opsrunner.events import Event, Recap, TaskEnd, TaskStart
+from opsrunner.events import Event, Recap, TaskEnd, TaskStart, TaskTitles
 from opsrunner.gitrepo import run_git
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow, default_path
@@ -77,7 +77,7 @@ class HistoryRecorder:
         self._pending: list[tuple[int, TaskRow]] = []  # handed to the writer thread, not yet written
         self._pending_lock = threading.Lock()
         self._stop_writer = threading.Event()
-        self._title = ""  # the templated task title of the task running now (hosts run in lockstep)
+        self._titles = TaskTitles()  # the templated title each task was started with
         self._current: str | None = None  # that title, masked, for the writer thread (set_current_task)
         self._current_written: str | None = None
         self.finished = False
@@ -105,13 +105,13 @@ class HistoryRecorder:
 
     def handle(self, event: Event) -> None:
         if isinstance(event, TaskStart):
-            self._title = event.task
+            self._titles.started(event)
             self._current = self.masker.mask(event.task)
         elif isinstance(event, TaskEnd):
             self._seq += 1
             r = event.result
             mask = self.masker.mask
-            row = TaskRow(event.play, mask(self._title or event.task), event.module, event.host, str(r.status),
+            row = TaskRow(event.play, mask(self._titles.title(event)), event.module, event.host, str(r.status),
                           r.changed, event.handler, mask(r.msg), mask(str(r.data.get("diagnosis") or "")),
                           round(r.duration_s, 3), mask(str(r.data.get("log_tail") or "")))
             self._rows.append((self._seq, row))  # written at flush(): one transaction for those

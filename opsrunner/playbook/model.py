@@ -20,6 +20,7 @@ class Play:
     handlers: tuple[Task, ...]
     serial: int | str | list[int | str] | None = None
     any_errors_fatal: bool = False
+    strategy: str = "linear"
     force_handlers: bool = False
     gather_facts: bool = False
     max_fail_percentage: float | None = None

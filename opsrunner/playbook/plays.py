@@ -71,6 +71,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
             handlers=tuple(handlers),
             serial=raw.get("serial"),
             any_errors_fatal=bool(raw.get("any_errors_fatal", False)),
+            strategy=str(raw.get("strategy", "linear")),
             max_fail_percentage=raw.get("max_fail_percentage"),
             base_dir=self.base_dir,
             no_log=raw.get("no_log", False),
