@@ -3,7 +3,7 @@
 After templating, `"30"` from `-e verify_within=30` must reach `verify` as the number 30.
 A value is converted only where the conversion is lossless and unambiguous; anything else
 is refused with the argument, the value and what was expected. The rules, side by side
-with ansible-core 2.19's `check_type_*` (see README "Types of module arguments"):
+with ansible-core 2.19's `check_type_*` (see docs/concepts.md, "Types of module arguments"):
 
 - integer: `"30"`, `"30.0"`, `" 7 "`, `"1e3"` and `30.0` become ints; `"1.5"`, `"0x10"`,
   `"inf"` and booleans are refused (ansible-core takes `True` as 1 and fails on `"inf"`).

@@ -2,7 +2,7 @@
 
 `shell` and `command` default to the `default_timeout` variable (3600 s unless set in the
 inventory, play vars, task vars or with -e); the agent modules' operations are short and
-have the per-module defaults below (README "Safety" lists them).
+have the per-module defaults below (docs/safety.md, "What is bounded", lists them).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ class IncludeLoader(LoaderState):
 
     Includes are read when the playbook loads, so every included task is validated before
     any host is touched. include_tasks / include_role therefore behave as import_tasks /
-    import_role (README, "Ansible users").
+    import_role (docs/ansible.md).
     """
 
     def import_playbook(self, raw: Any, path: str) -> list[Any]:

@@ -1,6 +1,6 @@
 """Ansible's Jinja filters that restart procedures reach for, with ansible-core 2.19's results.
 
-Each was compared side by side with ansible-core 2.19 (README, "Ansible users"). The one
+Each was compared side by side with ansible-core 2.19 (docs/ansible.md). The one
 deliberate difference is `quote` on a list: each item is quoted and the words joined, so a
 list becomes shell words (ansible-core quotes the list's Python repr).
 """

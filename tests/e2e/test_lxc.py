@@ -1,4 +1,4 @@
-"""What only a real container shows: the README's LXC rehearsal commands, run as written
+"""What only a real container shows: the LXC rehearsal commands of docs/getting-started.md, run as written
 against the suite's container, and kill_old inside the container never reaching the host
 side (lxc-attach, the ssh session, this machine's own processes)."""
 
@@ -20,15 +20,15 @@ from tests.helpers import cli, read_events, task_ends
 
 
 def _rehearsal_block() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "getting-started.md").read_text()
     blocks = re.findall(r"```sh\n(.*?)\n```", text, re.S)
     (block,) = [b for b in blocks if "inventory/examples/lxc.yml" in b]
     return block.splitlines()
 
 
 @pytest.mark.lxc
-def test_readme_lxc_rehearsal_commands(lxc: lxc_rig.Container) -> None:
-    """Each line as the README has it, with two substitutions: the suite's container for
+def test_docs_lxc_rehearsal_commands(lxc: lxc_rig.Container) -> None:
+    """Each line as docs/getting-started.md has it, with two substitutions: the suite's container for
     `ct200`, and the interpreter running these tests for `.venv/bin/opsrunner`. The line that
     makes the container is the script tests/lxc.py made the suite's container with."""
     lines = _rehearsal_block()
@@ -93,7 +93,7 @@ def test_kill_old_in_the_container_never_selects_the_host_side(tmp_path: Path, r
 def test_without_lxc_the_container_tests_are_skipped_with_the_reason(tmp_path: Path) -> None:
     """A machine without the LXC tools (here: a PATH that has none of them): every container
     test is skipped, and the summary says exactly why; with OPSRUNNER_TEST_LXC=require they fail."""
-    node = "tests/e2e/test_lxc.py::test_readme_lxc_rehearsal_commands"
+    node = "tests/e2e/test_lxc.py::test_docs_lxc_rehearsal_commands"
     env = dict(os.environ, PATH=str(tmp_path), PYTHONPATH=str(ROOT))
     env.pop("OPSRUNNER_TEST_LXC", None)
     args = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", node]

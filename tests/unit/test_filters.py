@@ -84,7 +84,7 @@ def test_default_omit_drops_the_argument() -> None:
 
 
 def test_quote_on_a_list_gives_shell_words_a_deliberate_difference() -> None:
-    # ansible-core quotes the list's Python repr; opsrunner quotes each item (README says why).
+    # ansible-core quotes the list's Python repr; opsrunner quotes each item (docs/ansible.md says why).
     assert render("{{ ['a b', 'c'] | quote }}", LazyVars([{}])) == "'a b' c"
 
 
@@ -112,22 +112,22 @@ def test_literal_expressions_keep_their_type() -> None:
     assert render("{{ '[1]' | from_json }}", LazyVars([{}])) == [1]
 
 
-def _readme_names(start: str, end: str) -> set[str]:
+def _ansible_page_names(start: str, end: str) -> set[str]:
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "ansible.md").read_text()
     part = text[text.index(start):text.index(end)]
     part = re.sub(r"\([^)]*\)", "", part)  # argument notes, e.g. (`levels`, `skip_nulls`)
     return {n for n in re.findall(r"`([a-z_0-9]+)", part) if n != "default"}
 
 
-def test_readme_ansible_users_lists_exactly_the_filters_and_tests() -> None:
+def test_ansible_users_page_lists_exactly_the_filters_and_tests() -> None:
     from opsrunner.templating.filters import FILTERS
     from opsrunner.templating.tests import TESTS
 
-    assert _readme_names("<!-- ansible-filters -->", "<!-- ansible-tests -->") == set(FILTERS)
-    assert _readme_names("<!-- ansible-tests -->", "<!-- end -->") == set(TESTS) - {"version_compare"}
+    assert _ansible_page_names("<!-- ansible-filters -->", "<!-- ansible-tests -->") == set(FILTERS)
+    assert _ansible_page_names("<!-- ansible-tests -->", "<!-- end -->") == set(TESTS) - {"version_compare"}
 
 
 def test_attribute_of_an_undefined_variable_takes_a_default_but_is_strict_otherwise() -> None:
@@ -141,14 +141,15 @@ def test_attribute_of_an_undefined_variable_takes_a_default_but_is_strict_otherw
         render("x{{ d.missing.deeper }}", v)
 
 
-def test_readme_ansible_users_modules_exist_with_a_reference_section() -> None:
+def test_ansible_users_page_modules_exist_with_a_reference_section() -> None:
     import re
     from pathlib import Path
 
     from opsrunner.modules.registry import module_names
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text[text.index("## Ansible users"):]
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    section = (docs / "ansible.md").read_text()
+    reference = (docs / "modules.md").read_text()
     bullet = section[section.index("- Modules beside the restart ones:"):]
     bullet = bullet[:bullet.index("\n- ")]
     named = {n for n in re.findall(r"`([a-z_]+)`", bullet) if not n.startswith(("state", "path", "port"))}
@@ -156,4 +157,4 @@ def test_readme_ansible_users_modules_exist_with_a_reference_section() -> None:
     assert mentioned == {"template", "copy", "file", "stat", "lineinfile", "wait_for"}
     for name in mentioned:
         assert name in module_names()
-        assert f"### `{name}`" in text  # the generated reference documents it
+        assert f"### `{name}`" in reference  # the generated reference documents it
