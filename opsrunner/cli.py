@@ -71,10 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("name", nargs="?", default="playbook",
                         help="playbook, inventory, a module name, or 'list'")
     from opsrunner.history.views import register as register_history
+    from opsrunner.inventory.command import register as register_inventory
     from opsrunner.schedule.commands import register as register_schedule
     from opsrunner.web.commands import register as register_serve
 
     register_history(sub)
+    register_inventory(sub)
     register_schedule(sub)
     register_serve(sub)
     return parser
@@ -197,14 +199,16 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.command is None:
-            raise UsageError("opsrunner: a command is required (play, check, logs, schema, history, show, schedule, "
-                             "serve); see --help")
+            raise UsageError("opsrunner: a command is required (play, check, inventory, logs, schema, history, "
+                             "show, schedule, serve); see --help")
         from opsrunner.history.views import cmd_history, cmd_show
+        from opsrunner.inventory.command import cmd_inventory
         from opsrunner.schedule.commands import cmd_schedule
         from opsrunner.web.commands import cmd_serve
 
         handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
-                   "show": cmd_show, "schedule": cmd_schedule, "logs": _cmd_logs, "serve": cmd_serve}[args.command]
+                   "show": cmd_show, "schedule": cmd_schedule, "logs": _cmd_logs, "serve": cmd_serve,
+                   "inventory": cmd_inventory}[args.command]
         return handler(args, out)
     except ValidationError as exc:
         for problem in exc.problems:
