@@ -19,6 +19,7 @@ from opsrunner.exitcodes import (
     EXIT_VALIDATION,
 )
 from opsrunner.outstream import QuietWhenClosed
+from opsrunner.playflags import add_play_flags, play_flag_values
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--no-history", action="store_true", help="do not record this run in the run history")
     play.add_argument("--history", metavar="PATH", help="run history database (default $OPSRUNNER_HISTORY "
                       "or ~/.local/state/opsrunner/history.db)")
+    add_play_flags(play)
 
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
     _common(check)
@@ -98,7 +100,7 @@ def _request(args: argparse.Namespace) -> PlayRequest:
         check=getattr(args, "check", False), diff=getattr(args, "diff", False), forks=getattr(args, "forks", 10),
         verbosity=getattr(args, "verbose", 0), force_handlers=getattr(args, "force_handlers", False),
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
-        history_path=getattr(args, "history", None), argv=args.argv)
+        history_path=getattr(args, "history", None), argv=args.argv, **play_flag_values(args))
 
 
 def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
@@ -118,6 +120,8 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     from opsrunner import api
 
+    if args.syntax_check:
+        return _cmd_check(args, out)
     request = _request(args)
     if args.list_hosts or args.list_tasks:
         return _list(request, args, out)

@@ -65,6 +65,10 @@ class TaskRunner:
     def task(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str],
              handler: bool) -> dict[str, TaskResult]:
         run = self.run
+        if run.options.step is not None and task.module != "meta":
+            run.flush_reporters()  # what ran so far is on the terminal before the question
+            if not run.options.step.confirm(f"{'HANDLER' if handler else 'TASK'}: {task.name}"):
+                return {h: TaskResult(Status.SKIPPED, msg="skipped at --step") for h in hosts}  # not counted
         run.emit(TaskStart(play.name, self._title(play, task, hosts, play_hosts), task.module,
                            hosts, handler, str(task.pos)))
         if len(hosts) == 1:
@@ -104,7 +108,7 @@ class TaskRunner:
         run = self.run
         try:
             variables = run.task_vars(play, task, host, play_hosts)
-            spec = connection_spec(host, run.task_vars(play, None, host, play_hosts))
+            spec = connection_spec(host, run.task_vars(play, None, host, play_hosts), run.options.connection)
             spec = task_spec(task, spec, variables, lambda: self._local_spec(play, play_hosts))
             connection: Connection = run.connections.get(spec)
             env = environment(task, variables)
@@ -143,7 +147,8 @@ class TaskRunner:
     def _local_spec(self, play: Play, play_hosts: list[str]) -> ConnectionSpec:
         """delegate_to: localhost - the inventory's localhost if it has one, else a local connection."""
         if "localhost" in self.run.inventory.hosts:
-            return connection_spec("localhost", self.run.task_vars(play, None, "localhost", play_hosts))
+            return connection_spec("localhost", self.run.task_vars(play, None, "localhost", play_hosts),
+                                   self.run.options.connection)
         return connection_spec("localhost", LazyVars([{"connection": "local"}]))
 
 
