@@ -72,9 +72,10 @@ class TerminalStep:
 
     def __init__(self, tty_in: IO[str] | None = None, tty_out: IO[str] | None = None) -> None:
         self.tty_in = tty_in or sys.stdin
-        self.tty_out = tty_out or sys.stdout
+        # The question goes where the user looks: stdout, unless it is a file or a pipe (--json-events -).
+        self.tty_out = tty_out or (sys.stdout if sys.stdout.isatty() else sys.stderr)
         self.asking = True
-        if not (self.tty_in.isatty()):
+        if not self.tty_in.isatty():
             raise ValidationError([Problem(SourcePos("<--step>"), "--step asks before each task and needs a "
                                            "terminal on standard input; none is attached")])
 
