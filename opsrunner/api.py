@@ -30,7 +30,7 @@ from opsrunner.events import Event, Reporter
 from opsrunner.exitcodes import exit_code_of
 from opsrunner.results import RunSummary
 from opsrunner.secrets import mask_error
-from opsrunner.selection import RunOptions
+from opsrunner.selection import RunOptions, TaskConfirm
 
 if TYPE_CHECKING:
     from opsrunner.history.recorder import HistoryRecorder
@@ -73,13 +73,34 @@ class PlayRequest:
     run_id: str | None = None
     #: The command line to record (default: `opsrunner play` with this request's arguments).
     argv: Sequence[str] | None = None
+    #: --start-at-task: skip the tasks before the first one this name (or glob) names.
+    start_at_task: str | None = None
+    #: --step: True asks at the terminal before each task; or an object that decides.
+    step: bool | TaskConfirm = False
+    #: -u, --private-key, -c: defaults for hosts whose vars set no user, key or connection.
+    user: str | None = None
+    private_key: str | None = None
+    connection: str | None = None
 
     def options(self, extra_vars: dict[str, Any]) -> RunOptions:
+        from opsrunner.connections.defaults import ConnectionDefaults
+
         if self.forks < 1:
             raise UsageError("--forks must be at least 1")
+        defaults = ConnectionDefaults(self.user, self.private_key, self.connection)
+        if defaults.problems():
+            raise ValidationError(defaults.problems())
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
                           skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
-                          verbosity=self.verbosity, force_handlers=self.force_handlers)
+                          verbosity=self.verbosity, force_handlers=self.force_handlers,
+                          start_at_task=self.start_at_task, step=self._step(), connection=defaults)
+
+    def _step(self) -> TaskConfirm | None:
+        if self.step is True:
+            from opsrunner.startat import TerminalStep
+
+            return TerminalStep()
+        return None if isinstance(self.step, bool) else self.step
 
     def command_line(self) -> list[str]:
         """The arguments of the equivalent `opsrunner play` (what history records)."""
@@ -94,6 +115,11 @@ class PlayRequest:
         args += [f"--tags={','.join(self.tags)}"] if self.tags else []
         args += [f"--skip-tags={','.join(self.skip_tags)}"] if self.skip_tags else []
         args += ["--check"] * self.check + ["--diff"] * self.diff
+        args += [f"--start-at-task={self.start_at_task}"] if self.start_at_task else []
+        args += ["--step"] if self.step else []
+        for flag, given in (("--user", self.user), ("--private-key", self.private_key),
+                            ("--connection", self.connection)):
+            args += [f"{flag}={given}"] if given else []
         return args
 
 
@@ -156,6 +182,10 @@ def load(request: PlayRequest) -> RunInputs:
     if problems or playbook is None or inventory is None:
         raise ValidationError(problems)
     options = request.options(extra)
+    if options.start_at_task is not None:
+        from opsrunner.startat import check_start_at
+
+        check_start_at(playbook, options.start_at_task)
     return RunInputs(playbook, inventory, extra, options, masker_for(inventory, extra))
 
 

@@ -19,6 +19,7 @@ from opsrunner.exitcodes import (
     EXIT_VALIDATION,
 )
 from opsrunner.outstream import QuietWhenClosed
+from opsrunner.playflags import add_play_flags, play_flag_values
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--no-history", action="store_true", help="do not record this run in the run history")
     play.add_argument("--history", metavar="PATH", help="run history database (default $OPSRUNNER_HISTORY "
                       "or ~/.local/state/opsrunner/history.db)")
+    add_play_flags(play)
 
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
     _common(check)
@@ -71,10 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("name", nargs="?", default="playbook",
                         help="playbook, inventory, a module name, or 'list'")
     from opsrunner.history.views import register as register_history
+    from opsrunner.inventory.command import register as register_inventory
     from opsrunner.schedule.commands import register as register_schedule
     from opsrunner.web.commands import register as register_serve
 
     register_history(sub)
+    register_inventory(sub)
     register_schedule(sub)
     register_serve(sub)
     return parser
@@ -96,7 +100,7 @@ def _request(args: argparse.Namespace) -> PlayRequest:
         check=getattr(args, "check", False), diff=getattr(args, "diff", False), forks=getattr(args, "forks", 10),
         verbosity=getattr(args, "verbose", 0), force_handlers=getattr(args, "force_handlers", False),
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
-        history_path=getattr(args, "history", None), argv=args.argv)
+        history_path=getattr(args, "history", None), argv=args.argv, **play_flag_values(args))
 
 
 def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
@@ -116,6 +120,8 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     from opsrunner import api
 
+    if args.syntax_check:
+        return _cmd_check(args, out)
     request = _request(args)
     if args.list_hosts or args.list_tasks:
         return _list(request, args, out)
@@ -197,14 +203,16 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.command is None:
-            raise UsageError("opsrunner: a command is required (play, check, logs, schema, history, show, schedule, "
-                             "serve); see --help")
+            raise UsageError("opsrunner: a command is required (play, check, inventory, logs, schema, history, "
+                             "show, schedule, serve); see --help")
         from opsrunner.history.views import cmd_history, cmd_show
+        from opsrunner.inventory.command import cmd_inventory
         from opsrunner.schedule.commands import cmd_schedule
         from opsrunner.web.commands import cmd_serve
 
         handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
-                   "show": cmd_show, "schedule": cmd_schedule, "logs": _cmd_logs, "serve": cmd_serve}[args.command]
+                   "show": cmd_show, "schedule": cmd_schedule, "logs": _cmd_logs, "serve": cmd_serve,
+                   "inventory": cmd_inventory}[args.command]
         return handler(args, out)
     except ValidationError as exc:
         for problem in exc.problems:

@@ -23,6 +23,7 @@ from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import Masker, masker_for
 from opsrunner.selection import RunOptions, batches, select_play_hosts, tags_selected
+from opsrunner.startat import StartAt
 from opsrunner.taskrun import TaskRunner, started_pool
 from opsrunner.templating import LazyVars, render, template_value
 
@@ -51,6 +52,9 @@ class Engine:
         self.emit = self.state.emit
         self._runner: TaskRunner | None = None
         self._play_hosts: list[str] = []
+        self._start_at = StartAt(options.start_at_task)
+        #: ids of the tasks --start-at-task skips in the current play; None: the whole play.
+        self._skipped: frozenset[int] | None = frozenset()
 
     @property
     def runner(self) -> TaskRunner:
@@ -95,6 +99,7 @@ class Engine:
             return True
         for host in hosts:
             self.summary.host(host)
+        self._skipped = self._start_at.skipped_in(play, iter_tasks(play.tasks))
         if not self._fail_preflight(play, hosts):
             return False
         try:
@@ -139,9 +144,11 @@ class Engine:
     def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str]) -> None:
         self.state.batch = batch
         notes = Notifications(play.handlers)
-        iters = {h: HostIterator(play.tasks, lambda t: self._selected(t, play), self._rescuer(h))
+        skipped = self._skipped
+        iters = {h: HostIterator(play.tasks if skipped is not None else (),
+                                 lambda t: id(t) not in (skipped or ()) and self._selected(t, play), self._rescuer(h))
                  for h in batch if h not in self.state.dead}
-        if play.gather_facts:
+        if play.gather_facts and skipped is not None:
             self._gather_facts(play, [h for h in batch if h in iters], play_hosts, iters)
         if play.strategy == "free":
             self._walk_free(play, batch, play_hosts, iters, notes)

@@ -17,7 +17,7 @@ from opsrunner.events import Notice
 from opsrunner.iteration import HostIterator
 from opsrunner.playbook import Play, Task
 from opsrunner.results import TaskResult
-from opsrunner.taskrun import TaskRunner
+from opsrunner.taskrun import TaskRunner, declined_result
 
 #: Told each finished task on its host, on the engine's thread: advance the host, notify,
 #: meta. An exception from it (the play ends or aborts) stops new tasks; those running finish.
@@ -44,6 +44,11 @@ class FreeWalk:
                     host = ready.popleft()
                     task = iters[host].current
                     assert task is not None
+                    if self.runner.declined(task, handler=False):  # --step: asked per host, as in ansible-core
+                        finished(host, task, declined_result())
+                        if iters[host].current is not None:
+                            ready.append(host)
+                        continue
                     self._warn_run_once(task)
                     running[self.runner.start(self.play, task, host, self.play_hosts)] = (host, task)
                 done, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from opsrunner.connections.base import ConnectionSpec
+from opsrunner.connections.defaults import ConnectionDefaults
 from opsrunner.errors import TemplateError
 from opsrunner.includes import load_dynamic_vars_files
 from opsrunner.inventory import Inventory
@@ -114,8 +115,10 @@ ANSIBLE_ALIASES: dict[str, tuple[str, ...]] = {
 _UNSET = object()
 
 
-def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
-    """Read the reserved connection vars (templated) for one host; errors name the var."""
+def connection_spec(host: str, variables: LazyVars, defaults: ConnectionDefaults | None = None) -> ConnectionSpec:
+    """Read the reserved connection vars (templated) for one host; errors name the var.
+    `defaults` (-u, --private-key, -c) apply where the host's vars set nothing."""
+    given = defaults or ConnectionDefaults()
 
     def get(name: str, default: Any = None) -> Any:
         for key in (name, *ANSIBLE_ALIASES.get(name, ())):
@@ -127,7 +130,7 @@ def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
                 return value
         return default
 
-    kind = str(get("connection", "local" if host in ("localhost", "127.0.0.1") else "ssh"))
+    kind = str(get("connection", given.connection or ("local" if host in ("localhost", "127.0.0.1") else "ssh")))
     checking = str(get("host_key_checking", "strict"))
     if kind not in ("local", "ssh"):
         raise TemplateError(f"host var 'connection' of {host} must be local or ssh, not {kind!r}")
@@ -150,8 +153,8 @@ def connection_spec(host: str, variables: LazyVars) -> ConnectionSpec:
         kind=kind,
         host=str(get("host", host)),
         port=port,
-        user=get("user"),
-        key_file=get("key_file"),
+        user=get("user", given.user),
+        key_file=get("key_file", given.key_file),
         known_hosts_file=get("known_hosts_file"),
         connect_timeout=timeout,
         host_key_checking=checking,

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from opsrunner.connections.defaults import ConnectionDefaults
 from opsrunner.templating import render
 
 if TYPE_CHECKING:
     from opsrunner.inventory import Inventory
     from opsrunner.playbook import Play
+
+
+class TaskConfirm(Protocol):
+    """--step: asked before each task (its title, `TASK: name`); False skips it."""
+
+    def confirm(self, title: str) -> bool: ...
 
 
 @dataclass
@@ -28,6 +35,12 @@ class RunOptions:
     force_handlers: bool = False
     #: The run's id in the history (`opsrunner_run_id` to tasks; lock holders name it).
     run_id: str | None = None
+    #: --start-at-task: a task name or glob; tasks before the first it names are skipped (startat.py).
+    start_at_task: str | None = None
+    #: --step: confirms each task before it runs (None: no asking).
+    step: TaskConfirm | None = None
+    #: -u, --private-key, -c: used where a host's vars set none.
+    connection: ConnectionDefaults = field(default_factory=ConnectionDefaults)
 
 
 def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:

@@ -65,6 +65,8 @@ class TaskRunner:
     def task(self, play: Play, task: Task, hosts: list[str], play_hosts: list[str],
              handler: bool) -> dict[str, TaskResult]:
         run = self.run
+        if self.declined(task, handler):
+            return {h: declined_result() for h in hosts}  # not counted
         run.emit(TaskStart(play.name, self._title(play, task, hosts, play_hosts), task.module,
                            hosts, handler, str(task.pos)))
         if len(hosts) == 1:
@@ -88,6 +90,14 @@ class TaskRunner:
                 run.record(play, task, host, results[host], handler)
             run.flush_reporters()  # before waiting again: what has arrived is visible
         return {h: results[h] for h in hosts}
+
+    def declined(self, task: Task, handler: bool) -> bool:
+        """--step: the user answered no for this task (it is skipped, not counted)."""
+        step = self.run.options.step
+        if step is None or task.module == "meta":
+            return False
+        self.run.flush_reporters()  # what ran so far is on the terminal before the question
+        return not step.confirm(f"{'HANDLER' if handler else 'TASK'}: {task.name}")
 
     def start(self, play: Play, task: Task, host: str, play_hosts: list[str]) -> Future[TaskResult]:
         """strategy free: announce the task on one host and start it on the pool; the caller
@@ -114,7 +124,7 @@ class TaskRunner:
         run = self.run
         try:
             variables = run.task_vars(play, task, host, play_hosts)
-            spec = connection_spec(host, run.task_vars(play, None, host, play_hosts))
+            spec = connection_spec(host, run.task_vars(play, None, host, play_hosts), run.options.connection)
             spec = task_spec(task, spec, variables, lambda: self._local_spec(play, play_hosts))
             connection: Connection = run.connections.get(spec)
             env = environment(task, variables)
@@ -153,8 +163,13 @@ class TaskRunner:
     def _local_spec(self, play: Play, play_hosts: list[str]) -> ConnectionSpec:
         """delegate_to: localhost - the inventory's localhost if it has one, else a local connection."""
         if "localhost" in self.run.inventory.hosts:
-            return connection_spec("localhost", self.run.task_vars(play, None, "localhost", play_hosts))
+            return connection_spec("localhost", self.run.task_vars(play, None, "localhost", play_hosts),
+                                   self.run.options.connection)
         return connection_spec("localhost", LazyVars([{"connection": "local"}]))
+
+
+def declined_result() -> TaskResult:
+    return TaskResult(Status.SKIPPED, msg="skipped at --step")
 
 
 def _ignore_errors(task: Task, result: TaskResult, variables: LazyVars) -> None:

@@ -58,7 +58,7 @@ def _section(inv: Inventory, st: _State, m: re.Match[str], problems: list[Proble
     if st.group not in inv.groups:
         if kind == "vars" and st.group not in st.pending:
             st.pending[st.group] = (st.line, "vars", [])
-        inv.add_group(st.group, "all", 1, st.pos())
+        inv.add_group(st.group, None, 1, st.pos())  # under `all` at finish() unless a child
     if st.group in st.pending and kind != "vars":
         _, pending_kind, parents = st.pending.pop(st.group)
         for parent in parents if pending_kind == "children" else []:

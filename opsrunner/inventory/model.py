@@ -48,7 +48,9 @@ class Inventory:
 
     def __init__(self) -> None:
         self.hosts: dict[str, Host] = {}
-        self.groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped", 1)}
+        # `ungrouped` is the first child of `all`, as in ansible-core (listings show that order).
+        self.groups: dict[str, Group] = {"all": Group("all", children=["ungrouped"]),
+                                         "ungrouped": Group("ungrouped", 1)}
         self.sources: list[str] = []
         self.vars_dirs: list[VarsDir] = []
 
@@ -67,7 +69,12 @@ class Inventory:
             self.groups[group].hosts.append(name)
 
     def finish(self) -> None:
-        """Compute each host's groups (ancestors included), sorted shallow to deep, then by name."""
+        """Compute each host's groups (ancestors included), sorted shallow to deep, then by name.
+
+        A group no other group names as a child becomes a child of `all`, after the ones the
+        sources put there, in the order the groups were defined (ansible-core's reconcile)."""
+        named = {child for group in self.groups.values() for child in group.children}
+        self.groups["all"].children += [g for g in self.groups if g != "all" and g not in named]
         self._fix_depths("all", 0, frozenset())
         for host in self.hosts.values():
             host.groups = []

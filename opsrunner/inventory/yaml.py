@@ -57,6 +57,5 @@ def read_yaml_inventory(inv: Inventory, data: Any, path: str, problems: list[Pro
         problems += found
         return
     for name, body in data.items():
-        parent = None if name == "all" else "all"
         pos = data.at(name) if isinstance(data, PosDict) else SourcePos(path)
-        _walk_group(inv, name, body, parent, 0 if name == "all" else 1, pos, problems)
+        _walk_group(inv, name, body, None, 0 if name == "all" else 1, pos, problems)
