@@ -73,13 +73,23 @@ class PlayRequest:
     run_id: str | None = None
     #: The command line to record (default: `opsrunner play` with this request's arguments).
     argv: Sequence[str] | None = None
+    #: `I/N`: run only the hosts of slice I of N (selection.HostSlice; docs/scale-out.md).
+    host_slice: str | None = None
+    #: Ties the slices of one logical run together in the history (history/groups.py).
+    run_group: str | None = None
+    #: A history that cannot be written stops the run before any host is touched (exit 1);
+    #: otherwise the run goes on with a warning.
+    history_required: bool = False
 
     def options(self, extra_vars: dict[str, Any]) -> RunOptions:
         if self.forks < 1:
             raise UsageError("--forks must be at least 1")
+        from opsrunner.selection import parse_slice
+
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
                           skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
-                          verbosity=self.verbosity, force_handlers=self.force_handlers)
+                          verbosity=self.verbosity, force_handlers=self.force_handlers,
+                          host_slice=parse_slice(self.host_slice) if self.host_slice is not None else None)
 
     def command_line(self) -> list[str]:
         """The arguments of the equivalent `opsrunner play` (what history records)."""
@@ -94,6 +104,8 @@ class PlayRequest:
         args += [f"--tags={','.join(self.tags)}"] if self.tags else []
         args += [f"--skip-tags={','.join(self.skip_tags)}"] if self.skip_tags else []
         args += ["--check"] * self.check + ["--diff"] * self.diff
+        args += ["--slice", self.host_slice] if self.host_slice else []
+        args += ["--run-group", self.run_group] if self.run_group else []
         return args
 
 
@@ -153,9 +165,12 @@ def load(request: PlayRequest) -> RunInputs:
         extra = {**parse_extra_vars(request.extra_vars), **request.variables}
     except ValidationError as exc:
         problems += exc.problems
+    try:
+        options = request.options(extra)
+    except ValidationError as exc:  # a bad --slice: told with the files' problems
+        problems += exc.problems
     if problems or playbook is None or inventory is None:
         raise ValidationError(problems)
-    options = request.options(extra)
     return RunInputs(playbook, inventory, extra, options, masker_for(inventory, extra))
 
 
@@ -175,6 +190,7 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         on_ready: Callable[[], object] | None = None) -> RunResult:
     """Run a playbook. `reporters` and `on_event` see every event, masked; `on_ready` is
     called once the inputs are loaded and checked, just before the first task."""
+    from opsrunner.events import Notice
     from opsrunner.history.recorder import new_run_id
     from opsrunner.targets import require_targets
 
@@ -182,7 +198,7 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
     run_id = (request.run_id or new_run_id()) if request.history else None
     inputs = dataclasses.replace(inputs, options=dataclasses.replace(inputs.options, run_id=run_id))
     try:
-        require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host is contacted
+        empty_slice = require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host
         lock = _run_lock(request, run_id) if request.run_lock else None
     except OpsrunnerError as exc:  # a pattern or --limit may quote a variable's value
         raise mask_error(exc, inputs.masker) from None
@@ -190,6 +206,8 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         recorder = _recorder(request, inputs) if request.history else None
         subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]
         try:
+            for subscriber in subscribers if empty_slice else []:
+                subscriber.handle(Notice(empty_slice or ""))
             if on_ready is not None:
                 on_ready()
             summary = _run_engine(inputs, subscribers)
@@ -225,6 +243,7 @@ def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:
 
 
 def _recorder(request: PlayRequest, inputs: RunInputs) -> HistoryRecorder:
+    from opsrunner.history.groups import run_group_for
     from opsrunner.history.recorder import recorder_for_play
 
     opts = inputs.options
@@ -233,7 +252,9 @@ def _recorder(request: PlayRequest, inputs: RunInputs) -> HistoryRecorder:
     return recorder_for_play(inputs.playbook.path, [str(i) for i in request.inventory], inputs.extra_vars,
                              request.command_line(), request.history_path, masker=inputs.masker,
                              schedule=request.schedule, run_id=opts.run_id, check_mode=opts.check,
-                             options=options)
+                             options=options, slice_text=str(opts.host_slice) if opts.host_slice else None,
+                             run_group=run_group_for(request.run_group, opts.host_slice, inputs.playbook.path),
+                             required=request.history_required)
 
 
 class _Callback:
