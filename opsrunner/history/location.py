@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 MASK = "***"
@@ -50,7 +50,7 @@ def passwords_of(location: str) -> list[str]:
     parts = urlsplit(location)
     found = [parts.password] if parts.password else []
     found += [v for k, v in parse_qsl(parts.query) if k == "password" and v]
-    return found
+    return found + [unquote(p) for p in found if unquote(p) != p]  # as written and as libpq reads it
 
 
 def display(location: str | Path) -> str:
