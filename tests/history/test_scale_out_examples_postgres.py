@@ -98,7 +98,7 @@ def test_postgres_github_actions_matrix_example_covers_each_host_once(pg_url: st
         context = {"matrix.slice": str(value), "strategy.job-total": str(len(matrix)), "github.run_id": "8812345",
                    "github.run_attempt": "1"}
         for line in _opsrunner_lines(script):
-            expanded = re.sub(r"\$\{\{ ([\w.-]+) \}\}", lambda m: context[m.group(1)], line)  # KeyError: unknown
+            expanded = re.sub(r"\$\{\{ ([\w.-]+) \}\}", lambda m, c=context: c[m.group(1)], line)  # KeyError: unknown
             commands.append((expanded, {"OPSRUNNER_HISTORY": url, "PGPASSWORD": pg.PASSWORD}))
     assert len(commands) == len(matrix)
     project = _project(tmp_path)
