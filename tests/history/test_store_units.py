@@ -117,3 +117,16 @@ def test_history_locations_mask_a_url_password_everywhere() -> None:
     text = scrub(f"--history={url} and postgres://x:y@h/d", url)
     assert "W0rd" not in text and "other-Secret" not in text and "x:***@h/d" in text
     assert display("postgresql://ops@db:5432/hist") == "postgresql://ops@db:5432/hist"
+
+
+def test_a_sqlite_history_never_imports_psycopg(tmp_path: Path) -> None:
+    """Startup time: the driver is imported only for a postgresql:// history."""
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "h.db")
+    code = ("import sys; from opsrunner.cli import main; from opsrunner.history.store import open_history; "
+            f"open_history({db!r}).close(); main(['history', '--history', {db!r}]); print('psycopg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
