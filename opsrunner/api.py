@@ -81,6 +81,13 @@ class PlayRequest:
     user: str | None = None
     private_key: str | None = None
     connection: str | None = None
+    #: `I/N`: run only the hosts of slice I of N (selection.HostSlice; docs/scale-out.md).
+    host_slice: str | None = None
+    #: Ties the slices of one logical run together in the history (history/groups.py).
+    run_group: str | None = None
+    #: A history that cannot be written stops the run before any host is touched (exit 1);
+    #: otherwise the run goes on with a warning.
+    history_required: bool = False
 
     def options(self, extra_vars: dict[str, Any]) -> RunOptions:
         from opsrunner.connections.defaults import ConnectionDefaults
@@ -90,10 +97,13 @@ class PlayRequest:
         defaults = ConnectionDefaults(self.user, self.private_key, self.connection)
         if defaults.problems():
             raise ValidationError(defaults.problems())
+        from opsrunner.selection import parse_slice
+
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
                           skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
                           verbosity=self.verbosity, force_handlers=self.force_handlers,
-                          start_at_task=self.start_at_task, step=self._step(), connection=defaults)
+                          start_at_task=self.start_at_task, step=self._step(), connection=defaults,
+                          host_slice=parse_slice(self.host_slice) if self.host_slice is not None else None)
 
     def _step(self) -> TaskConfirm | None:
         if self.step is True:
@@ -120,6 +130,8 @@ class PlayRequest:
         for flag, given in (("--user", self.user), ("--private-key", self.private_key),
                             ("--connection", self.connection)):
             args += [f"{flag}={given}"] if given else []
+        args += ["--slice", self.host_slice] if self.host_slice else []
+        args += ["--run-group", self.run_group] if self.run_group else []
         return args
 
 
@@ -179,9 +191,12 @@ def load(request: PlayRequest) -> RunInputs:
         extra = {**parse_extra_vars(request.extra_vars), **request.variables}
     except ValidationError as exc:
         problems += exc.problems
+    try:
+        options = request.options(extra)
+    except ValidationError as exc:  # a bad --slice: told with the files' problems
+        problems += exc.problems
     if problems or playbook is None or inventory is None:
         raise ValidationError(problems)
-    options = request.options(extra)
     if options.start_at_task is not None:
         from opsrunner.startat import check_start_at
 
@@ -205,6 +220,7 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         on_ready: Callable[[], object] | None = None) -> RunResult:
     """Run a playbook. `reporters` and `on_event` see every event, masked; `on_ready` is
     called once the inputs are loaded and checked, just before the first task."""
+    from opsrunner.events import Notice
     from opsrunner.history.recorder import new_run_id
     from opsrunner.targets import require_targets
 
@@ -212,7 +228,7 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
     run_id = (request.run_id or new_run_id()) if request.history else None
     inputs = dataclasses.replace(inputs, options=dataclasses.replace(inputs.options, run_id=run_id))
     try:
-        require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host is contacted
+        empty_slice = require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host
         lock = _run_lock(request, run_id) if request.run_lock else None
     except OpsrunnerError as exc:  # a pattern or --limit may quote a variable's value
         raise mask_error(exc, inputs.masker) from None
@@ -220,6 +236,8 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         recorder = _recorder(request, inputs) if request.history else None
         subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]
         try:
+            for subscriber in subscribers if empty_slice else []:
+                subscriber.handle(Notice(empty_slice or ""))
             if on_ready is not None:
                 on_ready()
             summary = _run_engine(inputs, subscribers)
@@ -255,6 +273,7 @@ def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:
 
 
 def _recorder(request: PlayRequest, inputs: RunInputs) -> HistoryRecorder:
+    from opsrunner.history.groups import run_group_for
     from opsrunner.history.recorder import recorder_for_play
 
     opts = inputs.options
@@ -263,7 +282,9 @@ def _recorder(request: PlayRequest, inputs: RunInputs) -> HistoryRecorder:
     return recorder_for_play(inputs.playbook.path, [str(i) for i in request.inventory], inputs.extra_vars,
                              request.command_line(), request.history_path, masker=inputs.masker,
                              schedule=request.schedule, run_id=opts.run_id, check_mode=opts.check,
-                             options=options)
+                             options=options, slice_text=str(opts.host_slice) if opts.host_slice else None,
+                             run_group=run_group_for(request.run_group, opts.host_slice, inputs.playbook.path),
+                             required=request.history_required)
 
 
 class _Callback:

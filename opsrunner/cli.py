@@ -57,8 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--lock", action="store_true",
                       help="refuse to start while another run of this playbook+inventory is running here")
     play.add_argument("--no-history", action="store_true", help="do not record this run in the run history")
-    play.add_argument("--history", metavar="PATH", help="run history database (default $OPSRUNNER_HISTORY "
-                      "or ~/.local/state/opsrunner/history.db)")
+    play.add_argument("--history", metavar="PATH_OR_URL", help="run history: a SQLite file or postgresql://user@host"
+                      ":port/db (default $OPSRUNNER_HISTORY or ~/.local/state/opsrunner/history.db)")
+    play.add_argument("--history-required", action="store_true",
+                      help="stop before any host is touched (exit 1) when the history cannot be written")
+    play.add_argument("--slice", metavar="I/N", dest="host_slice",
+                      help="run only slice I of N of the hosts (by a hash of each name; docs/scale-out.md)")
+    play.add_argument("--run-group", metavar="ID", help="the group that ties the slices of one run together in "
+                      "the history (default $OPSRUNNER_RUN_GROUP, or derived for a sliced run)")
     add_play_flags(play)
 
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
@@ -100,7 +106,9 @@ def _request(args: argparse.Namespace) -> PlayRequest:
         check=getattr(args, "check", False), diff=getattr(args, "diff", False), forks=getattr(args, "forks", 10),
         verbosity=getattr(args, "verbose", 0), force_handlers=getattr(args, "force_handlers", False),
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
-        history_path=getattr(args, "history", None), argv=args.argv, **play_flag_values(args))
+        history_path=getattr(args, "history", None), argv=args.argv, host_slice=getattr(args, "host_slice", None),
+        run_group=getattr(args, "run_group", None), history_required=getattr(args, "history_required", False),
+        **play_flag_values(args))
 
 
 def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:

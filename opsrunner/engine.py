@@ -70,7 +70,7 @@ class Engine:
         if report.static_problems():
             raise ValidationError(report.static_problems())
         self.state.preflight = report.problems
-        pool = started_pool(min(max(1, self.options.forks), max((len(h) for h in play_hosts), default=1)))
+        pool = started_pool(min(max(1, self.options.forks), max([1, *(len(h) for h in play_hosts)])))
         self._runner = TaskRunner(self.state, pool)
         try:
             for play in self.playbook.plays:

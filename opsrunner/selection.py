@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opsrunner.connections.defaults import ConnectionDefaults
+from opsrunner.errors import Problem, SourcePos, ValidationError
 from opsrunner.templating import render
 
 if TYPE_CHECKING:
@@ -18,6 +21,43 @@ class TaskConfirm(Protocol):
     """--step: asked before each task (its title, `TASK: name`); False skips it."""
 
     def confirm(self, title: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class HostSlice:
+    """`--slice I/N`: the hosts whose name hashes to I (sha256 of the name, mod N, 1-based).
+
+    A host's slice depends on its name and N only: the inventory's order, the other hosts,
+    groups and plays never move it, so N controllers that each run one slice cover every
+    selected host exactly once (docs/scale-out.md)."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def selects(self, host: str) -> bool:
+        return slice_of(host, self.count) == self.index
+
+
+def slice_of(host: str, count: int) -> int:
+    """The slice (1..count) that `host` belongs to."""
+    return int.from_bytes(hashlib.sha256(host.encode()).digest()[:8], "big") % count + 1
+
+
+_SLICE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+def parse_slice(text: str) -> HostSlice:
+    """`I/N` with 1 <= I <= N; anything else is bad input (exit 4, before any host is touched)."""
+    match = _SLICE.fullmatch(text)
+    index, count = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if not match or count < 1 or not 1 <= index <= count:
+        why = "not I/N" if not match else "N must be at least 1" if count < 1 else f"I must be 1..{count}"
+        raise ValidationError([Problem(SourcePos("command line"), f"--slice {text!r}: {why} (e.g. --slice 1/4: "
+                                       "the first of 4 slices)", "--slice")])
+    return HostSlice(index, count)
 
 
 @dataclass
@@ -41,6 +81,8 @@ class RunOptions:
     step: TaskConfirm | None = None
     #: -u, --private-key, -c: used where a host's vars set none.
     connection: ConnectionDefaults = field(default_factory=ConnectionDefaults)
+    #: This controller's share of the hosts (`--slice I/N`), or None: every host.
+    host_slice: HostSlice | None = None
 
 
 def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:
@@ -82,10 +124,13 @@ def batches(hosts: list[str], serial: int | str | list[int | str] | None) -> lis
     return out
 
 
-def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions) -> list[str]:
-    """The play's `hosts:` pattern (templated with -e vars), narrowed by --limit."""
+def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions, *, sliced: bool = True) -> list[str]:
+    """The play's `hosts:` pattern (templated with -e vars), narrowed by --limit, then by
+    --slice (unless `sliced` is False: what all the slices together run)."""
     hosts = inventory.select(str(render(play.hosts, options.extra_vars)))
     if options.limit:
         allowed = set(inventory.select(options.limit))
         hosts = [h for h in hosts if h in allowed]
+    if sliced and options.host_slice is not None:
+        hosts = [h for h in hosts if options.host_slice.selects(h)]
     return hosts

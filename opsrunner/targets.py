@@ -15,10 +15,14 @@ class NoHostsToTarget(OpsrunnerError):
     exit_code = 1
 
 
-def require_targets(playbook: Playbook, inventory: Inventory, options: RunOptions) -> None:
+def require_targets(playbook: Playbook, inventory: Inventory, options: RunOptions) -> str | None:
     """Evaluate every play's pattern (a broken one fails here, before any host is contacted, as
     bad input located in the playbook) and refuse a run in which no play has a host. A single
-    play without hosts is skipped, as in Ansible."""
+    play without hosts is skipped, as in Ansible.
+
+    A --slice that leaves no host while the run as a whole has some is no error: N controllers
+    run N slices whatever the number of hosts (a CI matrix, an Indexed Job), and a slice that
+    happens to be empty did its share. The line saying so is returned, for the output."""
     if options.limit:
         inventory.select(options.limit)  # a bad --limit is the command line's mistake (exit 5), not the play's
     selected: list[list[str]] = []
@@ -30,8 +34,14 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
             problems.append(hosts_problem(play, exc))
     if problems:
         raise ValidationError(problems)
+    if playbook.plays and not any(selected) and options.host_slice is not None:
+        whole = {h for play in playbook.plays for h in select_play_hosts(play, inventory, options, sliced=False)}
+        if whole:
+            return (f"slice {options.host_slice} selects none of the {len(whole)} host(s) of this run "
+                    "(the other slices have them): nothing to do here")
     if playbook.plays and not any(selected):
         patterns = ", ".join(sorted({str(p.hosts) for p in playbook.plays}))
         limit = f" and --limit {options.limit!r}" if options.limit else ""
         raise NoHostsToTarget(f"host pattern {patterns!r}{limit} leave no hosts to target in "
                               f"{len(inventory.hosts)} inventory hosts; nothing was run")
+    return None

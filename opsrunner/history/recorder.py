@@ -17,10 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from opsrunner.errors import CommandError
 from opsrunner.events import Event, Recap, TaskEnd, TaskStart, TaskTitles
 from opsrunner.gitrepo import run_git
+from opsrunner.history import location as locations
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
-from opsrunner.history.store import HistoryStore, RunRow, TaskRow, default_path
+from opsrunner.history.store import HistoryStore, RunRow, TaskRow
 from opsrunner.secrets import Masker
 
 Warn = Callable[[str], object]
@@ -32,6 +34,12 @@ WRITE_INTERVAL_S = 0.2
 #: How long a write waits for another writer (a locked database) before recording gives up
 #: with a warning: the run itself never waits longer than this for its history.
 BUSY_TIMEOUT_S = 5.0
+
+
+class HistoryUnavailable(CommandError):
+    """`--history-required` and the history cannot be written: the run stops before any host
+    is touched. Exit 1 (CommandError), as `opsrunner history` when it cannot read it: the
+    inputs are right (4 would say "fix your files"), the database is not there now."""
 
 
 def new_run_id() -> str:
@@ -65,8 +73,11 @@ class HistoryRecorder:
     it every WRITE_INTERVAL_S; finish() and close() wait for it. Events arrive masked by the
     engine; what the recorder adds of its own is masked with the run's Masker too."""
 
-    def __init__(self, path: Path, run: RunRow, masker: Masker, warn: Warn) -> None:
-        self.path = path
+    def __init__(self, location: str, run: RunRow, masker: Masker, warn: Warn, required: bool = False) -> None:
+        """`required`: open the history and record the run's start now, raising
+        HistoryUnavailable when that fails (before any host is touched)."""
+        self.location = location
+        self.path = locations.display(location)  # a URL's password never shows
         self.run = run
         self.masker = masker
         self.warn = warn
@@ -81,6 +92,12 @@ class HistoryRecorder:
         self._current: str | None = None  # that title, masked, for the writer thread (set_current_task)
         self._current_written: str | None = None
         self.finished = False
+        if required:
+            try:
+                self._open()
+            except Exception as exc:
+                raise HistoryUnavailable(f"run history {self.path} unavailable (--history-required): "
+                                         f"{self._cause(exc)}; nothing was run") from None
         self._writer: threading.Thread | None = threading.Thread(
             target=self._write_loop, name="opsrunner-history", daemon=True)
         self._writer.start()
@@ -88,16 +105,25 @@ class HistoryRecorder:
     def _open(self) -> None:
         commit, dirty = git_state(Path(self.run.playbook))
         self.run = dataclasses.replace(self.run, git_commit=commit, git_dirty=dirty)
-        self.store = HistoryStore(self.path, busy_timeout_s=BUSY_TIMEOUT_S)
-        self.store.start_run(self.run, ControllerStamp.of_this_process())
+        store = HistoryStore(self.location, busy_timeout_s=BUSY_TIMEOUT_S)
+        try:
+            store.start_run(self.run, ControllerStamp.of_this_process())
+        except BaseException:
+            store.close()
+            raise
+        self.store = store
+
+    def _cause(self, exc: BaseException) -> str:
+        """What went wrong, masked: the run's secrets and the location's password."""
+        return locations.scrub(self.masker.mask(f"{type(exc).__name__}: {str(exc).strip()}"), self.location)
 
     def _guard(self, action: Callable[[], None]) -> None:
         if self._failed or (self.store is None and action != self._open):
             return
         try:
             action()
-        except Exception as exc:  # sqlite3.Error, OSError (full disk, read-only), anything: never fatal
-            self.warn(f"WARNING: run history not recorded in {self.path}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # sqlite3.Error, psycopg.Error, OSError (full disk), anything: never fatal
+            self.warn(f"WARNING: run history not recorded in {self.path}: {self._cause(exc)}; the run goes on")
             self._failed = True
             if self.store is not None:
                 self.store.close()
@@ -129,7 +155,8 @@ class HistoryRecorder:
                 self._pending.extend(rows)
 
     def _write_loop(self) -> None:
-        self._guard(self._open)
+        if self.store is None:
+            self._guard(self._open)
         beat_at = time.monotonic() + HEARTBEAT_S
         while not self._stop_writer.wait(WRITE_INTERVAL_S):
             self._write_pending()
@@ -180,14 +207,18 @@ def _warn(message: str) -> None:
 def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: dict[str, Any], argv: Sequence[str],
                       path: str | None = None, *, masker: Masker, schedule: str | None = None,
                       run_id: str | None = None, check_mode: bool = False, options: dict[str, Any] | None = None,
-                      warn: Warn = _warn) -> HistoryRecorder:
-    """The subscriber that records one run (in `path`, else the default database); the
-    command line and extra vars are masked with the run's Masker (secrets.py)."""
+                      warn: Warn = _warn, run_group: str | None = None, slice_text: str | None = None,
+                      required: bool = False) -> HistoryRecorder:
+    """The subscriber that records one run (at `path`, a file or a postgresql:// URL, else the
+    default); the command line and extra vars are masked with the run's Masker (secrets.py),
+    and no history URL's password is recorded."""
+    where = locations.resolve(path)
+    argv = [locations.scrub(a, where) for a in masker.mask_argv(argv)]
     run = RunRow(
         id=run_id or new_run_id(), started=time.time(), user=_user(), controller=os.uname().nodename,
-        command=shlex.join(["opsrunner", *masker.mask_argv(argv)]), cwd=os.getcwd(),
+        command=shlex.join(["opsrunner", *argv]), cwd=os.getcwd(),
         playbook=str(playbook.resolve()), inventory=list(inventories),
         extra_vars=masker.mask_vars(extra_vars), schedule=schedule, check_mode=check_mode,
-        options=masker.mask_value(options or {}),
+        options=masker.mask_value(options or {}), run_group=run_group, slice=slice_text,
     )
-    return HistoryRecorder(Path(path) if path else default_path(), run, masker, warn)
+    return HistoryRecorder(where, run, masker, warn, required=required)

@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     hist.add_argument("--host", help="only runs that touched this host")
     hist.add_argument("--schedule", help="only runs of this schedule")
     hist.add_argument("--failed", action="store_true", help="only runs that did not exit 0")
+    hist.add_argument("--group", help="only the runs of this run group (the slices of one run)")
     hist.add_argument("-n", type=int, default=20, dest="limit", help="at most N runs (default 20)")
     hist.add_argument("--json", action="store_true", help="JSON instead of a table")
     _db_option(hist)
@@ -35,21 +36,28 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--history", metavar="PATH", default=argparse.SUPPRESS,
-                   help="history database (default $OPSRUNNER_HISTORY or ~/.local/state/opsrunner/history.db)")
+    p.add_argument("--history", metavar="PATH_OR_URL", default=argparse.SUPPRESS,
+                   help="history: a SQLite file or a postgresql:// URL (default $OPSRUNNER_HISTORY or "
+                        "~/.local/state/opsrunner/history.db)")
+
+
+def open_for_reading(location: str | None) -> HistoryStore:
+    """The history at `location` (default: $OPSRUNNER_HISTORY or the user's file); a missing
+    file is created empty (no run recorded yet is not an error). Any failure to open it
+    (sqlite3.Error, psycopg.Error, OSError) is a CommandError naming it, password masked."""
+    from opsrunner.history.location import display, resolve, scrub
+    from opsrunner.history.store import HistoryStore
+
+    where = resolve(location)
+    try:
+        return HistoryStore(where)
+    except Exception as exc:
+        cause = scrub(f"{type(exc).__name__}: {str(exc).strip()}", where)
+        raise CommandError(f"cannot read the run history {display(where)}: {cause}") from None
 
 
 def _open(args: argparse.Namespace) -> HistoryStore:
-    """The history database; a missing one is created empty (no run recorded yet is not an error)."""
-    import sqlite3
-
-    from opsrunner.history.store import HistoryStore, default_path
-
-    path = Path(getattr(args, "history", None) or default_path())
-    try:
-        return HistoryStore(path)
-    except (sqlite3.Error, OSError) as exc:
-        raise CommandError(f"cannot read the run history {path}: {type(exc).__name__}: {exc}") from None
+    return open_for_reading(getattr(args, "history", None))
 
 
 def when(ts: float | None) -> str:
@@ -85,14 +93,15 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
     if args.limit < 1:
         raise UsageError("-n must be at least 1")
     runs = _open(args).runs(args.playbook, args.host, args.failed, schedule=args.schedule, limit=args.limit,
-                            with_tasks=args.json)
+                            with_tasks=args.json, group=args.group)
     if args.json:
         out.write(json.dumps([r.as_dict() for r in runs], indent=2) + "\n")
         return 0
-    rows = [("RUN ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "SCHEDULE", "COMMIT")]
+    rows = [("RUN ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "SCHEDULE", "GROUP", "COMMIT")]
     for r in runs:
+        group = f"{r.run_group} ({r.slice})" if r.run_group and r.slice else r.run_group or "-"
         rows.append((r.id, when(r.started), duration(r), result(r), str(len(r.hosts)), Path(r.playbook).name,
-                     r.schedule or "-", _commit(r)))
+                     r.schedule or "-", group, _commit(r)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
@@ -109,14 +118,21 @@ def cmd_show(args: argparse.Namespace, out: IO[str]) -> int:
             listed = "\n".join(f"  {c}" for c in candidates[:10]) + ("\n  ..." if len(candidates) > 10 else "")
             raise UsageError(f"run id prefix {args.run_id!r} is ambiguous; it matches:\n{listed}")
         raise UsageError(f"no single run matches {args.run_id!r} (see `opsrunner history`)")
+    summary = None
+    if run.run_group:
+        from opsrunner.history.groups import summarize
+
+        summary = summarize(run.run_group, store.group_runs(run.run_group))
     if args.json:
-        out.write(json.dumps(run.as_dict(), indent=2) + "\n")
+        data = run.as_dict()
+        data["group"] = summary.__dict__ if summary else None
+        out.write(json.dumps(data, indent=2) + "\n")
         return 0
-    out.write(render_show(run))
+    out.write(render_show(run, summary.describe() if summary else None))
     return 0
 
 
-def render_show(run: RunRow) -> str:
+def render_show(run: RunRow, group: str | None = None) -> str:
     dirty = " (uncommitted changes)" if run.git_dirty else ""
     dry_run = ", dry run (--check: nothing was changed)" if run.check_mode else ""
     lines = [
@@ -128,6 +144,9 @@ def render_show(run: RunRow) -> str:
         f"  commit    {run.git_commit or 'not in a git repository'}{dirty}",
         f"  inventory {', '.join(run.inventory) or '(default)'}",
     ]
+    if run.run_group:
+        sliced = f", slice {run.slice}" if run.slice else ""
+        lines.append(f"  group     {run.run_group}{sliced}: {group or 'no other run recorded'}")
     if run.extra_vars:
         lines.append(f"  extra vars {json.dumps(run.extra_vars, default=str)}")
     chosen = [f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in run.options.items()

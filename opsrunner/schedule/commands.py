@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("--dry-run", action="store_true",
                      help="check everything and print the schedule file and the units (or crontab line); write nothing")
     lst = ssub.add_parser("list", help="schedules with their next and last run")
-    lst.add_argument("--history", metavar="PATH", help="run history database to read last runs from")
+    lst.add_argument("--history", metavar="PATH_OR_URL",
+                     help="run history to read last runs from (a SQLite file or a postgresql:// URL)")
     rm = ssub.add_parser("remove", help="uninstall the timer (or cron entry) and delete the schedule file")
     rm.add_argument("name")
     rm.add_argument("--unit-dir", metavar="DIR")
@@ -222,12 +223,13 @@ def next_run(schedule: Schedule) -> str:
 
 
 def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
-    from opsrunner.history.store import HistoryStore, default_path
+    from opsrunner.history.location import is_postgres, resolve
+    from opsrunner.history.views import open_for_reading
     from opsrunner.schedule import store
     from opsrunner.schedule.units import timer_active
 
-    history_path = Path(args.history) if args.history else default_path()
-    history = HistoryStore(history_path) if history_path.exists() else None
+    where = resolve(args.history)  # a file not yet written: no run recorded; a URL is read
+    history = open_for_reading(where) if is_postgres(where) or Path(where).exists() else None
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
     for s in store.all_schedules(folder):
         upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing

@@ -19,8 +19,9 @@ from typing import IO, Any
 
 from opsrunner.errors import OpsrunnerError, ValidationError
 from opsrunner.exitcodes import exit_code_of
+from opsrunner.history.location import resolve
 from opsrunner.history.recorder import new_run_id
-from opsrunner.history.store import HistoryStore, default_path
+from opsrunner.history.store import HistoryStore
 from opsrunner.schedule.notify import alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
 
@@ -49,7 +50,7 @@ def git_pull(project: Path) -> str | None:
 def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     run_id = new_run_id()
     started = time.time()
-    history = default_path().absolute()  # before the chdir: a relative OPSRUNNER_HISTORY names one file
+    history = resolve(None)  # before the chdir: a relative OPSRUNNER_HISTORY names one file (or a URL)
     project = Path(schedule.project)
     refused = git_pull(project) if schedule.git_pull else None
     if refused:
@@ -63,7 +64,7 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     return code
 
 
-def _play(schedule: Schedule, run_id: str, history: Path, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
+def _play(schedule: Schedule, run_id: str, history: str, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
     """The schedule's play, reported on `out` as `opsrunner play` would; (exit code, why the
     run did not reach its recap). However the run ends, there is an exit code and a why for
     the alert: the library masks what its errors say; of anything else only its type is told."""
@@ -94,7 +95,7 @@ def _play(schedule: Schedule, run_id: str, history: Path, out: IO[str], err: IO[
 
 
 def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None,
-                history: Path) -> dict[str, Any]:
+                history: str) -> dict[str, Any]:
     """The structured summary of the alert: from the run history (secrets already masked there)."""
     summary: dict[str, Any] = {
         "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
@@ -121,7 +122,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
     return summary
 
 
-def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str], history: Path) -> None:
+def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str], history: str) -> None:
     if not schedule.notify or not should_notify(schedule.notify_on, summary["exit_code"], summary["previous_failed"]):
         return
     alert = alert_for(summary)

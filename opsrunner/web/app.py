@@ -35,7 +35,8 @@ SECURITY_HEADERS = {
 
 @dataclass(frozen=True)
 class Dashboard:
-    history: Path
+    #: A SQLite file or a postgresql:// URL (history/location.py).
+    history: Path | str
     schedules: Path
     #: None: no token asked (only on a loopback address).
     token: str | None = None

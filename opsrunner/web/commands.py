@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                        help="address to listen on (default 127.0.0.1; any other needs --token-file)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
     serve.add_argument("--history", metavar="PATH",
-                       help="history database (default $OPSRUNNER_HISTORY or ~/.local/state/opsrunner/history.db)")
+                       help="history: a SQLite file or a postgresql:// URL (default $OPSRUNNER_HISTORY or "
+                            "~/.local/state/opsrunner/history.db)")
     serve.add_argument("--schedules", metavar="DIR", help="schedule files folder (default $OPSRUNNER_SCHEDULES "
                        "or ~/.config/opsrunner/schedules)")
     serve.add_argument("--token-file", metavar="FILE",
@@ -46,7 +47,8 @@ def read_token(path: str) -> str:
 
 
 def cmd_serve(args: argparse.Namespace, out: IO[str]) -> int:
-    from opsrunner.history.store import HistoryStore, default_path
+    from opsrunner.history.location import display, resolve
+    from opsrunner.history.store import HistoryStore
     from opsrunner.schedule.store import schedules_dir
 
     if not 0 <= args.port <= 65535:
@@ -62,18 +64,21 @@ def cmd_serve(args: argparse.Namespace, out: IO[str]) -> int:
     except ImportError as exc:
         raise CommandError(f"the dashboard needs the web extra ({exc.name} is missing): "
                            "pip install '.[web]' in the opsrunner checkout") from None
-    history = Path(args.history) if args.history else default_path()
+    history = resolve(args.history)
     try:  # created if missing and migrated to this version once, here; every request only reads it
         HistoryStore(history).close()
     except Exception as exc:
-        raise CommandError(f"cannot open the run history {history}: {type(exc).__name__}: {exc}") from None
+        from opsrunner.history.location import scrub
+
+        cause = scrub(f"{type(exc).__name__}: {exc}", history)
+        raise CommandError(f"cannot open the run history {display(history)}: {cause}") from None
     app = create_app(Dashboard(history, schedules_dir(args.schedules), token))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
-    return _serve(server, args.host, args.port, history, out)
+    return _serve(server, args.host, args.port, display(history), out)
 
 
-def _serve(server: Any, host: str, port: int, history: Path, out: IO[str]) -> int:
+def _serve(server: Any, host: str, port: int, history: str, out: IO[str]) -> int:
     """Listen (port 0: any free one), print the address, then serve until SIGINT or SIGTERM."""
     import socket
 

@@ -38,6 +38,7 @@ def run_summary(run: RunRow) -> dict[str, Any]:
         "result": run.result, "label": run.label, "exit_code": run.exit_code, "dry_run": run.check_mode,
         "playbook": Path(run.playbook).name, "playbook_path": run.playbook, "schedule": run.schedule,
         "hosts": run.hosts, "git_commit": run.git_commit, "git_dirty": run.git_dirty,
+        "run_group": run.run_group, "slice": run.slice,
     }
 
 

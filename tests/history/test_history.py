@@ -56,7 +56,8 @@ def test_play_is_recorded_with_git_commit_and_masked_secrets(project: Path, tmp_
     listing = run(project, db, "history")
     assert listing.rc == 0, listing.err
     header, row = listing.out.splitlines()
-    assert header.split() == ["RUN", "ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "SCHEDULE", "COMMIT"]
+    assert header.split() == ["RUN", "ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "SCHEDULE", "GROUP",
+                                   "COMMIT"]
     run_id = row.split()[0]
     assert "failed (2)" in row and " 2 " in row and "site.yml" in row and head(project)[:10] in row
     shown = run(project, db, "show", run_id[:17])

@@ -62,9 +62,9 @@ def test_history_schedule_column_and_filter_show_last_and_dry_runs(env: Env) -> 
     assert env.run("play", "site.yml", "-i", "inv.yml", "--check").rc == 0
     listing = env.run("history").out.splitlines()
     assert listing[0].split() == ["RUN", "ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "SCHEDULE",
-                                  "COMMIT"]
-    assert "ok (0), dry run" in listing[1] and re.search(r"site\.yml\s+-\s+-$", listing[1]), listing[1]
-    assert re.search(r"ok \(0\)\s+1\s+site\.yml\s+nightly\s+-$", listing[2]), listing[2]
+                                  "GROUP", "COMMIT"]
+    assert "ok (0), dry run" in listing[1] and re.search(r"site\.yml\s+-\s+-\s+-$", listing[1]), listing[1]
+    assert re.search(r"ok \(0\)\s+1\s+site\.yml\s+nightly\s+-\s+-$", listing[2]), listing[2]
     only = env.run("history", "--schedule", "nightly").out.splitlines()
     assert len(only) == 2 and only[1].split()[0] == listing[2].split()[0]
     assert env.run("history", "--schedule", "weekly").out.splitlines()[1:] == []

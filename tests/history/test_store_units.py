@@ -87,3 +87,46 @@ def test_a_version_2_database_is_migrated_with_the_hosts_of_its_runs(tmp_path: P
     reader = HistoryStore(db, read_only=True)
     assert reader.runs() == []
     reader.close()
+
+
+def test_a_version_3_database_migrates_to_run_groups_keeping_its_runs(tmp_path: Path) -> None:
+    """A file written before scale-out (schema 3) gains the run group and slice columns; its
+    runs read as ungrouped, new runs record their group."""
+    db = tmp_path / "v3.db"
+    with sqlite3.connect(db) as conn:
+        for script in MIGRATIONS[:3]:
+            conn.executescript(script)
+        conn.execute("PRAGMA user_version = 3")
+        conn.execute("INSERT INTO runs (id, started, exit_code, recap) VALUES ('old', 1, 0, '{}')")
+    store = HistoryStore(db)
+    store.start_run(RunRow(id="new", started=2.0, run_group="g", slice="2/3"))
+    assert [(r.id, r.run_group, r.slice) for r in store.runs()] == [("new", "g", "2/3"), ("old", None, None)]
+    assert [r.id for r in store.runs(group="g")] == ["new"] and [r.id for r in store.group_runs("g")] == ["new"]
+    store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 4
+
+
+def test_history_locations_mask_a_url_password_everywhere() -> None:
+    from opsrunner.history.location import display, is_postgres, passwords_of, scrub
+
+    url = "postgresql://ops:p%40ss-W0rd@db.internal:5432/hist?sslmode=require&password=other-Secret"
+    assert is_postgres(url) and not is_postgres("/var/lib/h.db") and not is_postgres("postgresql.db")
+    assert display(url) == "postgresql://ops:***@db.internal:5432/hist?sslmode=require&password=***"
+    assert passwords_of(url) == ["p%40ss-W0rd", "other-Secret", "p@ss-W0rd"]
+    text = scrub(f"--history={url} and postgres://x:y@h/d", url)
+    assert "W0rd" not in text and "other-Secret" not in text and "x:***@h/d" in text
+    assert display("postgresql://ops@db:5432/hist") == "postgresql://ops@db:5432/hist"
+
+
+def test_a_sqlite_history_never_imports_psycopg(tmp_path: Path) -> None:
+    """Startup time: the driver is imported only for a postgresql:// history."""
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "h.db")
+    code = ("import sys; from opsrunner.cli import main; from opsrunner.history.store import open_history; "
+            f"open_history({db!r}).close(); main(['history', '--history', {db!r}]); print('psycopg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"

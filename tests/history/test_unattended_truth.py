@@ -98,7 +98,7 @@ def test_a_controller_killed_by_sigkill_is_shown_aborted_everywhere(project: Pat
         controller.wait(30)
         listing = run(project, db, "history").out
         assert GONE in listing and "running" not in listing, listing
-        assert listing.splitlines()[1].split()[-4] == "1"  # HOSTS: from its task rows, as it has no recap
+        assert listing.splitlines()[1].split()[-5] == "1"  # HOSTS: from its task rows, as it has no recap
         (row,) = json.loads(run(project, db, "history", "--json").out)
         assert row["result"] == GONE and row["exit_code"] is None
         assert [t["task"] for t in row["tasks"]] == ["first"]  # what it did before it died
