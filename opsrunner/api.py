@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opsrunner.becomeopts import BecomeDefaults
 from opsrunner.errors import OpsrunnerError, Problem, UsageError, ValidationError
 from opsrunner.events import Event, Reporter
 from opsrunner.exitcodes import exit_code_of
@@ -73,13 +74,15 @@ class PlayRequest:
     run_id: str | None = None
     #: The command line to record (default: `opsrunner play` with this request's arguments).
     argv: Sequence[str] | None = None
+    #: -b, --become-user, --become-method and the -K password: defaults plays and tasks override.
+    become: BecomeDefaults = field(default_factory=BecomeDefaults)
 
     def options(self, extra_vars: dict[str, Any]) -> RunOptions:
         if self.forks < 1:
             raise UsageError("--forks must be at least 1")
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
                           skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
-                          verbosity=self.verbosity, force_handlers=self.force_handlers)
+                          verbosity=self.verbosity, force_handlers=self.force_handlers, become=self.become)
 
     def command_line(self) -> list[str]:
         """The arguments of the equivalent `opsrunner play` (what history records)."""
@@ -156,7 +159,9 @@ def load(request: PlayRequest) -> RunInputs:
     if problems or playbook is None or inventory is None:
         raise ValidationError(problems)
     options = request.options(extra)
-    return RunInputs(playbook, inventory, extra, options, masker_for(inventory, extra))
+    masker = masker_for(inventory, extra)
+    masker.add(request.become.password)  # typed at -K: masked wherever it would show
+    return RunInputs(playbook, inventory, extra, options, masker)
 
 
 def check(request: PlayRequest) -> tuple[RunInputs, PreflightReport]:

@@ -9,7 +9,7 @@ import sys
 from typing import IO, TYPE_CHECKING, NoReturn, cast
 
 from opsrunner import __version__
-from opsrunner.errors import OpsrunnerError, Terminated, UsageError, ValidationError
+from opsrunner.errors import OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
 from opsrunner.exitcodes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -22,6 +22,7 @@ from opsrunner.outstream import QuietWhenClosed
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
+    from opsrunner.becomeopts import BecomeDefaults
     from opsrunner.events import Reporter
 
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--no-history", action="store_true", help="do not record this run in the run history")
     play.add_argument("--history", metavar="PATH", help="run history database (default $OPSRUNNER_HISTORY "
                       "or ~/.local/state/opsrunner/history.db)")
+    _become_flags(play)
 
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
     _common(check)
@@ -86,6 +88,38 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="inventory file or directory (default inventory/hosts.yml)")
 
 
+def _become_flags(p: argparse.ArgumentParser) -> None:
+    """-b, --become-user, --become-method, -K: defaults that a play's or task's keywords override."""
+    p.add_argument("-b", "--become", action="store_true", default=None,
+                   help="run tasks with become (a play's or task's `become` overrides it)")
+    p.add_argument("--become-user", metavar="USER", help="the user to become (default root)")
+    p.add_argument("--become-method", choices=("sudo", "su"), help="how to become (default sudo)")
+    p.add_argument("-K", "--ask-become-pass", action="store_true",
+                   help="ask for the become password on the terminal (a become_password variable wins)")
+
+
+def _become(args: argparse.Namespace) -> BecomeDefaults:
+    """The become defaults the command line gives; -K reads the password from the terminal."""
+    from opsrunner.becomeopts import BecomeDefaults
+
+    password = _ask_become_pass() if getattr(args, "ask_become_pass", False) else None
+    return BecomeDefaults(become=bool(getattr(args, "become", False)), user=getattr(args, "become_user", None),
+                          method=getattr(args, "become_method", None), password=password)
+
+
+def _ask_become_pass() -> str:
+    import getpass
+    import os
+
+    try:  # getpass falls back to stdin without a terminal; a run must never wait on that
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        raise ValidationError([Problem(SourcePos("-K/--ask-become-pass"), "no terminal to read the become "
+                                       "password from; set become_password in a vars file (-e @FILE) or the "
+                                       "inventory instead")]) from None
+    return getpass.getpass("BECOME password: ")
+
+
 def _request(args: argparse.Namespace) -> PlayRequest:
     """The library's request for what the command line asks (play, check and logs)."""
     from opsrunner.api import PlayRequest
@@ -96,7 +130,7 @@ def _request(args: argparse.Namespace) -> PlayRequest:
         check=getattr(args, "check", False), diff=getattr(args, "diff", False), forks=getattr(args, "forks", 10),
         verbosity=getattr(args, "verbose", 0), force_handlers=getattr(args, "force_handlers", False),
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
-        history_path=getattr(args, "history", None), argv=args.argv)
+        history_path=getattr(args, "history", None), argv=args.argv, become=_become(args))
 
 
 def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from opsrunner.becomeopts import BecomeDefaults
 from opsrunner.templating import render
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ class RunOptions:
     force_handlers: bool = False
     #: The run's id in the history (`opsrunner_run_id` to tasks; lock holders name it).
     run_id: str | None = None
+    #: -b, --become-user, --become-method, -K: defaults that plays and tasks override.
+    become: BecomeDefaults = field(default_factory=BecomeDefaults)
 
 
 def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:
