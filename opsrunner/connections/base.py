@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from opsrunner.connections.agent import AgentSession, AgentStartFailed
+from opsrunner.connections.become import EXIT_REFUSED, REFUSED
 from opsrunner.connections.held import HeldCommand
 from opsrunner.connections.stdinscript import header, shell_script, with_env
 from opsrunner.connections.streams import Stream, prefixed
@@ -179,6 +180,9 @@ class Connection(abc.ABC):
             try:
                 self.agent().ensure_reached(notes, None if timeout is None else started + timeout)
             except AgentStartFailed as exc:
+                if REFUSED in str(exc):  # a bare exec would only be refused again, after sudo's delay
+                    return CommandResult(shlex.join(argv), EXIT_REFUSED, b"", str(exc).encode(),
+                                         time.monotonic() - started)
                 self._agent_failed = True
                 if notes is not None:
                     notes.append(f"{exc}; commands on this host run as bare execs")
