@@ -112,6 +112,11 @@ class BecomeLayer:
     user: str
     password: str = field(repr=False)
 
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        """How messages name the layer (the reader's script left out)."""
+        return (self.method, "-u", self.user) if self.method == "sudo" else (self.method, self.user)
+
     def wrap(self, argv: Sequence[str]) -> list[str]:
         if self.method == "su":
             import shlex

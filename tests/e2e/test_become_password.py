@@ -226,3 +226,23 @@ def test_ask_become_pass_without_a_terminal_is_bad_input(tmp_path: Path) -> None
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "-K/--ask-become-pass: no terminal to read the become password from" in proc.stderr
     assert time.monotonic() - started < 20
+
+
+def test_command_line_become_is_a_default_that_plays_and_tasks_override(tmp_path: Path) -> None:
+    """What ansible-core 2.19 does with `-b --become-user U` (checked with a stand-in become_exe):
+    a task without keywords becomes U, a play's or task's become_user wins, `become: false` wins."""
+    if os.geteuid() != 0:
+        pytest.skip("su without a password needs root")
+    inv = write_inventory(tmp_path / "inv.yml", {"t": {"connection": "local"}})
+    pb = write_yaml(tmp_path / "pb.yml", [
+        {"hosts": "t", "tasks": [{"name": "cli", "command": "id -un"},
+                                 {"name": "task", "command": "id -un", "become_user": "daemon"},
+                                 {"name": "off", "command": "id -un", "become": False}]},
+        {"hosts": "t", "become_user": "daemon", "tasks": [{"name": "play", "command": "id -un"}]}])
+    events = tmp_path / "ev.jsonl"
+    proc = _run("play", str(pb), "-i", str(inv), "-b", "--become-user", "nobody", "--become-method", "su",
+                "--json-events", str(events), "--no-history", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ev = read_events(events)
+    assert {name: [e["stdout_tail"] for e in task_ends(ev, name)] for name in ("cli", "task", "off", "play")} == {
+        "cli": ["nobody"], "task": ["daemon"], "off": ["root"], "play": ["daemon"]}
