@@ -41,10 +41,16 @@ def sudoer(lxc: lxc_rig.Container) -> str:
     return SUDOER
 
 
+def _chain(lxc: lxc_rig.Container, sudoer: str, hostile: Path | None = None) -> list[str]:
+    """Into the container, then to the user whose sudo needs a password; with `hostile`, through
+    the hostile wrappers (a session reaper and an fd holder) staged there too."""
+    middle = [f"python3 {hostile / name} --" for name in ("session_reaper.py", "fd_holder.py")] if hostile else []
+    return [lxc.attach, *middle, f"runuser -u {sudoer} -- env HOME=/home/{sudoer}"]
+
+
 @pytest.fixture
 def inv(tmp_path: Path, sshd: PrivateSSHD, lxc: lxc_rig.Container, sudoer: str) -> Path:
-    chain = [lxc.attach, f"runuser -u {sudoer} -- env HOME=/home/{sudoer}"]
-    return write_inventory(tmp_path / "inv.yml", {"ct": sshd.host_vars(wrapper=chain)})
+    return write_inventory(tmp_path / "inv.yml", {"ct": sshd.host_vars(wrapper=_chain(lxc, sudoer))})
 
 
 class CmdlineWatch:
@@ -127,6 +133,14 @@ PLAY = """
       environment: {GREETING: hello}
       become: true
     - {name: plain, command: id -un}
+    - name: copy as root
+      copy: {content: "x\\n", dest: "{{ work }}/root-owned.txt"}
+      become: true
+    - {name: owner, command: "stat -c %u {{ work }}/root-owned.txt", become: true}
+    - name: lock as root
+      job_lock: {path: "{{ work }}/job.lock"}
+      become: true
+    - {name: lock holder, shell: "sleep 0.5; stat -c %u {{ work }}/job.lock", become: true}
 """
 
 
@@ -136,7 +150,17 @@ def _assert_nowhere(secret: str, *texts: str) -> None:
 
 
 @pytest.mark.lxc
-def test_sudo_with_the_password_from_a_vars_file(tmp_path: Path, inv: Path) -> None:
+@pytest.mark.parametrize("route", ["chain", "hostile chain", "agent"])
+def test_sudo_with_the_password_from_a_vars_file(tmp_path: Path, route: str, sshd: PrivateSSHD,
+                                                 lxc: lxc_rig.Container, sudoer: str, lxc_files: Path) -> None:
+    """Commands as bare execs through the chain (the agent, under become, proves it first),
+    through the hostile wrappers, or run by the agent itself; a file written by the agent and
+    a held job lock, as root too."""
+    work = lxc_files / f"become-{route.replace(' ', '-')}"
+    work.mkdir()
+    host = sshd.host_vars(wrapper=_chain(lxc, sudoer, lxc_files if route == "hostile chain" else None),
+                          command_exec="agent" if route == "agent" else "auto", work=str(work))
+    inv = write_inventory(tmp_path / "inv.yml", {"ct": host})
     write_yaml(tmp_path / "secrets.yml", {"become_password": SUDOER_PW})
     pb = tmp_path / "pb.yml"
     pb.write_text(PLAY)
@@ -147,10 +171,10 @@ def test_sudo_with_the_password_from_a_vars_file(tmp_path: Path, inv: Path) -> N
                     str(events), "--history", str(history), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ev = read_events(events)
-    assert [e["stdout_tail"] for e in task_ends(ev, "as root")] == ["0"]
-    assert [e["stdout_tail"] for e in task_ends(ev, "as other")] == [OTHER]
-    assert [e["stdout_tail"] for e in task_ends(ev, "script as root")] == ["0\nhello"]
-    assert [e["stdout_tail"] for e in task_ends(ev, "plain")] == [SUDOER]
+    shown = {name: [e["stdout_tail"] for e in task_ends(ev, name)]
+             for name in ("as root", "as other", "script as root", "plain", "owner", "lock holder")}
+    assert shown == {"as root": ["0"], "as other": [OTHER], "script as root": ["0\nhello"], "plain": [SUDOER],
+                     "owner": ["0"], "lock holder": ["0"]}
     assert watch.saw_become and watch.hits == []
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("history.db*")).decode(errors="replace")
     _assert_nowhere(SUDOER_PW, proc.stdout, proc.stderr, events.read_text(), stored)
@@ -246,3 +270,14 @@ def test_command_line_become_is_a_default_that_plays_and_tasks_override(tmp_path
     ev = read_events(events)
     assert {name: [e["stdout_tail"] for e in task_ends(ev, name)] for name in ("cli", "task", "off", "play")} == {
         "cli": ["nobody"], "task": ["daemon"], "off": ["root"], "play": ["daemon"]}
+
+
+def test_the_password_typed_at_ask_become_pass_is_one_of_the_runs_secrets(tmp_path: Path) -> None:
+    from opsrunner import api
+    from opsrunner.becomeopts import BecomeDefaults
+
+    pb = tmp_path / "pb.yml"
+    pb.write_text("- hosts: localhost\n  tasks: [{name: t, command: 'true'}]\n")
+    request = api.PlayRequest(playbook=pb, become=BecomeDefaults(become=True, password="typed-at-K"))
+    assert "typed-at-K" not in repr(request)
+    assert api.load(request).masker.mask("sudo: typed-at-K") == f"sudo: {MASK}"
