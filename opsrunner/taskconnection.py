@@ -128,8 +128,7 @@ def password_hint(task: Task, host: str, text: str, defaults: BecomeDefaults = N
         return None
     user = task.kw("become_user") or defaults.user or "root"
     if REFUSED in text:
-        said = "; ".join(line.strip() for line in text.replace(PROMPT, "\n").splitlines()
-                         if line.strip().startswith(("sudo:", "su:")) or "incorrect password" in line)
+        said = "; ".join(dict.fromkeys(_refusal_lines(text)))
         return (f"become: the become password was refused on {host} (to run as {user})"
                 + (f": {said}" if said else "") + "; check -K or the become_password variable")
     if not any(h in text for h in SUDO_PASSWORD_HINTS):
@@ -137,3 +136,15 @@ def password_hint(task: Task, host: str, text: str, defaults: BecomeDefaults = N
     return (f"become: sudo on {host} needs a password to run as {user}, and none was given (sudo -n): "
             "pass -K/--ask-become-pass or set the become_password variable, or allow the connecting user "
             "NOPASSWD in sudoers")
+
+
+def _refusal_lines(text: str) -> list[str]:
+    """What sudo or su said when refusing: sudo's lines, or what the su reader quoted of su."""
+    lines = []
+    for line in text.replace(PROMPT, "\n").splitlines():
+        line = line.strip()
+        if line.startswith("sudo:"):
+            lines.append(line)
+        elif REFUSED + " (su as " in line:
+            lines.append(line.split("): ", 1)[-1] if "): " in line else line)
+    return lines

@@ -57,32 +57,44 @@ def line():
             return b
         b += c
 pw = line()
-keep = os.dup(0)
+keep, keep_err = os.dup(0), os.dup(2)
 master, slave = os.openpty()
 pid = os.fork()
 if pid == 0:
     import fcntl
     os.setsid()
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    # su itself talks on the pty (its prompt, its errors); the command gets the original
+    # stdin and stderr back from fds 3 and 4.
+    os.dup2(keep, 3)
+    os.dup2(keep_err, 4)
     os.dup2(slave, 0)
-    if keep != 3:
-        os.dup2(keep, 3)
-    else:
-        os.set_inheritable(3, True)
-    for fd in {{master, slave, keep}} - {{0, 3}}:
+    os.dup2(slave, 2)
+    os.set_inheritable(3, True)  # dup2 onto itself leaves the flag as it was
+    os.set_inheritable(4, True)
+    for fd in {{master, slave, keep, keep_err}} - {{0, 2, 3, 4}}:
         os.close(fd)
-    os.execvp("su", ["su", sys.argv[1], "-s", "/bin/sh", "-c", "exec 0<&3 3<&-; " + sys.argv[2]])
+    os.execvp("su", ["su", sys.argv[1], "-s", "/bin/sh", "-c", "exec 0<&3 2>&4 3<&- 4<&-; " + sys.argv[2]])
 os.close(keep)
+os.close(keep_err)
+said = b""
+def drain(wait):
+    global said
+    while select.select([master], [], [], wait)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            return
+        if not chunk:
+            return
+        said = (said + chunk)[-4096:]
+        wait = 0
 # The password is typed once su's terminal stops echoing (a no-echo read is waiting):
 # typed earlier, the tcsetattr(TCSAFLUSH) that turns echo off would discard it.
 sent, done, status = False, 0, 0
 until = time.monotonic() + 30  # su asks at once, or not at all (then the command just runs)
 while not sent and time.monotonic() < until:
-    if select.select([master], [], [], 0.02)[0]:
-        try:
-            os.read(master, 4096)
-        except OSError:
-            pass
+    drain(0.02)
     try:
         quiet = not termios.tcgetattr(slave)[3] & termios.ECHO
     except termios.error:
@@ -96,9 +108,13 @@ while not sent and time.monotonic() < until:
 del pw
 if not done:
     status = os.waitpid(pid, 0)[1]
+drain(0)
 code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-if sent and code == 1:
-    sys.stderr.write("{REFUSED} (su as %s) or su failed\\n" % sys.argv[1])
+text = said.decode("utf-8", "replace")
+errors = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("su:")]
+if errors:
+    refused = any("uthentication failure" in ln for ln in errors)
+    sys.stderr.write(("{REFUSED} (su as %s): " % sys.argv[1] if refused else "") + "; ".join(errors) + "\\n")
 sys.exit(code)
 '''
 

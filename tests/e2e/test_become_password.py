@@ -220,7 +220,8 @@ def test_su_with_a_password(tmp_path: Path, inv: Path) -> None:
     pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "ct", "become": True, "become_method": "su",
                                            "become_user": OTHER, "tasks": [
         {"name": "who", "command": "id -un"},
-        {"name": "stdin", "shell": "cat /etc/hostname >/dev/null; echo \"$0 ran\""}]}])
+        {"name": "stdin", "shell": "cat /etc/hostname >/dev/null; echo \"$0 ran\""},
+        {"name": "fails", "shell": "echo own-error >&2; exit 1", "ignore_errors": True}]}])
     write_yaml(tmp_path / "vars.yml", {"ansible_become_pass": OTHER_PW})
     events = tmp_path / "ev.jsonl"
     with CmdlineWatch(OTHER_PW) as watch:
@@ -230,8 +231,24 @@ def test_su_with_a_password(tmp_path: Path, inv: Path) -> None:
     ev = read_events(events)
     assert [e["stdout_tail"] for e in task_ends(ev, "who")] == [OTHER]
     assert [e["stdout_tail"] for e in task_ends(ev, "stdin")] == ["/bin/sh ran"]
+    (failed,) = task_ends(ev, "fails")  # the command's own failure, not taken for a refused password
+    assert "own-error" in str(failed) and "refused" not in str(failed)
+    assert "Password:" not in proc.stdout  # su's prompt stays on its own terminal
     assert watch.saw_become and watch.hits == []
     _assert_nowhere(OTHER_PW, proc.stdout, proc.stderr, events.read_text())
+
+
+@pytest.mark.lxc
+def test_su_with_a_wrong_password_fails_the_host_fast(tmp_path: Path, inv: Path) -> None:
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "ct", "tasks": [
+        {"name": "who", "command": "id -un", "become": True, "become_method": "su", "become_user": OTHER}]}])
+    started = time.monotonic()
+    proc = _run("play", str(pb), "-i", str(inv), "-e", "become_password=not-the-password", "--no-history",
+                cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"become: the become password was refused on ct (to run as {OTHER}): su: Authentication failure" \
+        in proc.stdout
+    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize("name", ["become_password", "ansible_become_password", "ansible_become_pass"])
