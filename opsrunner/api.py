@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opsrunner.becomeopts import BecomeDefaults
 from opsrunner.errors import OpsrunnerError, Problem, UsageError, ValidationError
 from opsrunner.events import Event, Reporter
 from opsrunner.exitcodes import exit_code_of
@@ -88,6 +89,8 @@ class PlayRequest:
     #: A history that cannot be written stops the run before any host is touched (exit 1);
     #: otherwise the run goes on with a warning.
     history_required: bool = False
+    #: -b, --become-user, --become-method and the -K password: defaults plays and tasks override.
+    become: BecomeDefaults = field(default_factory=BecomeDefaults)
 
     def options(self, extra_vars: dict[str, Any]) -> RunOptions:
         from opsrunner.connections.defaults import ConnectionDefaults
@@ -102,7 +105,7 @@ class PlayRequest:
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
                           skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
                           verbosity=self.verbosity, force_handlers=self.force_handlers,
-                          start_at_task=self.start_at_task, step=self._step(), connection=defaults,
+                          start_at_task=self.start_at_task, step=self._step(), connection=defaults, become=self.become,
                           host_slice=parse_slice(self.host_slice) if self.host_slice is not None else None)
 
     def _step(self) -> TaskConfirm | None:
@@ -201,7 +204,9 @@ def load(request: PlayRequest) -> RunInputs:
         from opsrunner.startat import check_start_at
 
         check_start_at(playbook, options.start_at_task)
-    return RunInputs(playbook, inventory, extra, options, masker_for(inventory, extra))
+    masker = masker_for(inventory, extra)
+    masker.add(request.become.password)  # typed at -K: masked wherever it would show
+    return RunInputs(playbook, inventory, extra, options, masker)
 
 
 def check(request: PlayRequest) -> tuple[RunInputs, PreflightReport]:

@@ -9,7 +9,7 @@ import sys
 from typing import IO, TYPE_CHECKING, NoReturn, cast
 
 from opsrunner import __version__
-from opsrunner.errors import OpsrunnerError, Terminated, UsageError, ValidationError
+from opsrunner.errors import OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
 from opsrunner.exitcodes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -23,6 +23,7 @@ from opsrunner.playflags import add_play_flags, play_flag_values
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
+    from opsrunner.becomeopts import BecomeDefaults
     from opsrunner.events import Reporter
 
 
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--run-group", metavar="ID", help="the group that ties the slices of one run together in "
                       "the history (default $OPSRUNNER_RUN_GROUP, or derived for a sliced run)")
     add_play_flags(play)
+    _become_flags(play)
 
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
     _common(check)
@@ -96,6 +98,38 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="inventory file or directory (default inventory/hosts.yml)")
 
 
+def _become_flags(p: argparse.ArgumentParser) -> None:
+    """-b, --become-user, --become-method, -K: defaults that a play's or task's keywords override."""
+    p.add_argument("-b", "--become", action="store_true", default=None,
+                   help="run tasks with become (a play's or task's `become` overrides it)")
+    p.add_argument("--become-user", metavar="USER", help="the user to become (default root)")
+    p.add_argument("--become-method", choices=("sudo", "su"), help="how to become (default sudo)")
+    p.add_argument("-K", "--ask-become-pass", action="store_true",
+                   help="ask for the become password on the terminal (a become_password variable wins)")
+
+
+def _become(args: argparse.Namespace) -> BecomeDefaults:
+    """The become defaults the command line gives; -K reads the password from the terminal."""
+    from opsrunner.becomeopts import BecomeDefaults
+
+    password = _ask_become_pass() if getattr(args, "ask_become_pass", False) else None
+    return BecomeDefaults(become=bool(getattr(args, "become", False)), user=getattr(args, "become_user", None),
+                          method=getattr(args, "become_method", None), password=password)
+
+
+def _ask_become_pass() -> str:
+    import getpass
+    import os
+
+    try:  # getpass falls back to stdin without a terminal; a run must never wait on that
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        raise ValidationError([Problem(SourcePos("-K/--ask-become-pass"), "no terminal to read the become "
+                                       "password from; set become_password in a vars file (-e @FILE) or the "
+                                       "inventory instead")]) from None
+    return getpass.getpass("BECOME password: ")
+
+
 def _request(args: argparse.Namespace) -> PlayRequest:
     """The library's request for what the command line asks (play, check and logs)."""
     from opsrunner.api import PlayRequest
@@ -108,7 +142,7 @@ def _request(args: argparse.Namespace) -> PlayRequest:
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
         history_path=getattr(args, "history", None), argv=args.argv, host_slice=getattr(args, "host_slice", None),
         run_group=getattr(args, "run_group", None), history_required=getattr(args, "history_required", False),
-        **play_flag_values(args))
+        become=_become(args), **play_flag_values(args))
 
 
 def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:

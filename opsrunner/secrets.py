@@ -3,7 +3,8 @@
 Secret values come from three sources:
 - variables whose names match the secret-name patterns (`*password*`, `*passwd*`,
   `*secret*`, `*token*`, `*api_key*`; a `secret_name_patterns` variable replaces the list),
-  at any depth of a mapping;
+  at any depth of a mapping; `become_password` (and Ansible's `ansible_become_password`,
+  `ansible_become_pass`) whatever the patterns;
 - values tagged `!secret` in YAML (they load as `SecretStr`);
 - values handed to `Masker.add` directly.
 A `Masker` replaces each known secret value (and its quoted/escaped spellings) with `MASK`
@@ -28,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
+from opsrunner.becomeopts import PASSWORD_VARS
 from opsrunner.errors import ValidationError
 from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
 from opsrunner.results import TaskResult
@@ -59,8 +61,13 @@ class SecretStr(str):
     __slots__ = ()
 
 
+#: Secret whatever `secret_name_patterns` says: the variables that hold the become password.
+ALWAYS_SECRET_NAMES = frozenset(PASSWORD_VARS)
+
+
 def is_secret_name(name: str, patterns: Iterable[str] = DEFAULT_SECRET_NAMES) -> bool:
-    return _names_matcher(tuple(patterns))(name.lower()) is not None
+    lowered = name.lower()
+    return lowered in ALWAYS_SECRET_NAMES or _names_matcher(tuple(patterns))(lowered) is not None
 
 
 @functools.lru_cache(maxsize=32)

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from opsrunner.becomeopts import BecomeDefaults
 from opsrunner.connections.defaults import ConnectionDefaults
 from opsrunner.errors import Problem, SourcePos, ValidationError
 from opsrunner.templating import render
@@ -83,6 +84,8 @@ class RunOptions:
     connection: ConnectionDefaults = field(default_factory=ConnectionDefaults)
     #: This controller's share of the hosts (`--slice I/N`), or None: every host.
     host_slice: HostSlice | None = None
+    #: -b, --become-user, --become-method, -K: defaults that plays and tasks override.
+    become: BecomeDefaults = field(default_factory=BecomeDefaults)
 
 
 def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:

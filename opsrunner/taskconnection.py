@@ -9,8 +9,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
+from opsrunner.becomeopts import METHODS, PASSWORD_VARS, BecomeDefaults
 from opsrunner.connections.agent import AgentSession
 from opsrunner.connections.base import Connection, ConnectionSpec
+from opsrunner.connections.become import PROMPT, REFUSED, BecomeLayer
 from opsrunner.connections.streams import Stream
 from opsrunner.connections.wrappers import ArgvLayer, Layer, ShellLayer
 from opsrunner.errors import TemplateError
@@ -20,27 +22,42 @@ from opsrunner.taskflags import flag, flag_raw
 from opsrunner.templating import LazyVars, template_value
 
 SUDO_PASSWORD_HINTS = ("a password is required", "a terminal is required")
+NO_BECOME_DEFAULTS = BecomeDefaults()
 
 
-def become_layer(task: Task, variables: LazyVars) -> Layer | None:
+def become_layer(task: Task, variables: LazyVars, defaults: BecomeDefaults = NO_BECOME_DEFAULTS) -> Layer | None:
     """The privilege layer, innermost in the wrapper chain (inside `pct exec` and the like).
 
-    sudo runs with -n so that it fails at once instead of waiting for a password nobody
-    will type; su gets the command as one quoted string for its shell.
+    Without a password sudo runs with -n so that it fails at once instead of waiting for a
+    password nobody will type; su gets the command as one quoted string for its shell. With
+    one, a BecomeLayer reads it from stdin (connections/become.py).
     """
-    if not flag(task, "become", variables, False):
+    if not flag(task, "become", variables, defaults.become):
         return None
-    user = str(template_value(task.kw("become_user") or "root", variables))
-    method = str(template_value(task.kw("become_method") or "sudo", variables))
+    user = str(template_value(task.kw("become_user") or defaults.user or "root", variables))
+    method = str(template_value(task.kw("become_method") or defaults.method or "sudo", variables))
+    if method not in METHODS:
+        raise TemplateError(f"become_method must be sudo or su, not {method!r}", task.pos, "become_method")
+    password = become_password(variables, defaults)
+    if password:
+        return BecomeLayer(method, user, password)
     if method == "sudo":
         return ArgvLayer(("sudo", "-n", "-H", "-u", user, "--"))
-    if method == "su":
-        return ShellLayer(("su", user, "-s", "/bin/sh", "-c"))
-    raise TemplateError(f"become_method must be sudo or su, not {method!r}", task.pos, "become_method")
+    return ShellLayer(("su", user, "-s", "/bin/sh", "-c"))
+
+
+def become_password(variables: LazyVars, defaults: BecomeDefaults) -> str | None:
+    """The `become_password` variable (or Ansible's names for it), else the one typed at -K."""
+    raw = variables.raw()
+    for name in PASSWORD_VARS:
+        if raw.get(name) not in (None, ""):
+            return str(template_value(raw[name], variables))
+    return defaults.password
 
 
 def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
-              local_spec: Callable[[], ConnectionSpec]) -> ConnectionSpec:
+              local_spec: Callable[[], ConnectionSpec],
+              defaults: BecomeDefaults = NO_BECOME_DEFAULTS) -> ConnectionSpec:
     """The connection settings this task runs with: delegated to the controller (`local_spec()`),
     and/or become."""
     delegate = task.kw("delegate_to")
@@ -49,7 +66,7 @@ def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
         if target not in ("localhost", "127.0.0.1"):
             raise TemplateError(f"delegate_to supports only localhost, not {target!r}", task.pos, "delegate_to")
         spec = local_spec()
-    layer = become_layer(task, variables)
+    layer = become_layer(task, variables, defaults)
     if layer is None:
         return spec
     # Behind a chain a local host runs helpers with the system's python3, as hostvars does: the
@@ -104,10 +121,30 @@ class EnvConnection(Connection):
                                        timeout=timeout, script=script, notes=notes)
 
 
-def password_hint(task: Task, host: str, text: str) -> str | None:
-    """A clear message when sudo -n refused because it would have asked for a password."""
-    if not flag_raw(task, "become") or not any(h in text for h in SUDO_PASSWORD_HINTS):
+def password_hint(task: Task, host: str, text: str, defaults: BecomeDefaults = NO_BECOME_DEFAULTS) -> str | None:
+    """A clear message when sudo -n refused because it would have asked for a password, or
+    when the become password was refused."""
+    if not (flag_raw(task, "become") or (task.kw("become") is None and defaults.become)):
         return None
-    user = task.kw("become_user") or "root"
-    return (f"become: sudo on {host} needs a password to run as {user}, and opsrunner never types "
-            "one (sudo -n); allow the connecting user NOPASSWD in sudoers, or connect as that user")
+    user = task.kw("become_user") or defaults.user or "root"
+    if REFUSED in text:
+        said = "; ".join(dict.fromkeys(_refusal_lines(text)))
+        return (f"become: the become password was refused on {host} (to run as {user})"
+                + (f": {said}" if said else "") + "; check -K or the become_password variable")
+    if not any(h in text for h in SUDO_PASSWORD_HINTS):
+        return None
+    return (f"become: sudo on {host} needs a password to run as {user}, and none was given (sudo -n): "
+            "pass -K/--ask-become-pass or set the become_password variable, or allow the connecting user "
+            "NOPASSWD in sudoers")
+
+
+def _refusal_lines(text: str) -> list[str]:
+    """What sudo or su said when refusing: sudo's lines, or what the su reader quoted of su."""
+    lines = []
+    for line in text.replace(PROMPT, "\n").splitlines():
+        line = line.strip()
+        if line.startswith("sudo:"):
+            lines.append(line)
+        elif REFUSED + " (su as " in line:
+            lines.append(line.split("): ", 1)[-1] if "): " in line else line)
+    return lines

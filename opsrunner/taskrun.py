@@ -125,7 +125,7 @@ class TaskRunner:
         try:
             variables = run.task_vars(play, task, host, play_hosts)
             spec = connection_spec(host, run.task_vars(play, None, host, play_hosts), run.options.connection)
-            spec = task_spec(task, spec, variables, lambda: self._local_spec(play, play_hosts))
+            spec = task_spec(task, spec, variables, lambda: self._local_spec(play, play_hosts), run.options.become)
             connection: Connection = run.connections.get(spec)
             env = environment(task, variables)
             if env:
@@ -145,7 +145,8 @@ class TaskRunner:
         finally:
             run.no_log_hosts.discard(host)
         result.no_log = no_log
-        hint = password_hint(task, host, f"{result.stderr}\n{result.msg}") if result.failed else None
+        hint = password_hint(task, host, f"{result.stderr}\n{result.msg}", run.options.become) \
+            if result.failed else None
         if hint:
             result.msg = hint
         _ignore_errors(task, result, variables)

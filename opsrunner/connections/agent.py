@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from opsrunner.connections.artifact import UNCACHE, agent_artifact, agent_version, cache_name, inline_argv, start_argv
+from opsrunner.connections.become import REFUSED
 from opsrunner.connections.ops import EXEC, AgentOp, ArgsT, ReplyT
 from opsrunner.connections.streams import Stream
 from opsrunner.errors import ConnectionFailed, ModuleFailure
@@ -253,6 +254,8 @@ class AgentSession:
                 return stream
             why = problem or stream.exit_text()
             stream.close()
+            if REFUSED in why:  # each try is another wrong password for sudo to delay and log
+                raise AgentStartFailed(f"remote agent did not start: {why}")
             # Not cacheable here, or a cached copy that is not this version (or broken): remove
             # it, so the next run stores a good one, and start this agent inline.
             self.connection.run(["/bin/sh", "-c", UNCACHE, "opsrunner-uncache", cache_name()],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import io
 import shlex
 import time
@@ -11,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from opsrunner.connections.agent import AgentSession, AgentStartFailed
+from opsrunner.connections.become import EXIT_REFUSED, REFUSED
 from opsrunner.connections.held import HeldCommand
 from opsrunner.connections.stdinscript import header, shell_script, with_env
 from opsrunner.connections.streams import Stream, prefixed
-from opsrunner.connections.wrappers import Layer, build_argv
+from opsrunner.connections.wrappers import Layer, build_argv, stdin_prefix
 from opsrunner.results import CommandResult
 
 #: Called with each command line exactly as it is sent (for -vvv).
@@ -96,7 +98,12 @@ class Connection(abc.ABC):
                                 guard_chain=True, watchdog="<opsrunner-watchdog>")
             line = shlex.join(logged).replace("'<opsrunner-watchdog>'", "<opsrunner-watchdog>")
             self.log(self.spec.name, line.replace("{inner}", shown) if shown else line)
-        return self._spawn(full)
+        stream = self._spawn(full)
+        secret = stdin_prefix(self.spec.wrapper)
+        if secret:  # read by the become layer before the agent's protocol starts
+            with contextlib.suppress(OSError, EOFError):  # gone already: the agent's start says why
+                stream.send(secret)
+        return stream
 
     def session_lost(self) -> bool:
         """True when the transport itself is gone (the host is then unreachable, not failed)."""
@@ -135,6 +142,9 @@ class Connection(abc.ABC):
                                                   body))
         if body is not None:
             stdin = prefixed(header(body), stdin)
+        secret = stdin_prefix(self.spec.wrapper)
+        if secret:  # the become layer reads it first (connections/become.py)
+            stdin = prefixed(secret, stdin)
         return self._execute(full, stdin, timeout)
 
     def run_command(
@@ -170,6 +180,9 @@ class Connection(abc.ABC):
             try:
                 self.agent().ensure_reached(notes, None if timeout is None else started + timeout)
             except AgentStartFailed as exc:
+                if REFUSED in str(exc):  # a bare exec would only be refused again, after sudo's delay
+                    return CommandResult(shlex.join(argv), EXIT_REFUSED, b"", str(exc).encode(),
+                                         time.monotonic() - started)
                 self._agent_failed = True
                 if notes is not None:
                     notes.append(f"{exc}; commands on this host run as bare execs")
@@ -185,7 +198,11 @@ class Connection(abc.ABC):
         The command runs until `close()` on the result, or until this connection closes,
         the controller dies or the connection is lost: each of those ends its stdin.
         """
-        return self._hold(build_argv(argv, self.spec.wrapper, python=self.spec.python))
+        held = self._hold(build_argv(argv, self.spec.wrapper, python=self.spec.python))
+        secret = stdin_prefix(self.spec.wrapper)
+        if secret:
+            held.send(secret)
+        return held
 
     def _hold(self, argv: Sequence[str]) -> HeldCommand:
         raise NotImplementedError(f"{type(self).__name__} cannot hold a command open")

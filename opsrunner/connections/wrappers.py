@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from opsrunner.connections.become import BecomeLayer
 from opsrunner.packagedata import package_text
 
 
@@ -34,7 +35,12 @@ class ShellLayer:
         return [*self.prefix, shlex.join(argv)]
 
 
-Layer = ArgvLayer | ShellLayer
+Layer = ArgvLayer | ShellLayer | BecomeLayer
+
+
+def stdin_prefix(chain: Sequence[Layer]) -> bytes:
+    """What the chain's layers read from stdin before the command's own (a become password)."""
+    return b"".join(layer.stdin_prefix() for layer in chain if isinstance(layer, BecomeLayer))
 
 
 def parse_layer(item: object) -> Layer:
