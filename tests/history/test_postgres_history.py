@@ -191,3 +191,27 @@ def test_postgres_dashboard_reader_refuses_an_unmigrated_database(postgres: pg.P
         HistoryStore(url, read_only=True)
     open_history(url).close()
     HistoryStore(url, read_only=True).close()
+
+
+def test_postgres_history_served_by_a_real_dashboard(pg_url: str, tmp_path: Path) -> None:
+    """Two controllers (their own project folders) record into one PostgreSQL; a real
+    `opsrunner serve --history URL` lists both runs, and the URL's password shows nowhere."""
+    from tests.web.dashboard import Project as WebProject
+    from tests.web.dashboard import serving
+
+    password = pg_url.split(":")[2].split("@")[0]
+    first, second = WebProject(tmp_path / "a"), WebProject(tmp_path / "b")
+    for project in (first, second):
+        project.env["OPSRUNNER_HISTORY"] = pg_url
+    ok = first.play("-l", "web1")
+    failed = second.play("-e", "break_it=yes")
+    with serving(first, "--history", pg_url) as server:
+        assert password not in server.url
+        runs = server.get("/api/runs").json()["runs"]
+        assert [r["id"] for r in runs] == [failed, ok]
+        assert [r["label"] for r in runs] == ["failed (exit 2)", "ok"]
+        detail = server.get(f"/api/runs/{failed}").json()
+        assert [t["task"] for t in detail["tasks"]["web2"]] == ["Say hello", "Break with the token"]
+        for path in ("/", "/api/runs", f"/runs/{failed}", "/hosts"):
+            page = server.get(path)
+            assert page.status == 200 and password not in page.text, path
