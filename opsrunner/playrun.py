@@ -55,7 +55,7 @@ class PlayRun:
 
     def __post_init__(self) -> None:
         self.vars = VariableManager(self.inventory, self.options.extra_vars, self.options.check,
-                                    self.options.run_id)
+                                    self.options.run_id, self.options.verbosity)
         self.connections = ConnectionFactory(self._log_command if self.options.verbosity >= 3 else None)
 
     # -- events -----------------------------------------------------------------------------
