@@ -119,7 +119,7 @@ class HostStats:
     ignored: int = 0
 
     def count(self, result: TaskResult) -> None:
-        if result.status == Status.UNREACHABLE:
+        if result.status == Status.UNREACHABLE and not result.ignored:
             self.unreachable += 1
         elif result.status == Status.SKIPPED:
             self.skipped += 1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.ansible_ports.portcases import (  # noqa: E402
+from tests.ansible_ports.portcases import (
     DELIBERATE,
     Outcome,
     load_cases,

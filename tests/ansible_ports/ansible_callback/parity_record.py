@@ -17,10 +17,13 @@ short_description: record debug output and recap for opsrunner's side-by-side pa
 """
 
 
+_NOT_SHOWN = ("changed", "failed", "item", "ansible_loop_var", "warnings", "deprecations")
+
+
 def _debug_value(result: dict[str, Any]) -> Any:
     if "msg" in result:
         return {"msg": result["msg"]}
-    keys = [k for k in result if not k.startswith("_") and k not in ("changed", "failed", "item", "ansible_loop_var", "warnings", "deprecations")]
+    keys = [k for k in result if not k.startswith("_") and k not in _NOT_SHOWN]
     return {k: result[k] for k in keys}
 
 
