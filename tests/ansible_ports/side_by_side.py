@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.ansible_ports.portcases import (
     DELIBERATE,
+    NOT_YET,
     Outcome,
     load_cases,
     load_expected,
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             recorded[case.name] = theirs
             verdict = "SAME" if ours == theirs else "DIFF"
             same += verdict == "SAME"
-            note = f"  (deliberate: {DELIBERATE[case.name]})" if case.name in DELIBERATE else ""
+            note = f"  (deliberate: {DELIBERATE[case.name]})" if case.name in DELIBERATE else \
+                f"  (not yet: {NOT_YET[case.name]})" if case.name in NOT_YET else ""
             print(f"{verdict} {case.area:14} {case.name}{note}", flush=True)
             if verdict == "DIFF":
                 print(_show("ansible", theirs))
