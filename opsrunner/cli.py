@@ -9,13 +9,12 @@ import sys
 from typing import IO, TYPE_CHECKING, NoReturn, cast
 
 from opsrunner import __version__
-from opsrunner.errors import OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
+from opsrunner.errors import ArgumentsError, OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
 from opsrunner.exitcodes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
     EXIT_UNEXPECTED,
-    EXIT_USAGE,
     EXIT_VALIDATION,
 )
 from opsrunner.outstream import QuietWhenClosed
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        raise ArgumentsError(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -263,7 +262,7 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         return EXIT_VALIDATION
     except UsageError as exc:
         err.write(f"ERROR: {exc}\n")
-        return EXIT_USAGE
+        return exc.exit_code
     except OpsrunnerError as exc:
         err.write(f"ERROR: {exc}\n")
         return exc.exit_code

@@ -63,6 +63,13 @@ class UsageError(OpsrunnerError):
     exit_code = 5
 
 
+class ArgumentsError(UsageError):
+    """The command line does not parse (an unknown option, a missing argument): exit code 2,
+    as ansible-playbook's (its argument parser's)."""
+
+    exit_code = 2
+
+
 class CommandError(OpsrunnerError):
     """A command other than `play` could not do its job (a missing log, an unreadable
     history database): exit code 1, Ansible's general error."""

@@ -213,7 +213,7 @@ def _skipped(when: Any) -> TaskResult:
 
 def _aggregate(results: list[TaskResult]) -> TaskResult:
     if not results:
-        return TaskResult(Status.SKIPPED, msg="no items in loop")
+        return TaskResult(Status.SKIPPED, msg="No items in the list", data={"results": []})  # ansible-core's
     order = [Status.UNREACHABLE, Status.TIMED_OUT, Status.FAILED]
     status = next((s for s in order if any(r.status == s for r in results)), None)
     changed = any(r.changed for r in results)

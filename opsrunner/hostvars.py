@@ -27,8 +27,9 @@ class VariableManager:
     """
 
     def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], check_mode: bool,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, verbosity: int = 0) -> None:
         self.inventory = inventory
+        self.verbosity = verbosity
         self.extra_vars = dict(extra_vars)
         self.check_mode = check_mode
         self.run_id = run_id
@@ -66,6 +67,7 @@ class VariableManager:
             "ansible_play_hosts": play_hosts if all_hosts is None else all_hosts,
             "check_mode": self.check_mode,
             "ansible_check_mode": self.check_mode,
+            "ansible_verbosity": self.verbosity,
             "playbook_dir": str(play.base_dir),
             "opsrunner_playbook": play.pos.file,
             "opsrunner_run_id": self.run_id or "",

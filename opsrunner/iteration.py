@@ -25,8 +25,10 @@ def _walk(nodes: Sequence[Node], selected: Callable[[Task], bool], on_rescue: Ca
             yield from _walk_block(node, selected, on_rescue)
         elif selected(node):
             result = yield node
+            if node.include_marker and result.status == Status.SKIPPED:
+                return  # the include_tasks was skipped: so are its tasks, unseen
             if result.failed and not result.ignored:
-                if result.status == Status.UNREACHABLE:
+                if result.status == Status.UNREACHABLE and not result.ignored:
                     return  # an unreachable host stops here: no rescue, no always
                 raise HostFailed
 
@@ -66,7 +68,7 @@ class HostIterator:
 
     def advance(self, result: TaskResult) -> None:
         self._step(result)
-        if result.status == Status.UNREACHABLE:
+        if result.status == Status.UNREACHABLE and not result.ignored:
             self.current = None
 
     def fail(self) -> None:

@@ -55,7 +55,7 @@ class PlayRun:
 
     def __post_init__(self) -> None:
         self.vars = VariableManager(self.inventory, self.options.extra_vars, self.options.check,
-                                    self.options.run_id)
+                                    self.options.run_id, self.options.verbosity)
         self.connections = ConnectionFactory(self._log_command if self.options.verbosity >= 3 else None)
 
     # -- events -----------------------------------------------------------------------------
@@ -96,7 +96,7 @@ class PlayRun:
     def record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
         """A task's result on a host: stored, counted, and told to the reporters."""
         self.store(host, task, result)
-        if task.module != "meta":  # as ansible-core: meta tasks are not in the recap
+        if task.module != "meta" or task.include_marker:  # as ansible-core: meta tasks are not in the recap
             self.summary.host(host).count(result)
         if result.failed and not result.ignored:
             self.dead.add(host)

@@ -19,8 +19,9 @@ from typing import Any
 import jinja2.meta
 
 from opsrunner.coercion import coerce_args, show_value
-from opsrunner.errors import Problem, SourcePos, TemplateError
+from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.hostvars import VariableManager, connection_spec
+from opsrunner.includes import read_vars_file
 from opsrunner.inventory import Inventory, PatternError
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
@@ -251,7 +252,24 @@ def runtime_names(tasks: Sequence[Task]) -> frozenset[str]:
             names.add(str(task.kw("register")))
         if task.module == "set_fact":
             names.update(str(k) for k in task.args)
+        if task.module == "include_vars":
+            names.update(_included_var_names(task))
     return frozenset(names)
+
+
+def _included_var_names(task: Task) -> set[str]:
+    """The names an include_vars task sets: its `name`, else the keys of its (untemplated) file."""
+    if task.args.get("name"):
+        return {str(task.args["name"])}
+    file = str(task.args.get("file", ""))
+    for folder in [*task.search_dirs("vars"), task.base_dir]:
+        path = folder / file
+        if file and "{{" not in file and path.is_file():
+            try:
+                return {str(k) for k in read_vars_file(path)}
+            except (ValidationError, TemplateError):
+                return set()  # the task itself says what is wrong with the file, at run time
+    return set()
 
 
 def _host_problems(inventory: Inventory, host: str, variables: LazyVars) -> list[Problem]:

@@ -265,6 +265,8 @@ class JsonEventsReporter:
                 "ignored": r.ignored, "duration_s": round(r.duration_s, 4), "rc": r.rc, "msg": r.msg,
                 "stdout_tail": tail(r.stdout, 20), "stderr_tail": tail(r.stderr, 20), "warnings": r.warnings,
                 "data": {k: v for k, v in r.data.items() if k not in ("cmd",)},
+                "items": [{"item": i.item, "status": str(i.status), "msg": i.msg,
+                           "data": {k: v for k, v in i.data.items() if k not in ("cmd",)}} for i in r.items],
             }
         if isinstance(event, Recap):
             return {"event": "recap", "time": event.time, "interrupted": event.summary.interrupted,

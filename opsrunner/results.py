@@ -95,7 +95,14 @@ class TaskResult:
             stderr_lines=self.stderr.splitlines(),
         )
         if self.items:
-            view["results"] = [r.registered() | {"item": r.item} for r in self.items]
+            view["results"] = [r.item_view() for r in self.items]
+        return view
+
+    def item_view(self) -> dict[str, Any]:
+        """One loop item's entry in `results`: as ansible-core, only a skipped item says `skipped`."""
+        view = self.registered() | {"item": self.item}
+        if self.status != Status.SKIPPED:
+            view.pop("skipped", None)
         return view
 
 
@@ -112,7 +119,7 @@ class HostStats:
     ignored: int = 0
 
     def count(self, result: TaskResult) -> None:
-        if result.status == Status.UNREACHABLE:
+        if result.status == Status.UNREACHABLE and not result.ignored:
             self.unreachable += 1
         elif result.status == Status.SKIPPED:
             self.skipped += 1

@@ -175,6 +175,9 @@ def declined_result() -> TaskResult:
 
 def _ignore_errors(task: Task, result: TaskResult, variables: LazyVars) -> None:
     """ignore_errors: a failure (not an unreachable host) that the run goes on after."""
+    if result.status == Status.UNREACHABLE and task.kw("ignore_unreachable") is True:
+        result.ignored = True  # as ansible-core: counted ignored, the host stays in the play
+        return
     ignore = task.kw("ignore_errors")
     if result.failed and result.status != Status.UNREACHABLE and ignore is not None:
         try:

@@ -28,6 +28,9 @@ class Task:
     role: Role | None = None
     role_params: dict[str, Any] = field(default_factory=dict)
     base_dir: Path = Path(".")
+    #: The include_tasks itself (a `meta: noop`), counted as ansible-core counts it: ok on each
+    #: host that reaches it; skipped by its `when`, the included tasks do not show at all.
+    include_marker: bool = False
 
     def kw(self, key: str, default: Any = None) -> Any:
         return self.keywords.get(key, default)

@@ -30,6 +30,15 @@ def _env_str(value: Any) -> str:
     return str(value)
 
 
+#: Whether a path exists on the target, a glob pattern (`creates: out/*.log`) as ansible-core reads it.
+_EXISTS = 'for p in $1; do [ -e "$p" ] && exit 0; done; exit 1'
+
+
+def _matches(ctx: TaskContext, path: str) -> bool:
+    argv = ["sh", "-c", _EXISTS, "sh", path] if any(c in path for c in "*?[") else ["test", "-e", path]
+    return ctx.connection.run_command(argv, timeout=ctx.timeout, notes=ctx.notes).rc == 0
+
+
 def precondition_skip(ctx: TaskContext, args: dict[str, Any]) -> TaskResult | None:
     """`creates`/`removes`: decide on the target whether the command needs to run at all."""
     creates, removes = args.get("creates"), args.get("removes")
@@ -38,12 +47,13 @@ def precondition_skip(ctx: TaskContext, args: dict[str, Any]) -> TaskResult | No
             return TaskResult(Status.SKIPPED, msg="skipped in check mode: a command's effect "
                               "cannot be predicted", check_mode_unsupported=True)
         return None
-    probe = ctx.connection.run_command(["test", "-e", str(creates or removes)], timeout=ctx.timeout, notes=ctx.notes)
-    exists = probe.rc == 0
-    if creates and exists:
-        return TaskResult(Status.OK, msg=f"skipped, since {creates} exists")
-    if removes and not exists:
-        return TaskResult(Status.OK, msg=f"skipped, since {removes} does not exist")
+    # As ansible-core: the skip reports rc 0 and says why on stdout
+    if creates and _matches(ctx, str(creates)):
+        why = f"skipped, since {creates} exists"
+        return TaskResult(Status.OK, msg=why, rc=0, stdout=why)
+    if removes and not _matches(ctx, str(removes)):
+        why = f"skipped, since {removes} does not exist"
+        return TaskResult(Status.OK, msg=why, rc=0, stdout=why)
     if ctx.check_mode:
         return TaskResult(Status.CHANGED, changed=True, msg="would run (check mode)")
     return None

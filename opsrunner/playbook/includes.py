@@ -9,6 +9,7 @@ from opsrunner.errors import ValidationError
 from opsrunner.includes import include_file
 from opsrunner.playbook.keys import INCLUDE_KEYWORDS, INCLUDE_ROLE_KEYS, INCLUDE_TASK_KEYS
 from opsrunner.playbook.state import LoaderState
+from opsrunner.tasks import Task
 from opsrunner.templating import is_template
 from opsrunner.validation import load_schema, schema_problems
 from opsrunner.yamlsource import load_yaml_file
@@ -78,7 +79,11 @@ class IncludeLoader(LoaderState):
             return None
         _, sub_tags, merged = self.make_block(raw, [], f"{key}: {name}", tags, inherited)
         nodes = self.task_list_from_file(file, f"{path}.{key}", sub_tags, role, params, base_dir, merged)
-        return None if nodes is None else self.make_block(raw, nodes, f"{key}: {name}", tags, inherited)[0]
+        if nodes is None:
+            return None
+        if key == "include_tasks":
+            nodes = [_include_marker(raw, f"{key}: {name}", merged, sub_tags, role, base_dir), *nodes]
+        return self.make_block(raw, nodes, f"{key}: {name}", tags, inherited)[0]
 
     def include_role(self, raw: Any, path: str, tags: frozenset[str], inherited: dict[str, Any]) -> Any:
         key = next(k for k in INCLUDE_ROLE_KEYS if k in raw)
@@ -95,4 +100,14 @@ class IncludeLoader(LoaderState):
         nodes = self.role_tasks(ref, raw.pos, f"{path}.{key}", sub_tags, "tasks", merged)
         if key == "include_role":  # as ansible-core: include_role's vars are private, import_role's not
             self.private_roles.update(r.path for r in self.roles[count:])
+            nodes = [_include_marker(raw, f"{key}: {value['name']}", merged, sub_tags, None, self.base_dir), *nodes]
         return self.make_block(raw, nodes, f"{key}: {value['name']}", tags, inherited)[0]
+
+
+def _include_marker(raw: Any, name: str, merged: dict[str, Any], tags: frozenset[str], role: Any,
+                    base_dir: Path) -> Task:
+    """The include itself, as a task that does nothing: ansible-core counts an include_tasks or
+    include_role on each host that reaches it, and one its `when` skips hides its tasks."""
+    return Task(name=name, module="meta", args={"action": "noop"}, pos=raw.pos,
+                keywords={k: merged[k] for k in ("when", "vars") if k in merged}, tags=tags,
+                role=role, base_dir=base_dir, include_marker=True)

@@ -14,7 +14,7 @@ CONDITION_KEYS = ("when", "until", "changed_when", "failed_when")
 #: Keywords a block (or, where they exist, a play) passes down to its tasks, as in Ansible.
 INHERITED = ("ignore_errors", "no_log", "become", "become_user", "become_method", "environment", "check_mode",
              "diff", "run_once", "delegate_to")
-PLAY_DEFAULTS = ("become", "become_user", "become_method", "environment")
+PLAY_DEFAULTS = ("become", "become_user", "become_method", "environment", "check_mode")
 BLOCK_KEYWORDS = frozenset({"name", "when", "tags", "vars", *INHERITED}) | BLOCK_KEYS
 INCLUDE_TASK_KEYS = ("import_tasks", "include_tasks")
 INCLUDE_ROLE_KEYS = ("import_role", "include_role")

@@ -4,6 +4,7 @@ are checked again once rendered (preflight.py)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,17 @@ from opsrunner.yamlsource import PosDict
 
 
 def module_args(module: str, raw: Any, pos: SourcePos, path: str, filename: str,
-                search_dirs: list[Path]) -> tuple[dict[str, Any], list[Problem]]:
+                search_dirs: list[Path], extra: Any = None) -> tuple[dict[str, Any], list[Problem]]:
     """The arguments as the module gets them (positions kept), and every problem found in them;
-    `search_dirs` are where a relative controller-side file may be."""
+    `search_dirs` are where a relative controller-side file may be; `extra` is the task's
+    `args:` mapping (the module's own arguments win, as in Ansible)."""
     info = module_info(module)
     args = _args_mapping(raw, pos, info.schema, info.free_form)
+    if isinstance(extra, dict) and isinstance(args, PosDict):
+        merged = PosDict({**extra, **args})
+        extra_pos = extra.key_pos if isinstance(extra, PosDict) else {}
+        merged.pos, merged.key_pos = args.pos, {**extra_pos, **args.key_pos}
+        args = merged
     problems: list[Problem] = []
     if isinstance(args, dict):
         coerced, refusals = coerce_args(args, info.schema, skip=has_template)
@@ -57,10 +64,27 @@ def _args_mapping(raw: Any, pos: SourcePos, schema: dict[str, Any], free_form: s
         args.pos, args.key_pos = pos, dict.fromkeys(kv, pos)
         return args
     if isinstance(raw, str) and free_form:
-        args = PosDict({free_form: raw})
-        args.pos, args.key_pos = pos, {free_form: pos}
+        text, trailing = _trailing_options(raw, schema)
+        args = PosDict({free_form: text, **trailing})
+        args.pos, args.key_pos = pos, dict.fromkeys([free_form, *trailing], pos)
         return args
     return raw
+
+
+#: Options Ansible takes from the end of a command's free form (`shell: make creates=out`).
+_FREE_FORM_OPTIONS = ("creates", "removes", "chdir")
+
+
+def _trailing_options(text: str, schema: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    known = [k for k in _FREE_FORM_OPTIONS if k in schema.get("properties", {})]
+    found: dict[str, str] = {}
+    while known:
+        match = re.search(rf"\s+({'|'.join(known)})=(\S+)\s*$", text)
+        if not match or match.group(1) in found:
+            break
+        found[match.group(1)] = match.group(2)
+        text = text[:match.start()]
+    return text, found
 
 
 def _local_path_problems(module: str, args: dict[str, Any], pos: SourcePos, path: str,
@@ -86,8 +110,9 @@ def _key_values(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     except ValueError:
         return None
     known = schema.get("properties", {})
+    open_keys = schema.get("additionalProperties") is True  # set_fact: any variable name
     pairs = [w.partition("=") for w in words]
-    if not pairs or not all(sep and key in known for key, sep, _ in pairs):
+    if not pairs or not all(sep and (key in known or (open_keys and key.isidentifier())) for key, sep, _ in pairs):
         return None
     return {key: value for key, _, value in pairs}  # converted to the declared types by coerce_args
 

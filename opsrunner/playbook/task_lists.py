@@ -79,10 +79,10 @@ class TaskLoader(LoaderState):
         role = self.current_role
         dirs = [role.path / "files", role.path / "templates", role.path] if role else []
         args, problems = module_args(module, raw[module], raw.at(module), f"{path}.{module}", str(self.path),
-                                     [*dirs, self.base_dir])
+                                     [*dirs, self.base_dir], raw.get("args"))
         self.problems += problems
         keywords = {k: v for k, v in inherit(self.play_defaults, PosDict(inherit(inherited or {}, raw))).items()
-                    if k not in ("name", "tags")}
+                    if k not in ("name", "tags", "args")}
         # Conditions are bare expressions (a literal '{{' inside one is fine): checked below.
         self.check_templates({k: v for k, v in raw.items() if k != module and k not in CONDITION_KEYS}, path, raw)
         self.check_arg_templates(module, args, f"{path}.{module}", raw.at(module))
