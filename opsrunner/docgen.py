@@ -126,8 +126,8 @@ def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
     found: dict[str, str] = {}
     for parent in [parser, *(c.parser for c in commands(parser))]:
         for action in parent._actions:
-            if action.help and action.help != argparse.SUPPRESS:
-                found.setdefault(action.dest, action.help)
+            if action.option_strings and action.help and action.help != argparse.SUPPRESS:
+                found.setdefault(action.dest, action.help)  # options only: positionals' names are reused
     return found
 
 
@@ -141,7 +141,8 @@ def _command_section(command: Command, helps: dict[str, str]) -> list[str]:
         for action in rows:
             name = ", ".join(action.option_strings) or _usage_word(action).strip("[]")
             value = _value(action) if action.option_strings else ""
-            meaning = (action.help or helps.get(action.dest, "")) % {"default": action.default}
+            meaning = (action.help or (helps.get(action.dest, "") if action.option_strings else "")) \
+                % {"default": action.default}
             if isinstance(action, argparse._AppendAction | argparse._CountAction):
                 meaning += " (repeatable)"
             out.append(f"| `{name}` | {f'`{value}`' if value else ''} | {_default(action)} | {_cell(meaning)} |")

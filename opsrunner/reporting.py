@@ -71,12 +71,11 @@ class ConsoleReporter:
         elif isinstance(event, TaskStart):
             key = (event.source, event.handler)
             if event.strategy == "free":
+                # As ansible-core's free strategy: the banner comes with a task's first result
+                # (below), so no banner stands empty while the hosts are on other tasks.
                 self._free_titles = self._free_titles or TaskTitles()
                 self._free_titles.started(event)
-                if key == self._banner_task:  # another host starts the task whose banner is up
-                    if self._spinner:
-                        self._spinner.pending += event.hosts
-                    return
+                return
             self._stop_spinner()
             self._banner_task = key
             kind = "RUNNING HANDLER" if event.handler else "TASK"
@@ -87,9 +86,12 @@ class ConsoleReporter:
                 self._spinner = _Spinner(self, event.hosts)
         elif isinstance(event, TaskEnd):
             key = (event.source, event.handler)
-            if self._free_titles and key != self._banner_task:  # free: under its own banner again
+            if self._free_titles and key != self._banner_task:  # free: a result under its own banner
+                self._stop_spinner()
                 self._banner_task = key
                 self._banner(f"{'RUNNING HANDLER' if event.handler else 'TASK'} [{self._free_titles.title(event)}]")
+                if self.verbosity >= 2 and event.source:
+                    self._write(f"task path: {event.source}")
             if self._spinner:
                 self._spinner.done(event.host)
             # Into a pipe or file, results are flushed when the engine goes back to waiting on

@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     _db_option(hist)
     hsub = hist.add_subparsers(dest="history_command", metavar="prune")
     prune = hsub.add_parser("prune", help="delete runs older than --keep-days")
-    prune.add_argument("--keep-days", type=float, required=True, metavar="N")
+    prune.add_argument("--keep-days", type=float, required=True, metavar="N",
+                       help="delete the runs started more than N days ago")
     _db_option(prune)
     show = sub.add_parser("show", help="one run: recap, failed and changed tasks, git commit")
     show.add_argument("run_id", metavar="RUN_ID",

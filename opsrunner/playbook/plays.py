@@ -32,8 +32,11 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
         self.problems += found
         if found and not isinstance(data, list):
             raise ValidationError(self.problems)
-        # A play with a shape problem (`vars: [1]`, `tags: 5`) is reported, not built.
-        broken = {p.key_path.split("]")[0] + "]" for p in found if p.key_path.startswith("[")}
+        # A play with a shape problem (`vars: [1]`, `tags: 5`) is reported, not built. One whose
+        # only fault is a misspelled key or a bad `strategy` is still built, and thrown away, so
+        # that its tasks' problems are told in the same run.
+        broken = {p.key_path.split("]")[0] + "]" for p in found
+                  if p.key_path.startswith("[") and not _harmless_to_build(p)}
         plays = []
         for index, raw in enumerate(data):
             if f"[{index}]" in broken:
@@ -131,3 +134,9 @@ def load_playbook(path: Path) -> Playbook:
     if not path.exists():
         raise ValidationError([Problem(SourcePos(str(path)), "playbook not found")])
     return PlaybookLoader(path).load()
+
+
+def _harmless_to_build(problem: Problem) -> bool:
+    """A play-level problem that building the play does not trip over."""
+    keyword = problem.key_path.split("]", 1)[1]
+    return keyword.count(".") == 1 and (problem.message.startswith("unknown key") or keyword == ".strategy")

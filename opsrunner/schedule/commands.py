@@ -48,10 +48,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     lst.add_argument("--history", metavar="PATH_OR_URL",
                      help="run history to read last runs from (a SQLite file or a postgresql:// URL)")
     rm = ssub.add_parser("remove", help="uninstall the timer (or cron entry) and delete the schedule file")
-    rm.add_argument("name")
-    rm.add_argument("--unit-dir", metavar="DIR")
+    rm.add_argument("name", help="the schedule to remove")
+    rm.add_argument("--unit-dir", metavar="DIR", help="where its units were written, if not where the schedule "
+                    "file says (add --unit-dir)")
     run = ssub.add_parser("run", help="run a schedule now, exactly as its timer does")
-    run.add_argument("name")
+    run.add_argument("name", help="the schedule to run")
     for p in (add, lst, rm, run):
         p.add_argument("--schedules", metavar="DIR", help="schedule files folder (default $OPSRUNNER_SCHEDULES "
                        "or ~/.config/opsrunner/schedules)")

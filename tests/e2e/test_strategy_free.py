@@ -7,6 +7,7 @@ host's wait for a file that a later task of the fast host writes can only time o
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -186,14 +187,17 @@ def test_each_result_is_shown_under_its_own_tasks_banner(tmp_path: Path, inv: Pa
     assert rc == 0, out
     banner = None
     shown: list[tuple[str | None, str]] = []
+    empty_banners = 0
     for line in out.splitlines():
         if m := re.match(r"TASK \[(.+?)\] \*+", line):
+            empty_banners += banner is not None and (not shown or shown[-1][0] != banner)
             banner = m.group(1)
         elif m := re.match(r"(?:ok|changed|skipping|fatal): \[(h\d)\]", line):
             shown.append((banner, m.group(1)))
     # h2's first task ends after h1's second (it waits for its file): it is shown under "first" again.
     assert shown == [("first", "h1"), ("second", "h1"), ("first", "h2"), ("second", "h2")], out
     assert len(re.findall(r"TASK \[first\]", out)) == 2
+    assert empty_banners == 0, out  # a banner comes with a result, never alone (as ansible-core)
 
 
 def test_an_unknown_strategy_is_refused_before_any_host(tmp_path: Path, inv: Path) -> None:
@@ -207,3 +211,24 @@ def test_an_unknown_strategy_is_refused_before_any_host(tmp_path: Path, inv: Pat
     assert rc == 4, out
     assert "pb.yml:3:" in out and "strategy" in out
     assert not marker.exists() and task_ends(ev) == []
+
+
+def test_no_banner_stands_empty_while_hosts_are_on_other_tasks(tmp_path: Path, inv: Path) -> None:
+    # h1 starts "second" (waiting for h2's file) before h2's "first" ends: "second"'s banner
+    # must come with its result, not stand empty above h2's "first".
+    flag = tmp_path / "h2-first-done"
+    rc, out, _ = play(tmp_path, inv, f"""
+- hosts: h1:h2
+  strategy: free
+  tasks:
+    - name: first
+      shell: "{{{{ 'sleep 0.5; touch {flag}' if inventory_hostname == 'h2' else 'true' }}}}"
+    - name: second
+      shell: "{{{{ '{wait_for(flag)}' if inventory_hostname == 'h1' else 'true' }}}}"
+""", "--no-color")
+    assert rc == 0, out
+    lines = [line for line in out.splitlines() if re.match(r"(TASK \[|ok:|changed:|skipping:|fatal:)", line)]
+    banners = [line.split(" *")[0] for line in lines if line.startswith("TASK [")]
+    assert banners == ["TASK [first]", "TASK [second]"], out
+    assert sorted(lines[1:3]) == ["changed: [h1]", "changed: [h2]"] and sorted(lines[4:]) == lines[1:3], out
+    assert not any(a.startswith("TASK [") and b.startswith("TASK [") for a, b in itertools.pairwise(lines)), out

@@ -224,3 +224,19 @@ def test_a_bad_limit_is_still_the_command_line_s_mistake(tmp_path: Path) -> None
     assert rc == 5
     assert errors == ["ERROR: invalid host pattern '~((': missing ), unterminated subpattern at position 1"]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("play_key", ["stratgy: free", "strategy: fastest"])
+def test_a_play_level_mistake_does_not_hide_its_tasks_mistakes(tmp_path: Path, command: str, play_key: str) -> None:
+    marker = tmp_path / "touched"
+    (tmp_path / "inv.yml").write_text(INVENTORY)
+    (tmp_path / "pb.yml").write_text(f"- hosts: all\n  {play_key}\n  tasks:\n    - shell: touch {marker}\n"
+                                     "      regsiter: out\n    - shel: echo hi\n")
+    res = cli(command, str(tmp_path / "pb.yml"), "-i", str(tmp_path / "inv.yml"), cwd=tmp_path)
+    errors = [line for line in (res.out + res.err).splitlines() if line.startswith("ERROR: ")]
+    assert res.rc == 4 and not marker.exists()
+    assert len(errors) == 3, errors
+    assert "pb.yml:2:3: " in errors[0] and "strategy" in errors[0], errors
+    assert "pb.yml:5:7: unknown module or keyword 'regsiter' (did you mean 'register'?)" in errors[1]
+    assert "pb.yml:6:7: unknown module or keyword 'shel' (did you mean 'shell'?)" in errors[2]
