@@ -12,6 +12,10 @@ done
 command -v apt-get >/dev/null 2>&1 || { echo "setup_postgres: no apt-get; install postgresql yourself" >&2; exit 0; }
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
+# The package would create and start a "main" cluster on port 5432: not on a machine that
+# only runs the tests (postgresql-common reads createcluster.d before it makes one).
+$SUDO mkdir -p /etc/postgresql-common/createcluster.d
+echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.d/opsrunner-tests.conf >/dev/null
 # Not fatal: without it the PostgreSQL tests skip and say why (CI requires them: .ci/run).
 { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null; } ||
     echo "setup_postgres: could not install postgresql; the PostgreSQL history tests will skip" >&2
