@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import IO, Any
 
+from opsrunner.errors import UsageError
 from opsrunner.exitcodes import EXIT_OK
 
 
@@ -14,10 +15,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     inv.add_argument("group", nargs="?", default="all", metavar="GROUP", help="with --graph: the group to start at")
     inv.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY",
                      help="inventory file or directory (default inventory/hosts.yml)")
-    action = inv.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", action="store_true", help="every group and host, with hostvars under _meta (JSON)")
-    action.add_argument("--host", metavar="HOST", help="the merged variables of one host")
-    action.add_argument("--graph", action="store_true", help="the group tree (from GROUP, default all)")
+    # One action of the three; checked after parsing, as ansible-inventory does, so that none or
+    # several are a bad option (exit 5) and not a command line that does not parse (exit 2).
+    inv.add_argument("--list", action="store_true", help="every group and host, with hostvars under _meta (JSON)")
+    inv.add_argument("--host", metavar="HOST", help="the merged variables of one host")
+    inv.add_argument("--graph", action="store_true", help="the group tree (from GROUP, default all)")
     inv.add_argument("--vars", action="store_true", help="with --graph: each host's and group's variables")
     inv.add_argument("-y", "--yaml", action="store_true", help="YAML instead of JSON (--list, --host)")
     inv.add_argument("--export", action="store_true",
@@ -32,6 +34,13 @@ def cmd_inventory(args: argparse.Namespace, out: IO[str]) -> int:
     from opsrunner.inventory.listing import InventoryView, graph_inventory, list_inventory, show_host
     from opsrunner.project import default_inventory
 
+    chosen = [name for name, given in (("--list", args.list), ("--host", args.host is not None),
+                                        ("--graph", args.graph)) if given]
+    if not chosen:
+        raise UsageError("No action selected, at least one of --host, --graph or --list needs to be specified.")
+    if len(chosen) > 1:
+        raise UsageError(f"Conflicting options used ({' '.join(chosen)}), only one of --host, --graph or --list "
+                         "can be used at the same time.")
     sources: list[Path | str] = [*args.inventory] or [default_inventory(Path.cwd())]
     inventory = load_inventory(sources) if args.inventory or Path(sources[0]).exists() else localhost_inventory()
     view = InventoryView.of(inventory, export=args.export, show_secrets=args.show_secrets)

@@ -146,8 +146,9 @@ def test_bad_inventory_names_file_line_col_and_exits_4(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--graph", "nope"], "there is no group 'nope'"),
     (["--host", "web0*"], "names 3"),
-    ([], "one of the arguments --list --host --graph is required"),
-    (["--list", "--graph"], "not allowed with argument"),
+    # ansible-inventory 2.19's words and exit code (5) for no action and for two
+    ([], "No action selected, at least one of --host, --graph or --list needs to be specified."),
+    (["--list", "--graph"], "Conflicting options used (--list --graph), only one of --host, --graph or --list"),
 ])
 def test_usage_errors_exit_5(trees: dict[str, Path], args: list[str], message: str) -> None:
     res = cli("inventory", "-i", str(trees["yaml"]), *args)
