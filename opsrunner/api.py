@@ -94,14 +94,14 @@ class PlayRequest:
 
     def options(self, extra_vars: dict[str, Any]) -> RunOptions:
         from opsrunner.connections.defaults import ConnectionDefaults
+        from opsrunner.selection import parse_slice
 
         if self.forks < 1:
             raise UsageError("--forks must be at least 1")
         defaults = ConnectionDefaults(self.user, self.private_key, self.connection)
-        if defaults.problems():
-            raise ValidationError(defaults.problems())
-        from opsrunner.selection import parse_slice
-
+        problems = defaults.problems()
+        if problems:
+            raise ValidationError(problems)
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
                           skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
                           verbosity=self.verbosity, force_handlers=self.force_handlers,
@@ -241,8 +241,9 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         recorder = _recorder(request, inputs) if request.history else None
         subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]
         try:
-            for subscriber in subscribers if empty_slice else []:
-                subscriber.handle(Notice(empty_slice or ""))
+            if empty_slice:
+                for subscriber in subscribers:
+                    subscriber.handle(Notice(empty_slice))
             if on_ready is not None:
                 on_ready()
             summary = _run_engine(inputs, subscribers)

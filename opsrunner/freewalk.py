@@ -54,8 +54,9 @@ class FreeWalk:
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     host, task = running.pop(future)
-                    self.runner.finish(self.play, task, host, future.result())
-                    finished(host, task, future.result())
+                    result = future.result()
+                    self.runner.finish(self.play, task, host, result)
+                    finished(host, task, result)
                     if iters[host].current is not None:
                         ready.append(host)
                 self.runner.run.flush_reporters()
