@@ -133,6 +133,10 @@ class PlayRequest:
         for flag, given in (("--user", self.user), ("--private-key", self.private_key),
                             ("--connection", self.connection)):
             args += [f"{flag}={given}"] if given else []
+        become = self.become
+        args += ["--become"] * become.become + ["--ask-become-pass"] * (become.password is not None)
+        for flag, given in (("--become-user", become.user), ("--become-method", become.method)):
+            args += [f"{flag}={given}"] if given else []
         args += ["--slice", self.host_slice] if self.host_slice else []
         args += ["--run-group", self.run_group] if self.run_group else []
         return args

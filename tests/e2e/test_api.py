@@ -142,3 +142,18 @@ def test_the_docs_library_example_runs_as_written(home: Path) -> None:
 def test_the_library_errors_are_importable_from_the_package() -> None:
     assert opsrunner.ValidationError is ValidationError and opsrunner.NoHostsToTarget is NoHostsToTarget
     assert opsrunner.RunLockedError is RunLockedError and issubclass(RunLockedError, opsrunner.OpsrunnerError)
+
+
+def test_a_library_run_records_the_become_and_connection_options_it_was_given() -> None:
+    # What history records of a library call (no argv): the equivalent command line, with the
+    # become defaults too (never the password: only that one was given, as -K would).
+    from opsrunner.becomeopts import BecomeDefaults
+
+    request = api.PlayRequest("site.yml", inventory=["inv.yml"], user="deploy", connection="ssh",
+                              become=BecomeDefaults(True, "trainer", "su", password="s3cret-pw"),
+                              host_slice="2/4", run_group="nightly")
+    line = request.command_line()
+    assert line == ["play", "site.yml", "-i", "inv.yml", "--user=deploy", "--connection=ssh", "--become",
+                    "--ask-become-pass", "--become-user=trainer", "--become-method=su", "--slice", "2/4",
+                    "--run-group", "nightly"]
+    assert "s3cret-pw" not in " ".join(line)
