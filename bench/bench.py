@@ -61,7 +61,9 @@ class Bench:
         self.root.mkdir()
         self.payload = os.urandom(20 * 1024)
         self.markers: list[str] = []
-        self.rss: list[float] = []
+        #: Per timed run: the tool's peak controller RSS (MiB), the controller's CPU seconds
+        #: (its process and the children it waited for) and the whole machine's busy CPU seconds.
+        self.usage: list[RunUsage] = []
         self.failures: list[str] = []
         self.ansible_max_hosts = 10**6
         self.own_tables = False
@@ -152,31 +154,33 @@ class Bench:
         return [sys.executable, str(d / "fab.py")]
 
     def time_run(self, cmd: list[str], cwd: Path) -> float:
-        """Wall seconds of one run; the tool's peak RSS (its main process) goes to self.rss."""
+        """Wall seconds of one run; its RunUsage goes to self.usage."""
         env = dict(os.environ, ANSIBLE_CONFIG=str(cwd / "ansible.cfg"), PYTHONPATH=str(ROOT))
         # Bytecode is cached as on any user's machine (a session may have turned that off:
         # then every run would compile opsrunner's own modules, ~0.1 s, but not the others').
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         with tempfile.TemporaryFile() as out:
+            busy = busy_ticks()
             start = time.perf_counter()
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
             _, status, usage = os.wait4(proc.pid, 0)
             elapsed = time.perf_counter() - start
+            machine = (busy_ticks() - busy) / os.sysconf("SC_CLK_TCK")
             proc.returncode = os.waitstatus_to_exitcode(status)
             if proc.returncode != 0:
                 out.seek(0)
                 tail = out.read()[-4000:].decode(errors="replace")
                 raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}):\n{tail}")
-        self.rss.append(usage.ru_maxrss / 1024)
+        self.usage.append(RunUsage(usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, machine))
         return elapsed
 
     def run_case(self, workload: str, n: int, tools: tuple[str, ...]) -> tuple[dict[str, list[float]],
-                                                                              dict[str, float]]:
-        """Times per tool, and each tool's peak controller RSS in MiB (median over the runs)."""
+                                                                              dict[str, RunUsage]]:
+        """Times per tool, and each tool's RunUsage (medians over the runs)."""
         if n > self.ansible_max_hosts:
             tools = tuple(t for t in tools if t != "ansible-core")
         cmds = {}
-        rss: dict[str, list[float]] = {t: [] for t in tools}
+        used: dict[str, list[RunUsage]] = {t: [] for t in tools}
         for tool in tools:
             d = self.work / f"{workload}-{n}-{tool}"
             cmds[tool] = (self.prepare(tool, workload, self.hosts(n), d), d)
@@ -195,8 +199,8 @@ class Bench:
                     self.failures.append(f"{workload} {n} hosts, {tool}: {exc}")
                     print("FAILED:", self.failures[-1], flush=True)
                     continue
-                rss[tool].append(self.rss[-1])
-        return times, {t: statistics.median(v) if v else 0.0 for t, v in rss.items()}
+                used[tool].append(self.usage[-1])
+        return times, {t: RunUsage.median(v) for t, v in used.items()}
 
     def call_latency(self) -> dict[str, float]:
         """On one open ssh connection: median ms of an agent call, a bare exec, a Python start."""
@@ -300,7 +304,28 @@ class Bench:
         self.sshd.stop()
 
 
-Cells = dict[tuple[str, int], tuple[dict[str, list[float]], dict[str, float]]]
+@dataclass(frozen=True)
+class RunUsage:
+    rss_mib: float  # the controller's peak RSS (its main process)
+    controller_cpu_s: float  # user + system of the controller and the children it waited for
+    machine_cpu_s: float  # busy CPU time of the whole machine (targets' sshd and processes too)
+
+    @staticmethod
+    def median(runs: list[RunUsage]) -> RunUsage:
+        if not runs:
+            return RunUsage(0.0, 0.0, 0.0)
+        return RunUsage(statistics.median(r.rss_mib for r in runs), statistics.median(r.controller_cpu_s for r in runs),
+                        statistics.median(r.machine_cpu_s for r in runs))
+
+
+Cells = dict[tuple[str, int], tuple[dict[str, list[float]], dict[str, RunUsage]]]
+
+
+def busy_ticks() -> int:
+    """Busy CPU ticks of the whole machine so far (user, nice, system, irq, softirq; /proc/stat)."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:8]]
+    return fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
 
 
 def cpu_ticks() -> tuple[int, int]:
@@ -327,16 +352,18 @@ class Overhead:
 
 def report(all_times: Cells, overhead: dict[str, Overhead], reps: int, latency: dict[str, float]) -> str:
     lines = ["| workload | hosts | tool | median s | min-max s | ms per host | ratio to opsrunner | "
-             "controller RSS MiB |", "|---|---|---|---|---|---|---|---|"]
-    for (workload, n), (times, rss) in all_times.items():
+             "controller RSS MiB | controller CPU ms per host | machine CPU ms per host |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for (workload, n), (times, used) in all_times.items():
         base = statistics.median(times["opsrunner"]) if times["opsrunner"] else float("nan")
         for tool, values in times.items():
             if not values:
-                lines.append(f"| {workload} | {n} | {tool} | failed | | | | |")
+                lines.append(f"| {workload} | {n} | {tool} | failed | | | | | | |")
                 continue
             med = statistics.median(values)
             lines.append(f"| {workload} | {n} | {tool} | {med:.2f} | {min(values):.2f}-{max(values):.2f} | "
-                         f"{med / n * 1000:.0f} | {med / base:.2f}x | {rss[tool]:.0f} |")
+                         f"{med / n * 1000:.0f} | {med / base:.2f}x | {used[tool].rss_mib:.0f} | "
+                         f"{used[tool].controller_cpu_s / n * 1000:.1f} | {used[tool].machine_cpu_s / n * 1000:.1f} |")
     lines.append("")
     for name, ms in latency.items():
         lines.append(f"- {name}: {ms:.2f} ms (median)")

@@ -82,6 +82,8 @@ MAX_PREAMBLE = 64 << 10
 #: Extra seconds past a request's deadline before the controller gives up on the agent
 #: itself (the agent normally answers "timed out" first).
 BACKUP_GRACE_S = 5.0
+#: How long a heartbeat's reply may take (the agent answers it at once) before the agent counts as lost.
+BEAT_REPLY_S = 30.0
 #: An exec request's deadline in the agent is this much past the command's own, so that the
 #: worker, which returns the output so far, normally acts first.
 EXEC_GRACE_S = 2.0
@@ -107,6 +109,11 @@ class AgentSession:
         self._lost: str | None = None
         self._cacheable = True
         self._lock = threading.Lock()
+        #: The job locks this session's agent holds for the run (their paths as requested): the
+        #: agent's own process keeps them (remote/job_locks.py), so a new agent holds none.
+        self.locks: set[str] = set()
+        self._ended = threading.Event()
+        self._beats: threading.Thread | None = None
 
     # -- requests ---------------------------------------------------------------------------
     def call(self, op: str, args: dict[str, Any], *, timeout: float | None = None,
@@ -204,8 +211,47 @@ class AgentSession:
         if stream is not None:
             stream.close(wait_exit)
 
+    def end(self) -> None:
+        """The end of the connection: no more heartbeats; the agent exits, waited for (its
+        job locks are released once this returns)."""
+        self._ended.set()
+        self.close(wait_exit=True)
+        self.locks.clear()
+
+    def keep_leased(self, interval: float) -> None:
+        """While this agent holds job locks, renew their lease every `interval` seconds when
+        no request is in flight (a request renews it itself): the agent lets its locks go
+        when a half-open connection stops delivering anything (remote/job_locks.py)."""
+        if self._beats is not None:
+            return
+
+        def beat() -> None:
+            while not self._ended.wait(interval):
+                if self.locks and self._lock.acquire(blocking=False):
+                    try:
+                        self._beat()
+                    finally:
+                        self._lock.release()
+
+        self._beats = threading.Thread(target=beat, name="agent-lease", daemon=True)
+        self._beats.start()
+
+    def _beat(self) -> None:
+        stream = self._stream
+        if stream is None:
+            return
+        deadline = time.monotonic() + BEAT_REPLY_S
+        try:
+            if self._deliver(stream, b'{"op":"beat","args":{}}', None, deadline):
+                self._read_frame(stream, deadline, JSON)
+        except (OSError, EOFError, ValueError, TimeoutError):
+            self._drop("did not answer its lease's heartbeat")
+
     def _drop(self, reason: str) -> str:
         self.close()
+        if self.locks:  # the kernel released them with the agent: a task that needs one takes it again
+            reason += f"; the job lock(s) it held ({', '.join(sorted(self.locks))}) went with it"
+            self.locks.clear()
         self._lost = reason
         return reason
 

@@ -13,7 +13,6 @@ from typing import IO
 
 from opsrunner.connections.agent import AgentSession, AgentStartFailed
 from opsrunner.connections.become import EXIT_REFUSED, REFUSED
-from opsrunner.connections.held import HeldCommand
 from opsrunner.connections.stdinscript import header, shell_script, with_env
 from opsrunner.connections.streams import Stream, prefixed
 from opsrunner.connections.wrappers import Layer, build_argv, stdin_prefix
@@ -63,8 +62,6 @@ class Connection(abc.ABC):
     def __init__(self, spec: ConnectionSpec, log: CommandLogger | None = None) -> None:
         self.spec = spec
         self.log = log
-        #: Commands held open for the rest of the run (job lock keepers), by key; closed with the connection.
-        self.held: dict[str, HeldCommand] = {}
         self._agent: AgentSession | None = None
         self._agent_failed = False
 
@@ -84,7 +81,7 @@ class Connection(abc.ABC):
 
     def _close_agent(self) -> None:
         if self._agent is not None:
-            self._agent.close(wait_exit=True)
+            self._agent.end()
 
     def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream:
         """Start a long-lived argv through the wrapper chain; its stdin/stdout as a Stream.
@@ -191,25 +188,6 @@ class Connection(abc.ABC):
                                      b"within the task's timeout; it was stopped", time.monotonic() - started,
                                      timed_out=True)
         return self.run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, script=script)
-
-    def hold(self, argv: Sequence[str]) -> HeldCommand:
-        """Start argv (through the wrapper chain, no deadline) and keep its channel open.
-
-        The command runs until `close()` on the result, or until this connection closes,
-        the controller dies or the connection is lost: each of those ends its stdin.
-        """
-        held = self._hold(build_argv(argv, self.spec.wrapper, python=self.spec.python))
-        secret = stdin_prefix(self.spec.wrapper)
-        if secret:
-            held.send(secret)
-        return held
-
-    def _hold(self, argv: Sequence[str]) -> HeldCommand:
-        raise NotImplementedError(f"{type(self).__name__} cannot hold a command open")
-
-    def close_held(self) -> None:
-        for key in list(self.held):
-            self.held.pop(key).close()
 
     def shell(self, script: str, **kwargs: object) -> CommandResult:
         return self.run(["/bin/sh"], script=script, **kwargs)  # type: ignore[arg-type]

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import IO
 
 from opsrunner.connections.base import Connection
-from opsrunner.connections.held import HeldCommand, LocalHeld
 from opsrunner.connections.streams import (
     AGENT_EXIT_WAIT_S,
     StderrTail,
@@ -41,22 +40,12 @@ class LocalConnection(Connection):
         return None
 
     def close(self) -> None:
-        self.close_held()
         self._close_agent()
         with self._lock:
             running = list(self._running)
         for proc in running:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
-
-    def _hold(self, argv: Sequence[str]) -> HeldCommand:
-        command = shlex.join(argv)
-        if self.log:
-            self.log(self.spec.name, command)
-        # Its own session: Ctrl-C on the controller reaches it only as the end of its stdin.
-        proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        return LocalHeld(command, proc)
 
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:

@@ -28,7 +28,6 @@ from fabric import Config
 from fabric import Connection as FabricConnection
 
 from opsrunner.connections.base import Connection
-from opsrunner.connections.held import ChannelHeld, HeldCommand
 from opsrunner.connections.local import BACKUP_GRACE_S
 from opsrunner.connections.streams import (
     AGENT_EXIT_WAIT_S,
@@ -250,7 +249,6 @@ class SSHConnection(Connection):
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
     def close(self) -> None:
-        self.close_held()
         self._close_agent()
         with self._lock:
             for chan in list(self._channels):
@@ -281,12 +279,6 @@ class SSHConnection(Connection):
             with self._lock:
                 self._channels.discard(chan)
             chan.close()
-
-    def _hold(self, argv: Sequence[str]) -> HeldCommand:
-        command = shlex.join(argv)
-        if self.log:
-            self.log(self.spec.name, command)
-        return ChannelHeld(command, self._open_channel(command))
 
     def _spawn(self, argv: Sequence[str]) -> Stream:
         return _ChannelStream(self._open_channel(shlex.join(argv)))

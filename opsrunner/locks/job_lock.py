@@ -1,10 +1,11 @@
 """The job lock, the controller's side: one restart of a job at a time on its target.
 
-The lock is an flock on `<pidfile base>.lock` on the target, taken by a keeper
-(remote/job_lock_keeper.py, sent alone like the watchdog) that stays running on a channel
-this controller holds open (connections/held.py). The lock ends with that channel: at
-`state: unlocked`, at the end of the run, on Ctrl-C, when the controller dies or when the
-connection drops (a heartbeat lease covers connections that die without a FIN).
+The lock is an flock on `<pidfile base>.lock` on the target, held by the host's agent
+itself (remote/job_locks.py: its own process, not a worker), which lives exactly as long
+as this controller's connection. The lock ends with the agent: at `state: unlocked`, at
+the end of the run, on Ctrl-C, when the controller dies or when the connection drops (a
+heartbeat lease covers connections that die without a FIN: the agent lets go after
+LEASE_S without any request, and AgentSession.keep_leased beats while it is idle).
 
 The `job_lock` task (modules/job_lock.py) takes and releases it here; kill_old and
 launch_detached take it implicitly (hold_for_job).
@@ -12,20 +13,16 @@ launch_detached take it implicitly (hold_for_job).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from opsrunner.connections.base import Connection
-from opsrunner.connections.held import HeldCommand
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.holder import LockHolder, describe_holder
-from opsrunner.packagedata import package_text
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.job_lock_keeper import LockReply, LockRequest
+    from opsrunner.remote.job_locks import LockReply, LockRequest
 
 
 class TaskOnHost(Protocol):
@@ -44,15 +41,10 @@ class TaskOnHost(Protocol):
     @property
     def notes(self) -> list[str]: ...
 
-#: Seconds the keeper lives without a heartbeat; the controller beats every LEASE_S / 4.
+#: Seconds the agent keeps a lock without any request; the controller beats every LEASE_S / 4.
 LEASE_S = 60.0
-#: Seconds the keeper may take to answer, beyond the request's own wait.
+#: Seconds the agent may take to answer, beyond the request's own wait.
 REPLY_MARGIN_S = 60.0
-
-
-@lru_cache(maxsize=1)
-def keeper_source() -> str:
-    return package_text("remote/job_lock_keeper.py")
 
 
 def lock_path(pidfile: str | None = None, path: str | None = None) -> str:
@@ -63,22 +55,9 @@ def lock_path(pidfile: str | None = None, path: str | None = None) -> str:
     return (base[:-4] if base.endswith(".pid") else base) + ".lock"
 
 
-def held_key(path: str) -> str:
-    """The key of a job lock among the commands a connection holds open for the run."""
-    return "job_lock:" + path
-
-
-def _reply(held: HeldCommand, timeout: float) -> LockReply | None:
-    """The next JSON line from the keeper (anything a wrapper printed before it is skipped)."""
-    while True:
-        line = held.readline(timeout)
-        if line is None:
-            return None
-        if line.strip().startswith(b"{"):
-            try:
-                return cast("LockReply", json.loads(line))
-            except ValueError:
-                continue
+def holds_job_lock(connection: Connection, path: str) -> bool:
+    """This run holds the job lock at `path` on this connection's target."""
+    return path in connection.agent().locks
 
 
 def take_job_lock(connection: Connection, path: str, *, wait: float, holder: LockHolder,
@@ -86,19 +65,17 @@ def take_job_lock(connection: Connection, path: str, *, wait: float, holder: Loc
     """Take the job lock at `path` for the rest of the run (waiting up to `wait` seconds for
     another run's), or with `probe` (check mode) only say whether it is free. Raises
     ModuleFailure naming the holder (data["holder"]) when another run keeps it."""
-    key = held_key(path)
-    if key in connection.held:
+    session = connection.agent()
+    if path in session.locks:
         return TaskResult(Status.OK, msg="already held by this run")
     request: LockRequest = {"path": path, "wait": wait, "lease": LEASE_S, "holder": holder.record(),
                             "probe": probe}
-    held = connection.hold([connection.spec.python, "-S", "-c", keeper_source()])
-    held.send(json.dumps(request).encode() + b"\n")
-    reply = _reply(held, wait + REPLY_MARGIN_S)
-    if reply is None or reply.get("locked") is not True:
-        held.close()
-        return _not_taken(reply, held)
-    connection.held[key] = held
-    held.keepalive(LEASE_S / 4)
+    reply = cast("LockReply", session.call("job_lock", cast("dict[str, Any]", request),
+                                           timeout=wait + REPLY_MARGIN_S, shown=f"agent job_lock {path}"))
+    if reply.get("locked") is not True:
+        return _not_taken(reply)
+    session.locks.add(path)
+    session.keep_leased(LEASE_S / 4)
     msg = f"locked {reply['path']} until the end of the run"
     stale = reply.get("stale")
     if stale:
@@ -106,30 +83,26 @@ def take_job_lock(connection: Connection, path: str, *, wait: float, holder: Loc
     return TaskResult(Status.OK, msg=msg, data={"path": reply["path"], "stale": stale})
 
 
-def _not_taken(reply: LockReply | None, held: HeldCommand) -> TaskResult:
-    if reply is None:
-        detail = held.stderr().strip()[-2000:] or "no reply"
-        raise ModuleFailure(f"the lock keeper on the target failed: {detail}")
+def _not_taken(reply: LockReply | dict[str, Any]) -> TaskResult:
     if reply.get("busy"):
         record = reply.get("holder")
         raise ModuleFailure(f"locked by {describe_holder(LockHolder.from_record(record))}: another run is "
                             f"restarting this job (lock {reply['path']})", {"holder": record})
     if reply.get("free"):
         return TaskResult(Status.OK, msg=f"{reply['path']} is free (check mode: not taken)")
-    raise ModuleFailure(str(reply))
+    raise ModuleFailure(f"the job lock could not be taken on the target: {reply.get('error', reply)}")
 
 
 def release_job_lock(connection: Connection, path: str) -> TaskResult:
-    """Let go of the job lock at `path` now, if this run holds it; the keeper confirms, so the
+    """Let go of the job lock at `path` now, if this run holds it; the agent confirms, so the
     lock is free once this returns."""
-    held = connection.held.pop(held_key(path), None)
-    if held is None:
+    session = connection.agent()
+    if path not in session.locks:
         return TaskResult(Status.OK, msg="not held by this run")
-    held.send(b"release\n")
-    reply = _reply(held, 30)
-    held.close()
-    if reply is None or not reply.get("released"):
-        return TaskResult(Status.OK, msg="released (the keeper ended without confirming)")
+    session.locks.discard(path)
+    reply = cast("LockReply", session.call("job_unlock", {"path": path}, timeout=30))
+    if not reply.get("released"):
+        return TaskResult(Status.OK, msg=f"released ({reply.get('why') or reply.get('error') or 'not held'})")
     return TaskResult(Status.OK, msg=f"released {reply['path']}")
 
 
@@ -147,7 +120,7 @@ def hold_for_job(ctx: TaskOnHost, pidfile: str | None) -> None:
     if not pidfile:
         return
     path = lock_path(pidfile)
-    if held_key(path) in ctx.connection.held:
+    if holds_job_lock(ctx.connection, path):
         return
     try:
         taken = take_job_lock(ctx.connection, path, wait=0, holder=holder_of(ctx),
@@ -159,5 +132,5 @@ def hold_for_job(ctx: TaskOnHost, pidfile: str | None) -> None:
         # folder): the task's own checks name what is wrong there, and nothing can race on it.
         ctx.notes.append(f"job lock not taken: {str(exc).splitlines()[-1][:300]}")
         return
-    if held_key(path) in ctx.connection.held:
+    if holds_job_lock(ctx.connection, path):
         ctx.notes.append(f"{taken.msg} (taken for this job, as no job_lock task did)")

@@ -1,6 +1,6 @@
 """job_lock: the task that takes (or, with `state: unlocked`, releases) a job lock for the
 tasks of a restart; the lock itself is locks/job_lock.py (controller) and
-remote/job_lock_keeper.py (target)."""
+remote/job_locks.py (target: the agent holds it)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 else:
     import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 
-AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
+AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog")
 
 
 class Proc:

@@ -37,6 +37,9 @@ mypy only, one module per family: protocol_jobs.py (a job's processes), protocol
   releases    ReleasesArgs    ReleasesReply    protocol_files  deploy_code (releases: true), rollback (the list)
   release     ReleaseArgs     ReleaseReply     protocol_files  deploy_code (releases: true; a tar stream as the payload)
   rollback    RollbackArgs    RollbackReply    protocol_jobs   rollback (stop, switch, relaunch the good run, verify)
+  job_lock    LockRequest     LockReply        job_locks       job_lock, kill_old, launch_detached (the agent answers)
+  job_unlock  {"path"}        LockReply        job_locks       job_lock (state: unlocked)
+  beat        {}              {}               job_locks       the controller, every lease/4 while a lock is held
 
 Every reply may carry ErrorReply's keys instead of (or besides) its own.
 """
@@ -57,6 +60,9 @@ MAX_DATA = 1 << 20
 CHUNK = MAX_DATA
 
 JSON, ACK, KEEP, DATA, END = b"J", b"A", b"K", b"D", b"E"
+#: Ops the agent's own process answers, never a worker (job_locks.py): a job lock lives as
+#: long as the agent does, and any request (a beat, when idle) renews its lease.
+LOCK_OPS = ("job_lock", "job_unlock", "beat")
 
 
 def frame(kind: bytes, body: bytes) -> bytes:

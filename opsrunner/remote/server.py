@@ -25,6 +25,7 @@ from .protocol import (
     HEAD_SIZE,
     JSON,
     KEEP,
+    LOCK_OPS,
     MAGIC,
     PROTOCOL,
     frame,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from types import FrameType
     from typing import Mapping, NoReturn, Tuple
 
+    from .job_locks import HeldLocks
     from .protocol import ErrorReply
 
     #: A reply frame: (kind, body).
@@ -387,8 +389,12 @@ class _Workers:
 
 def _loop() -> None:
     workers = _Workers()
+    locks: HeldLocks | None = None  # job_locks.py, imported with the run's first job lock
     try:
         while True:
+            if locks is not None and not locks.idle_wait():
+                locks.release_all("no request within the lease")
+                return  # a half-open connection: the controller is gone
             got = read_frame(0)
             if got is None:
                 return
@@ -398,6 +404,17 @@ def _loop() -> None:
             if not isinstance(request, dict):
                 raise ValueError("a request must be a JSON object")
             write_all(1, frame(ACK, b""))  # read: from here on it may run
+            op = request.get("op")
+            if op in LOCK_OPS:  # answered here: a lock lives as long as this process
+                if locks is None:
+                    from .job_locks import HeldLocks
+                    locks = HeldLocks()
+                args = request.get("args")
+                lock_reply = locks.answer(str(op), args if isinstance(args, dict) else {})
+                if lock_reply is None:
+                    return
+                write_all(1, frame(JSON, lock_reply))
+                continue
             worker = workers.take(bool(request.get("payload")))
             answer, gone, reaped = _handle(worker, got[1], request)
             if gone or answer is None:
@@ -405,8 +422,12 @@ def _loop() -> None:
             kind, reply = answer
             write_all(1, frame(JSON, reply))
             workers.done(worker, kind, reaped)
+            if locks is not None:
+                locks.last_request = time.time()  # a request's run counts as the controller's beat
     finally:
         workers.close()
+        if locks is not None:
+            locks.release_all("the connection closed")
 
 
 def main(sources: dict[str, bytes] | None = None) -> NoReturn:

@@ -1,5 +1,5 @@
 """The job lock for real: concurrent restarts over ssh through the hostile wrapper rig, a
-SIGKILLed controller, Ctrl-C, a stale holder record, and the keeper's heartbeat lease."""
+SIGKILLed controller, Ctrl-C, a stale holder record, and the agent's lease on its locks."""
 
 from __future__ import annotations
 
@@ -17,9 +17,13 @@ from typing import Any
 
 import pytest
 
-from opsrunner.locks.job_lock import keeper_source
+from opsrunner.connections.base import ConnectionSpec
+from opsrunner.connections.factory import ConnectionFactory
+from opsrunner.errors import ModuleFailure
+from opsrunner.locks.holder import LockHolder
+from opsrunner.locks.job_lock import holds_job_lock, release_job_lock, take_job_lock
 from tests.conftest import FD_HOLDER, REAPER, ROOT, kill_marked, pids_with, wait_for, write_yaml
-from tests.helpers import cli_subprocess, opsrunner_process, started
+from tests.helpers import cli_subprocess, opsrunner_process
 from tests.sshd import PrivateSSHD
 
 
@@ -159,18 +163,68 @@ def test_second_run_waits_up_to_lock_timeout(tmp_path: Path, demo: Path) -> None
     assert _ready_lines(demo) == 2
 
 
-def test_keeper_gives_up_without_heartbeat(tmp_path: Path) -> None:
-    """A half-open connection never delivers EOF: the lease ends the keeper anyway."""
+def _lock_with_lease(lock: Path, lease: float) -> tuple[ConnectionFactory, Any]:
+    """A local connection's real agent holding `lock` with a lease of `lease` seconds."""
+    factory = ConnectionFactory()
+    session = factory.get(ConnectionSpec(name="t", kind="local")).agent()
+    reply = session.call("job_lock", {"path": str(lock), "lease": lease, "holder": {"pid": os.getpid()}})
+    assert reply["locked"] is True, reply
+    return factory, session
+
+
+def test_an_agent_without_requests_lets_its_lock_go_at_the_lease(tmp_path: Path) -> None:
+    """A half-open connection never delivers EOF: the lease ends the lock (and the agent) anyway."""
     lock = tmp_path / "job.lock"
-    with started([sys.executable, "-S", "-c", keeper_source()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE) as keeper:
-        assert keeper.stdin is not None and keeper.stdout is not None
-        keeper.stdin.write(json.dumps({"path": str(lock), "lease": 1}).encode() + b"\n")
-        keeper.stdin.flush()
-        assert json.loads(keeper.stdout.readline())["locked"] is True
+    factory, session = _lock_with_lease(lock, 1)
+    try:
         assert not _lock_is_free(lock)
+        agent = session.pid
+        assert _record(lock)["keeper_pid"] == agent  # type: ignore[index]
         start = time.monotonic()
-        assert wait_for(lambda: keeper.poll() is not None, 15)  # stdin still open, no heartbeat
+        assert wait_for(lambda: _lock_is_free(lock), 15)  # its stdin still open, nothing sent
         assert time.monotonic() - start < 10
-        assert _lock_is_free(lock)
-        assert json.loads(keeper.stdout.read().strip())["why"] == "no heartbeat for 1s"
+        assert wait_for(lambda: not Path(f"/proc/{agent}").exists() or
+                        Path(f"/proc/{agent}/stat").read_text().split()[2] == "Z", 15)
+        assert _record(lock) is None  # released in order: no record left behind
+    finally:
+        factory.close_all()
+
+
+def test_heartbeats_keep_an_idle_lock_and_the_end_of_the_connection_frees_it(tmp_path: Path) -> None:
+    lock = tmp_path / "job.lock"
+    factory, session = _lock_with_lease(lock, 1)
+    try:
+        session.locks.add(str(lock))
+        session.keep_leased(0.2)
+        time.sleep(3)  # three leases long, no request but the beats
+        assert not _lock_is_free(lock)
+        assert session.call("beat", {}) == {}
+    finally:
+        factory.close_all()
+    assert _lock_is_free(lock) and _record(lock) is None
+
+
+def test_take_and_release_through_the_agent_and_a_second_connection_is_refused(tmp_path: Path) -> None:
+    lock = tmp_path / "sub" / "job.lock"  # its folder is made
+    holder = LockHolder.this_run("pb.yml", "run-1")
+    first, second = ConnectionFactory(), ConnectionFactory()
+    try:
+        mine = first.get(ConnectionSpec(name="a", kind="local"))
+        other = second.get(ConnectionSpec(name="b", kind="local"))
+        assert take_job_lock(mine, str(lock), wait=0, holder=holder).msg == f"locked {lock} until the end of the run"
+        assert holds_job_lock(mine, str(lock)) and take_job_lock(mine, str(lock), wait=0, holder=holder).msg == \
+            "already held by this run"
+        with pytest.raises(ModuleFailure, match="another run is restarting this job") as refused:
+            take_job_lock(other, str(lock), wait=0.3, holder=holder)
+        assert refused.value.data["holder"]["keeper_pid"] == mine.agent().pid
+        with pytest.raises(ModuleFailure, match="another run is restarting this job"):
+            take_job_lock(other, str(lock), wait=0, holder=holder, probe=True)  # check mode sees it too
+        assert release_job_lock(mine, str(lock)).msg == f"released {lock}"
+        assert _lock_is_free(lock) and not holds_job_lock(mine, str(lock)) and _record(lock) is None
+        assert take_job_lock(other, str(lock), wait=0, holder=holder, probe=True).msg.endswith("is free (check mode: "
+                                                                                                "not taken)")
+        assert take_job_lock(other, str(lock), wait=0, holder=holder).data["stale"] is None
+    finally:
+        first.close_all()
+        second.close_all()
+    assert _lock_is_free(lock)

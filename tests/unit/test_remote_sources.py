@@ -10,7 +10,6 @@ import pytest
 
 from opsrunner.connections import artifact
 from opsrunner.connections.wrappers import watchdog_source
-from opsrunner.locks.job_lock import keeper_source
 
 MODULES = artifact.package_sources()
 BOOTS = {"unpack": artifact._UNPACK, "inline": artifact.INLINE}
@@ -39,8 +38,8 @@ def test_imports_only_the_standard_library_and_its_own_package(name: str) -> Non
 
 
 def test_the_scripts_sent_alone_import_nothing_of_the_package() -> None:
-    """The watchdog, the job lock keeper and the supervisor run alone in a fresh Python."""
-    for name in ("watchdog.py", "job_lock_keeper.py", "supervisor.py"):
+    """The watchdog and the supervisor run alone in a fresh Python."""
+    for name in ("watchdog.py", "supervisor.py"):
         tree = ast.parse(MODULES[name])
         assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level], name
 
@@ -52,5 +51,4 @@ def test_what_runs_on_a_target_starts_with_its_marker() -> None:
     assert artifact._UNPACK.startswith("# opsrunner-agent")
     assert "# opsrunner-agent (cached)" in artifact.START[:300]
     assert watchdog_source().startswith("# opsrunner-watchdog")
-    assert keeper_source().startswith("# opsrunner-lock-keeper")
     assert MODULES["supervisor.py"].startswith(b"# opsrunner-supervisor")
