@@ -393,6 +393,8 @@ def main() -> int:
                              "machines (the shared sshd otherwise: every host sees every host's processes)")
     parser.add_argument("--ansible-max-hosts", type=int, default=10**6,
                         help="leave ansible-core out of cells with more hosts (its 50-host runs take minutes)")
+    parser.add_argument("--no-overhead", action="store_true",
+                        help="leave out the per-task overhead and call latency measures (for scale cells)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="opsrunner-bench-"))
     started = cpu_ticks()
@@ -409,8 +411,9 @@ def main() -> int:
                 all_times[(workload, n)] = bench.run_case(workload, n, tools)
                 print(workload, n, {t: [round(x, 2) for x in v] for t, v in all_times[(workload, n)][0].items()},
                       f"steal {steal_percent(ticks):.0f}%", flush=True)
-        overhead = {"auto": bench.per_task_overhead("auto"), "bare": bench.per_task_overhead("bare", tasks=51)}
-        latency = bench.call_latency()
+        overhead = {} if args.no_overhead else {"auto": bench.per_task_overhead("auto"),
+                                                "bare": bench.per_task_overhead("bare", tasks=51)}
+        latency = {} if args.no_overhead else bench.call_latency()
     finally:
         bench.cleanup()
         shutil.rmtree(work, ignore_errors=True)
