@@ -125,20 +125,20 @@ class HeldLocks:
     def __init__(self) -> None:
         self.fds: dict[str, int] = {}
         self.lease: float | None = None
-        self.last_request = time.time()
+        self.last_request = time.monotonic()
 
     def answer(self, op: str, args: dict[str, object]) -> bytes | None:
         """The reply (JSON) to a lock op; None when the controller left while it waited."""
-        self.last_request = time.time()
+        self.last_request = time.monotonic()
         if op == "beat":
             return b"{}"
-        if op == "job_unlock":
-            return json_dumps(self.release(os.path.expanduser(str(args.get("path"))), "released")).encode()
         try:
+            if op == "job_unlock":
+                return json_dumps(self.release(os.path.expanduser(str(args.get("path"))), "released")).encode()
             reply = self.take(args)  # type: ignore[arg-type]
         except (OSError, KeyError, TypeError, ValueError) as exc:  # the lock file cannot be made or locked
             return json_dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
-        self.last_request = time.time()
+        self.last_request = time.monotonic()
         return None if reply is None else json_dumps(reply).encode()
 
     def take(self, request: LockRequest) -> LockReply | None:
@@ -151,14 +151,26 @@ class HeldLocks:
         if folder:
             os.makedirs(folder, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        deadline = time.time() + float(request.get("wait") or 0)
+        try:
+            reply = self._lock(fd, path, request)
+        except BaseException:
+            os.close(fd)  # a lock taken but not recorded (ENOSPC on the record) must not stay held
+            raise
+        if reply is None or not reply.get("locked"):
+            os.close(fd)
+            return reply
+        self.fds[path] = fd
+        lease = float(request.get("lease") or 60)
+        self.lease = lease if self.lease is None else min(self.lease, lease)
+        return reply
+
+    def _lock(self, fd: int, path: str, request: LockRequest) -> LockReply | None:
+        """flock fd (waiting up to the request's wait) and write the holder record into it."""
+        deadline = time.monotonic() + float(request.get("wait") or 0)
         while not try_lock(fd):
-            if time.time() >= deadline:
-                reply: LockReply = {"busy": True, "path": path, "holder": live_holder(fd)}
-                os.close(fd)
-                return reply
+            if time.monotonic() >= deadline:
+                return {"busy": True, "path": path, "holder": live_holder(fd)}
             if _controller_gone(POLL_S):
-                os.close(fd)
                 return None
         stale = read_record(fd)  # left by an agent that died without releasing (kill -9, reboot)
         record: dict[str, object] = dict(request.get("holder") or {})
@@ -166,17 +178,16 @@ class HeldLocks:
                       since=time.time())
         os.ftruncate(fd, 0)
         os.pwrite(fd, json_dumps(record).encode("utf-8"), 0)
-        self.fds[path] = fd
-        lease = float(request.get("lease") or 60)
-        self.lease = lease if self.lease is None else min(self.lease, lease)
         return {"locked": True, "path": path, "stale": stale}
 
     def release(self, path: str, why: str) -> LockReply:
         fd = self.fds.pop(path, None)
         if fd is None:
             return {"released": False, "path": path, "why": "not held"}
-        os.ftruncate(fd, 0)  # released in order: no record left behind
-        os.close(fd)
+        try:
+            os.ftruncate(fd, 0)  # released in order: no record left behind
+        finally:
+            os.close(fd)
         if not self.fds:
             self.lease = None
         return {"released": True, "path": path, "why": why}
@@ -189,9 +200,9 @@ class HeldLocks:
         """Between requests, while locks are held: wait for the next request, up to the lease.
         False when the lease ran out (a half-open connection never delivers EOF)."""
         while self.fds and self.lease is not None:
-            left = self.lease - (time.time() - self.last_request)
+            left = self.lease - (time.monotonic() - self.last_request)
+            if _controller_gone(max(0.0, min(left, 1.0))):
+                return True  # a request (or EOF) is there to read, even one that came at the expiry
             if left <= 0:
                 return False
-            if _controller_gone(min(left, 1.0)):
-                return True  # a request (or EOF) is there to read
         return True

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 else:
     import _signal as signal  # the C module: `signal` imports enum (~3 ms at every agent start)
 
-AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog")
+#: "opsrunner-lock-keeper": the job lock's keeper of earlier opsrunner versions (a run of an older
+#: controller may still hold one on a target): never mistaken for a job.
+AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 
 class Proc:

@@ -423,11 +423,11 @@ def _loop() -> None:
             write_all(1, frame(JSON, reply))
             workers.done(worker, kind, reaped)
             if locks is not None:
-                locks.last_request = time.time()  # a request's run counts as the controller's beat
+                locks.last_request = time.monotonic()  # a request's run counts as the controller's beat
     finally:
-        workers.close()
-        if locks is not None:
+        if locks is not None:  # first: a worker that is slow to reap must not hold them up
             locks.release_all("the connection closed")
+        workers.close()
 
 
 def main(sources: dict[str, bytes] | None = None) -> NoReturn:
