@@ -131,7 +131,7 @@ def test_the_docs_library_example_runs_as_written(home: Path) -> None:
         lines = proc.stdout.splitlines()
         assert lines[0] == "PlayStart" and "TaskEnd" in lines and lines[-2] == "Recap"
         exit_code, run_id, failed = lines[-1].split()
-        assert (exit_code, failed) == ("0", "0") and re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", run_id)
+        assert (exit_code, failed) == ("0", "0") and re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{8}", run_id)
         assert pids_with(f"{home}/opsrunner-demo/code/train.py")  # the job it launched runs
     finally:
         stop = cli_subprocess("play", "stop_training.yml", env={"HOME": str(home)})
