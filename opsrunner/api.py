@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.becomeopts import BecomeDefaults
+from opsrunner.connections.startslots import DEFAULT_START_SLOTS
 from opsrunner.errors import OpsrunnerError, Problem, UsageError, ValidationError
 from opsrunner.events import Event, Reporter
 from opsrunner.exitcodes import exit_code_of
@@ -61,6 +62,8 @@ class PlayRequest:
     check: bool = False
     diff: bool = False
     forks: int = 10
+    #: Hosts starting their connection and agent at once (connections/startslots.py).
+    connect_slots: int = DEFAULT_START_SLOTS
     verbosity: int = 0
     force_handlers: bool = False
     #: Refuse to start while another run of this playbook+inventory holds the run lock here.
@@ -98,12 +101,15 @@ class PlayRequest:
 
         if self.forks < 1:
             raise UsageError("--forks must be at least 1")
+        if self.connect_slots < 1:
+            raise UsageError("--connect-slots must be at least 1")
         defaults = ConnectionDefaults(self.user, self.private_key, self.connection)
         problems = defaults.problems()
         if problems:
             raise ValidationError(problems)
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
-                          skip_tags=split_tags(self.skip_tags), forks=self.forks, extra_vars=extra_vars,
+                          skip_tags=split_tags(self.skip_tags), forks=self.forks, connect_slots=self.connect_slots,
+                          extra_vars=extra_vars,
                           verbosity=self.verbosity, force_handlers=self.force_handlers,
                           start_at_task=self.start_at_task, step=self._step(), connection=defaults, become=self.become,
                           host_slice=parse_slice(self.host_slice) if self.host_slice is not None else None)

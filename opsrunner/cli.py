@@ -9,6 +9,7 @@ import sys
 from typing import IO, TYPE_CHECKING, NoReturn, cast
 
 from opsrunner import __version__
+from opsrunner.connections.startslots import DEFAULT_START_SLOTS
 from opsrunner.errors import ArgumentsError, OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
 from opsrunner.exitcodes import (
     EXIT_INTERRUPTED,
@@ -48,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("-D", "--diff", action="store_true", help="show content changes")
     play.add_argument("--force-handlers", action="store_true", help="run notified handlers even on failed hosts")
     play.add_argument("-f", "--forks", type=int, default=10, help="hosts in parallel (default 10)")
+    play.add_argument("--connect-slots", type=int, default=DEFAULT_START_SLOTS, metavar="N",
+                      help=f"hosts connecting and starting their agent at once (default {DEFAULT_START_SLOTS}); "
+                      "connect_timeout counts from a host's turn")
     play.add_argument("-v", "--verbose", action="count", default=0,
                       help="more output; -vvv prints every command exactly as sent")
     play.add_argument("--json-events", metavar="FILE", help="write JSON Lines events to FILE ('-' = stdout)")
@@ -137,6 +141,7 @@ def _request(args: argparse.Namespace) -> PlayRequest:
         playbook=args.playbook, inventory=args.inventory, extra_vars=args.extra_vars,
         limit=getattr(args, "limit", None), tags=getattr(args, "tags", ()), skip_tags=getattr(args, "skip_tags", ()),
         check=getattr(args, "check", False), diff=getattr(args, "diff", False), forks=getattr(args, "forks", 10),
+        connect_slots=getattr(args, "connect_slots", DEFAULT_START_SLOTS),
         verbosity=getattr(args, "verbose", 0), force_handlers=getattr(args, "force_handlers", False),
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
         history_path=getattr(args, "history", None), argv=args.argv, host_slice=getattr(args, "host_slice", None),

@@ -10,6 +10,7 @@ opsrunner.api.run, which loads the files, records history and takes the locks ar
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from opsrunner.errors import TemplateError, Terminated, ValidationError
 from opsrunner.events import Notice, PlayEnd, PlayStart, Recap, Reporter, TaskStart
@@ -24,7 +25,7 @@ from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import Masker, masker_for
 from opsrunner.selection import RunOptions, batches, select_play_hosts, tags_selected
 from opsrunner.startat import StartAt
-from opsrunner.taskrun import TaskRunner, started_pool
+from opsrunner.taskrun import TaskRunner, started_pool, switch_interval_for
 from opsrunner.templating import LazyVars, render, template_value
 
 __all__ = ["Engine", "RunOptions"]
@@ -70,8 +71,15 @@ class Engine:
         if report.static_problems():
             raise ValidationError(report.static_problems())
         self.state.preflight = report.problems
-        pool = started_pool(min(max(1, self.options.forks), max([1, *(len(h) for h in play_hosts)])))
+        workers = min(max(1, self.options.forks), max([1, *(len(h) for h in play_hosts)]))
+        pool = started_pool(workers)
         self._runner = TaskRunner(self.state, pool)
+        with switch_interval_for(workers):
+            self._run_plays(pool)
+        self.emit(Recap(self.summary))
+        return self.summary
+
+    def _run_plays(self, pool: ThreadPoolExecutor) -> None:
         try:
             for play in self.playbook.plays:
                 go_on = self._run_play(play)
@@ -86,8 +94,6 @@ class Engine:
             # Interrupted (or failed), host threads may still be in commands that only the close ends.
             self.state.connections.close_all()
             pool.shutdown(wait=not self.summary.interrupted, cancel_futures=True)
-        self.emit(Recap(self.summary))
-        return self.summary
 
     def _run_play(self, play: Play) -> bool:
         """Run one play; False means stop the whole run (any_errors_fatal, all failed, ...)."""

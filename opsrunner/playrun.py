@@ -56,7 +56,8 @@ class PlayRun:
     def __post_init__(self) -> None:
         self.vars = VariableManager(self.inventory, self.options.extra_vars, self.options.check,
                                     self.options.run_id, self.options.verbosity)
-        self.connections = ConnectionFactory(self._log_command if self.options.verbosity >= 3 else None)
+        self.connections = ConnectionFactory(self._log_command if self.options.verbosity >= 3 else None,
+                                             self.options.connect_slots)
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: Event) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from opsrunner.becomeopts import BecomeDefaults
 from opsrunner.connections.defaults import ConnectionDefaults
+from opsrunner.connections.startslots import DEFAULT_START_SLOTS
 from opsrunner.errors import Problem, SourcePos, ValidationError
 from opsrunner.templating import render
 
@@ -71,6 +72,8 @@ class RunOptions:
     tags: frozenset[str] = frozenset()
     skip_tags: frozenset[str] = frozenset()
     forks: int = 10
+    #: --connect-slots: hosts starting their connection and agent at once (connections/startslots.py).
+    connect_slots: int = DEFAULT_START_SLOTS
     extra_vars: dict[str, Any] = field(default_factory=dict)
     verbosity: int = 0
     force_handlers: bool = False

@@ -4,9 +4,11 @@ runs where and when; this runs it and records each host's result in the PlayRun.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from opsrunner.connections.base import Connection, ConnectionSpec
@@ -34,6 +36,28 @@ def started_pool(workers: int) -> ThreadPoolExecutor:
         pool.submit(gate.wait)  # each holds its thread until all are started
     gate.wait()
     return pool
+
+
+#: From this many host threads on (each beside its ssh transport thread), the interpreter's
+#: forced GIL hand-offs among them, every 5 ms by default, cost more than they give: at 500
+#: hosts they took most of the controller's CPU in system time (bench/RESULTS.md, runs 22-23).
+MANY_HOST_THREADS = 100
+#: The switch interval then, for the run: fewer forced hand-offs (threads waiting on the
+#: network give the GIL up at once anyway).
+MANY_THREADS_SWITCH_INTERVAL_S = 0.05
+
+
+@contextlib.contextmanager
+def switch_interval_for(workers: int) -> Iterator[None]:
+    """A longer switch interval for a run of MANY_HOST_THREADS host threads or more (this
+    process's setting, put back at the run's end); below that, nothing changes."""
+    before = sys.getswitchinterval()
+    if workers >= MANY_HOST_THREADS:
+        sys.setswitchinterval(max(before, MANY_THREADS_SWITCH_INTERVAL_S))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 class TaskRunner:

@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 from opsrunner.connections.artifact import UNCACHE, agent_artifact, agent_version, cache_name, inline_argv, start_argv
 from opsrunner.connections.become import REFUSED
 from opsrunner.connections.ops import EXEC, AgentOp, ArgsT, ReplyT
+from opsrunner.connections.startslots import StartSlots
 from opsrunner.connections.streams import Stream
 from opsrunner.errors import ConnectionFailed, ModuleFailure
 from opsrunner.remote.protocol import (
@@ -63,6 +64,9 @@ class AgentHost(Protocol):
 
     @property
     def spec(self) -> _HostSpec: ...
+
+    @property
+    def slots(self) -> StartSlots: ...
 
     @property
     def log(self) -> Callable[[str, str], None] | None: ...
@@ -265,13 +269,14 @@ class AgentSession:
                 return self._stream
             self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
         lost, self._lost = self._lost, None
-        reach_by = time.monotonic() + self.connection.spec.connect_timeout
-        try:
-            self._stream = self._start(notes, reach_by if deadline is None else min(deadline, reach_by))
-        except TimeoutError:
-            if deadline is not None and deadline < reach_by:
-                raise  # the task's deadline came first: the task timed out
-            raise ConnectionFailed(self._not_reached()) from None
+        with self.connection.slots.held(deadline):  # TimeoutError: the task's deadline came first
+            reach_by = time.monotonic() + self.connection.spec.connect_timeout  # from its turn on
+            try:
+                self._stream = self._start(notes, reach_by if deadline is None else min(deadline, reach_by))
+            except TimeoutError:
+                if deadline is not None and deadline < reach_by:
+                    raise  # the task's deadline came first: the task timed out
+                raise ConnectionFailed(self._not_reached()) from None
         self.starts += 1
         if lost and notes is not None:
             notes.append(f"remote agent restarted (now pid {self.pid}): the previous one {lost}")

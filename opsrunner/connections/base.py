@@ -13,6 +13,7 @@ from typing import IO
 
 from opsrunner.connections.agent import AgentSession, AgentStartFailed
 from opsrunner.connections.become import EXIT_REFUSED, REFUSED
+from opsrunner.connections.startslots import StartSlots
 from opsrunner.connections.stdinscript import header, shell_script, with_env
 from opsrunner.connections.streams import Stream, prefixed
 from opsrunner.connections.wrappers import Layer, build_argv, stdin_prefix
@@ -59,9 +60,12 @@ class Connection(abc.ABC):
     given, `env`/`cd` setup, then the argv itself.
     """
 
-    def __init__(self, spec: ConnectionSpec, log: CommandLogger | None = None) -> None:
+    def __init__(self, spec: ConnectionSpec, log: CommandLogger | None = None,
+                 slots: StartSlots | None = None) -> None:
         self.spec = spec
         self.log = log
+        #: Shared by the run's connections: how many may be starting at once (startslots.py).
+        self.slots = slots if slots is not None else StartSlots()
         self._agent: AgentSession | None = None
         self._agent_failed = False
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 
 from opsrunner.connections.base import CommandLogger, Connection, ConnectionSpec
+from opsrunner.connections.startslots import DEFAULT_START_SLOTS, StartSlots
 
 
 class ConnectionFactory:
     """Creates (and caches) one connection per inventory host for the whole run."""
 
-    def __init__(self, log: CommandLogger | None = None) -> None:
+    def __init__(self, log: CommandLogger | None = None, start_slots: int = DEFAULT_START_SLOTS) -> None:
         self.log = log
+        self.slots = StartSlots(start_slots)
         self._open: dict[str, Connection] = {}
 
     def get(self, spec: ConnectionSpec) -> Connection:
@@ -27,11 +29,11 @@ class ConnectionFactory:
         if spec.kind == "local":
             from opsrunner.connections.local import LocalConnection
 
-            return LocalConnection(spec, self.log)
+            return LocalConnection(spec, self.log, self.slots)
         # Imported only when a play reaches an ssh host: it imports paramiko.
         from opsrunner.connections.ssh import SSHConnection
 
-        return SSHConnection(spec, self.log)
+        return SSHConnection(spec, self.log, self.slots)
 
     def close_all(self) -> None:
         """Close every connection, side by side, each on a thread of its own: a close waits

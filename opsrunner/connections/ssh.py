@@ -216,10 +216,11 @@ class SSHConnection(Connection):
             direct = hops[-1] if hops else fab
             sock = None
             try:
-                if direct.gateway is None:
-                    sock = dial(direct.host, direct.port, direct.connect_timeout)
-                    direct.connect_kwargs = dict(direct.connect_kwargs, sock=sock)
-                fab.open()
+                with self.slots.held():  # connect_timeout counts from this host's turn (startslots.py)
+                    if direct.gateway is None:
+                        sock = dial(direct.host, direct.port, direct.connect_timeout)
+                        direct.connect_kwargs = dict(direct.connect_kwargs, sock=sock)
+                    fab.open()
             except Exception as exc:
                 where = _failed_hop(hops) or spec.host or spec.name
                 for conn in (fab, *hops):

@@ -1,0 +1,76 @@
+"""`--connect-slots`: how many hosts start their connection and agent at once, and
+connect_timeout counted from a host's turn (connections/startslots.py).
+
+Five hosts, each behind a wrapper that takes 1 s before it runs the agent and writes when it
+started and ended: with one slot the starts never overlap, and the last host, over 4 s after the
+first, is not unreachable although its connect_timeout is 3 s; with five slots they overlap
+(the measure sees concurrency when there is some).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import write_inventory
+from tests.helpers import cli
+from tests.sshd import PrivateSSHD
+
+HOSTS = 5
+
+
+def _slow_wrapper(folder: Path, log: Path) -> Path:
+    script = folder / "slow-exec.sh"
+    script.write_text(f'#!/bin/sh\necho "start $(date +%s.%N)" >> {log}\nsleep 1\n'
+                      f'echo "end $(date +%s.%N)" >> {log}\nexec "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+def _most_at_once(log: Path) -> int:
+    """The most wrapper starts that were under way at the same moment."""
+    marks = sorted((float(t), kind == "start") for kind, t in (line.split() for line in log.read_text().splitlines()))
+    most = now = 0
+    for _t, is_start in marks:  # at equal times an end sorts first (False < True): no false overlap
+        now += 1 if is_start else -1
+        most = max(most, now)
+    return most
+
+
+def _run(sshd: PrivateSSHD, folder: Path, slots: int) -> tuple[int, str, Path]:
+    folder.mkdir()
+    log = folder / "starts.log"
+    wrapper = _slow_wrapper(folder, log)
+    hosts = {f"h{i}": sshd.host_vars(wrapper=[str(wrapper)], connect_timeout=3, python_interpreter=sys.executable)
+             for i in range(HOSTS)}
+    inv = write_inventory(folder / "inv.yml", hosts)
+    pb = folder / "pb.yml"
+    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
+                                   "tasks": [{"name": "probe", "stat": {"path": "/"}}]}]))
+    res = cli("play", str(pb), "-i", str(inv), "-f", str(HOSTS), "--connect-slots", str(slots), cwd=folder)
+    return res.rc, res.out + res.err, log
+
+
+def test_one_slot_starts_hosts_one_at_a_time_and_none_times_out_waiting(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    rc, out, log = _run(sshd, tmp_path / "one", 1)
+    assert rc == 0, out
+    assert "unreachable=1" not in out and out.count("unreachable=0") == HOSTS, out
+    assert len(log.read_text().splitlines()) == 2 * HOSTS
+    assert _most_at_once(log) == 1, log.read_text()
+
+
+def test_with_a_slot_each_the_hosts_start_together(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    rc, out, log = _run(sshd, tmp_path / "five", HOSTS)
+    assert rc == 0, out
+    assert _most_at_once(log) >= 2, log.read_text()
+
+
+def test_connect_slots_below_one_is_a_usage_error(tmp_path: Path) -> None:
+    """Exit 5 (bad options, Ansible's code), as `--forks 0`, before anything is read or touched."""
+    pb = tmp_path / "pb.yml"
+    pb.write_text("- hosts: all\n  tasks: []\n")
+    res = cli("play", str(pb), "--connect-slots", "0", cwd=tmp_path)
+    assert res.rc == 5, res.out + res.err
+    assert "--connect-slots must be at least 1" in res.err
