@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 
+from opsrunner.arrivals import Arrivals
 from opsrunner.events import Notice
 from opsrunner.iteration import HostIterator
 from opsrunner.playbook import Play, Task
@@ -38,6 +39,7 @@ class FreeWalk:
                          "each host runs on its own")
         ready = deque(h for h, it in iters.items() if it.current is not None)
         running: dict[Future[TaskResult], tuple[str, Task]] = {}
+        arrivals: Arrivals[TaskResult] = Arrivals()
         try:
             while ready or running:
                 while ready and len(running) < self.forks:
@@ -50,9 +52,8 @@ class FreeWalk:
                             ready.append(host)
                         continue
                     self._warn_run_once(task)
-                    running[self.runner.start(self.play, task, host, self.play_hosts)] = (host, task)
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
+                    running[arrivals.add(self.runner.start(self.play, task, host, self.play_hosts))] = (host, task)
+                for future in arrivals.next_batch() if running else []:  # (all declined: none to wait for)
                     host, task = running.pop(future)
                     result = future.result()
                     self.runner.finish(self.play, task, host, result)

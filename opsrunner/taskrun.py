@@ -8,9 +8,10 @@ import contextlib
 import dataclasses
 import sys
 import threading
-from collections.abc import Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
+from opsrunner.arrivals import Arrivals
 from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.errors import TemplateError
 from opsrunner.events import TaskStart
@@ -101,14 +102,13 @@ class TaskRunner:
             run.record(play, task, hosts[0], result, handler)
             run.flush_reporters()
             return {hosts[0]: result}
+        arrivals: Arrivals[TaskResult] = Arrivals()
         futures: dict[Future[TaskResult], str] = {
-            self.pool.submit(self.on_host, play, task, host, play_hosts): host for host in hosts
+            arrivals.add(self.pool.submit(self.on_host, play, task, host, play_hosts)): host for host in hosts
         }
         results: dict[str, TaskResult] = {}
-        pending: Iterable[Future[TaskResult]] = futures
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
+        while len(results) < len(futures):
+            for fut in arrivals.next_batch():
                 host = futures[fut]
                 results[host] = fut.result()
                 run.record(play, task, host, results[host], handler)
