@@ -308,6 +308,7 @@ class AgentSession:
                 return stream
             why = problem or stream.exit_text()
             stream.close()
+            self.connection.slots.ensure_open()  # closed by the run's end: no second try inline
             if REFUSED in why:  # each try is another wrong password for sudo to delay and log
                 raise AgentStartFailed(f"remote agent did not start: {why}")
             # Not cacheable here, or a cached copy that is not this version (or broken): remove

@@ -40,6 +40,7 @@ class ConnectionFactory:
         (up to streams.AGENT_EXIT_WAIT_S) for its agent to exit, so the whole takes about the
         slowest one, whatever -f is; and an interrupted run's host threads may still be in
         commands that only the close ends."""
+        self.slots.close()  # a host thread still waiting for its turn must not connect after this
         conns = list(self._open.values())
         self._open.clear()
         if len(conns) <= 1:

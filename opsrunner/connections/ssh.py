@@ -29,6 +29,7 @@ from fabric import Connection as FabricConnection
 
 from opsrunner.connections.base import Connection
 from opsrunner.connections.local import BACKUP_GRACE_S
+from opsrunner.connections.startslots import StartsClosed
 from opsrunner.connections.streams import (
     AGENT_EXIT_WAIT_S,
     StderrTail,
@@ -158,6 +159,8 @@ def _failed_hop(hops: list[FabricConnection]) -> str | None:
 
 
 def _reason(exc: BaseException, spec_host: str, timeout: float) -> str:
+    if isinstance(exc, StartsClosed):
+        return str(exc)
     if isinstance(exc, paramiko.BadHostKeyException):
         return (f"host key for {spec_host} has CHANGED (expected {exc.expected_key.get_name()}); "
                 "refusing to connect: remove the old key from known_hosts if the change is expected")

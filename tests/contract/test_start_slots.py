@@ -9,21 +9,23 @@ first, is not unreachable although its connect_timeout is 3 s; with five slots t
 
 from __future__ import annotations
 
+import signal
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
-from tests.conftest import write_inventory
-from tests.helpers import cli
+from tests.conftest import wait_for, write_inventory
+from tests.helpers import cli, opsrunner_process
 from tests.sshd import PrivateSSHD
 
 HOSTS = 5
 
 
-def _slow_wrapper(folder: Path, log: Path) -> Path:
+def _slow_wrapper(folder: Path, log: Path, seconds: float = 1) -> Path:
     script = folder / "slow-exec.sh"
-    script.write_text(f'#!/bin/sh\necho "start $(date +%s.%N)" >> {log}\nsleep 1\n'
+    script.write_text(f'#!/bin/sh\necho "start $(date +%s.%N)" >> {log}\nsleep {seconds}\n'
                       f'echo "end $(date +%s.%N)" >> {log}\nexec "$@"\n')
     script.chmod(0o755)
     return script
@@ -74,3 +76,24 @@ def test_connect_slots_below_one_is_a_usage_error(tmp_path: Path) -> None:
     res = cli("play", str(pb), "--connect-slots", "0", cwd=tmp_path)
     assert res.rc == 5, res.out + res.err
     assert "--connect-slots must be at least 1" in res.err
+
+
+def test_ctrl_c_starts_none_of_the_hosts_still_waiting_for_their_turn(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    """Interrupted while the first host starts, the run ends without starting the others: once
+    the run's connections are closed, a host thread that was waiting for a slot is not
+    connected (it would have been, as the first start's slot came free)."""
+    log = tmp_path / "starts.log"
+    wrapper = _slow_wrapper(tmp_path, log, 3)
+    hosts = {f"h{i}": sshd.host_vars(wrapper=[str(wrapper)], python_interpreter=sys.executable) for i in range(4)}
+    inv = write_inventory(tmp_path / "inv.yml", hosts)
+    pb = tmp_path / "pb.yml"
+    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
+                                   "tasks": [{"name": "probe", "stat": {"path": "/"}}]}]))
+    with opsrunner_process("play", str(pb), "-i", str(inv), "-f", "4", "--connect-slots", "1", "--no-history",
+                           cwd=tmp_path) as proc:
+        assert wait_for(lambda: log.exists() and "start" in log.read_text(), 30), "no host started"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    time.sleep(4)  # past the first start's 3 s: a host that got its slot afterwards has written by now
+    assert proc.returncode == 99, out
+    assert log.read_text().count("start") == 1, log.read_text()

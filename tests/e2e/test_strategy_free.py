@@ -41,13 +41,15 @@ def position(events: list[dict[str, Any]], task: str, host: str) -> int:
 
 
 def test_a_fast_host_finishes_while_a_slow_one_is_on_its_first_task(tmp_path: Path, inv: Path) -> None:
+    # h2's first task ends 2 s after h1's last one wrote its file: long after h1's result is in
+    # (without them, the two results came in either order when the machine was busy).
     flag = tmp_path / "h1-done"
     rc, out, ev = play(tmp_path, inv, f"""
 - hosts: h1:h2
   strategy: free
   tasks:
     - name: first
-      shell: "{{{{ '{wait_for(flag)}' if inventory_hostname == 'h2' else 'true' }}}}"
+      shell: "{{{{ '({wait_for(flag)}) && sleep 2' if inventory_hostname == 'h2' else 'true' }}}}"
     - name: second
       debug: {{msg: "{{{{ inventory_hostname }}}}"}}
     - name: last
@@ -173,6 +175,9 @@ def test_run_once_runs_on_every_host_and_says_so(tmp_path: Path, inv: Path) -> N
 
 
 def test_each_result_is_shown_under_its_own_tasks_banner(tmp_path: Path, inv: Path) -> None:
+    # h2's first task waits for a file that h1's third task writes: h1's third task starts only
+    # once its second has been recorded, so h2's first result comes after h1's second, whatever
+    # the load (h1's third and h2's first finish close together, in either order).
     flag = tmp_path / "h1-done"
     rc, out, _ = play(tmp_path, inv, f"""
 - hosts: h1:h2
@@ -181,6 +186,9 @@ def test_each_result_is_shown_under_its_own_tasks_banner(tmp_path: Path, inv: Pa
     - name: first
       shell: "{{{{ '{wait_for(flag)}' if inventory_hostname == 'h2' else 'true' }}}}"
     - name: second
+      shell: "true"
+      when: inventory_hostname == 'h1'
+    - name: third
       shell: "touch {flag}"
       when: inventory_hostname == 'h1'
 """, "--no-color")
@@ -194,8 +202,12 @@ def test_each_result_is_shown_under_its_own_tasks_banner(tmp_path: Path, inv: Pa
             banner = m.group(1)
         elif m := re.match(r"(?:ok|changed|skipping|fatal): \[(h\d)\]", line):
             shown.append((banner, m.group(1)))
-    # h2's first task ends after h1's second (it waits for its file): it is shown under "first" again.
-    assert shown == [("first", "h1"), ("second", "h1"), ("first", "h2"), ("second", "h2")], out
+    # Each host's results, in its order, each under its own task's banner.
+    for host in ("h1", "h2"):
+        assert [b for b, h in shown if h == host] == ["first", "second", "third"], out
+    # h1 was two tasks on when h2's first ended: that result is shown under "first" again.
+    assert shown[:2] == [("first", "h1"), ("second", "h1")], out
+    assert shown.index(("first", "h2")) > shown.index(("second", "h1")), out
     assert len(re.findall(r"TASK \[first\]", out)) == 2
     assert empty_banners == 0, out  # a banner comes with a result, never alone (as ansible-core)
 
@@ -215,16 +227,18 @@ def test_an_unknown_strategy_is_refused_before_any_host(tmp_path: Path, inv: Pat
 
 def test_no_banner_stands_empty_while_hosts_are_on_other_tasks(tmp_path: Path, inv: Path) -> None:
     # h1 starts "second" (waiting for h2's file) before h2's "first" ends: "second"'s banner
-    # must come with its result, not stand empty above h2's "first".
+    # must come with its result, not stand empty above h2's "first". h2 writes the file in its
+    # own "second", which starts only once its "first" is recorded: so h2's "first" is shown
+    # before h1's "second" whatever the load.
     flag = tmp_path / "h2-first-done"
     rc, out, _ = play(tmp_path, inv, f"""
 - hosts: h1:h2
   strategy: free
   tasks:
     - name: first
-      shell: "{{{{ 'sleep 0.5; touch {flag}' if inventory_hostname == 'h2' else 'true' }}}}"
+      shell: "{{{{ 'sleep 0.5' if inventory_hostname == 'h2' else 'true' }}}}"
     - name: second
-      shell: "{{{{ '{wait_for(flag)}' if inventory_hostname == 'h1' else 'true' }}}}"
+      shell: "{{{{ '{wait_for(flag)}' if inventory_hostname == 'h1' else 'touch {flag}' }}}}"
 """, "--no-color")
     assert rc == 0, out
     lines = [line for line in out.splitlines() if re.match(r"(TASK \[|ok:|changed:|skipping:|fatal:)", line)]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from opsrunner.connections.startslots import StartSlots
+from opsrunner.connections.startslots import StartsClosed, StartSlots
 
 
 def test_no_more_than_the_limit_hold_a_slot_at_once() -> None:
@@ -71,3 +71,35 @@ def test_a_deadline_that_passes_while_waiting_is_a_timeout() -> None:
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         StartSlots(0)
+
+
+def test_closing_stops_the_waiting_and_every_later_start() -> None:
+    slots = StartSlots(1)
+    taken, release = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+
+    def hold() -> None:
+        with slots.held():
+            taken.set()
+            release.wait(5)
+
+    def wait_for_a_slot() -> None:
+        try:
+            with slots.held():
+                outcome.append(AssertionError("started after the close"))
+        except StartsClosed as exc:
+            outcome.append(exc)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(5)
+    waiter = threading.Thread(target=wait_for_a_slot)
+    waiter.start()
+    time.sleep(0.1)
+    slots.close()
+    waiter.join(5)
+    assert len(outcome) == 1 and isinstance(outcome[0], StartsClosed), outcome
+    release.set()
+    holder.join()
+    with pytest.raises(StartsClosed), slots.held():
+        pass
