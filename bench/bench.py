@@ -292,8 +292,15 @@ class Bench:
             cmds[count] = (cmd, d)
             self.time_run(cmd, d)
         ticks = cpu_ticks()
-        differences = [(self.time_run(*cmds[tasks]) - self.time_run(*cmds[1])) / (tasks - 1) for _ in range(pairs)]
-        return Overhead(statistics.median(differences), tasks, pairs, os.getloadavg()[0], steal_percent(ticks))
+        differences, controller = [], []
+        for _ in range(pairs):
+            many = self.time_run(*cmds[tasks])
+            many_cpu = self.usage[-1].controller_cpu_s
+            one = self.time_run(*cmds[1])
+            differences.append((many - one) / (tasks - 1))
+            controller.append((many_cpu - self.usage[-1].controller_cpu_s) / (tasks - 1))
+        return Overhead(statistics.median(differences), tasks, pairs, os.getloadavg()[0], steal_percent(ticks),
+                        statistics.median(controller))
 
     def cleanup(self) -> None:
         for marker in self.markers:
@@ -348,6 +355,7 @@ class Overhead:
     pairs: int
     load_after: float  # the 1-minute load average when the measure ended
     steal: float  # percent of the machine's CPU time taken by the hypervisor meanwhile
+    controller_cpu_s: float = 0.0  # per task: the controller's own CPU (the rest is the round trip's)
 
 
 def report(all_times: Cells, overhead: dict[str, Overhead], reps: int, latency: dict[str, float]) -> str:
@@ -370,7 +378,8 @@ def report(all_times: Cells, overhead: dict[str, Overhead], reps: int, latency: 
     lines.append("")
     for mode, o in overhead.items():
         lines.append(f"opsrunner per-task overhead over an open connection, command_exec={mode}: "
-                     f"{o.seconds * 1000:.2f} ms (median of {o.pairs} back-to-back pairs, (T[{o.tasks} tasks] "
+                     f"{o.seconds * 1000:.2f} ms, of which the controller's CPU {o.controller_cpu_s * 1000:.2f} ms "
+                     f"(median of {o.pairs} back-to-back pairs, (T[{o.tasks} tasks] "
                      f"- T[1 task]) / {o.tasks - 1}, one host; load average {o.load_after:.1f} at its end, "
                      f"steal {o.steal:.0f}%)")
     lines.append(f"{reps} timed runs per cell after one warm-up, tools alternating in rotating order.")
