@@ -118,6 +118,8 @@ class AgentSession:
         self.locks: set[str] = set()
         self._ended = threading.Event()
         self._beats: threading.Thread | None = None
+        #: Seconds the last start waited for its turn (connections/startslots.py).
+        self.turn_wait = 0.0
 
     # -- requests ---------------------------------------------------------------------------
     def call(self, op: str, args: dict[str, Any], *, timeout: float | None = None,
@@ -141,6 +143,8 @@ class AgentSession:
             except TimeoutError:
                 return {"timed_out": True, "error": f"the remote agent did not start within {timeout:g}s "
                                                     "(the host or a wrapper hangs); it was stopped"}
+            if backup is not None:  # its wait for a start slot is this controller's, not the request's
+                backup += self.turn_wait
             try:
                 if not self._deliver(stream, request, payload, backup):
                     self._drop(f"ended before it read the request ({stream.exit_text()})")
@@ -149,6 +153,8 @@ class AgentSession:
                     if payload is not None and rewind is not None:
                         payload.seek(rewind)
                     stream = self._ensure_started(notes, backup)
+                    if backup is not None:
+                        backup += self.turn_wait
                     if not self._deliver(stream, request, payload, backup):
                         raise EOFError("the new agent ended before it read the request")
                 return self._read_frame(stream, backup, JSON)
@@ -264,13 +270,19 @@ class AgentSession:
 
     # -- start and greeting -----------------------------------------------------------------
     def _ensure_started(self, notes: list[str] | None, deadline: float | None) -> Stream:
+        self.turn_wait = 0.0
         if self._stream is not None:
             if self._stream.alive():
                 return self._stream
             self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
         lost, self._lost = self._lost, None
-        with self.connection.slots.held(deadline):  # TimeoutError: the task's deadline came first
-            reach_by = time.monotonic() + self.connection.spec.connect_timeout  # from its turn on
+        asked = time.monotonic()
+        with self.connection.slots.held():
+            # The wait for a turn (startslots.py) is this controller's: connect_timeout and the
+            # task's deadline count from the turn.
+            self.turn_wait = time.monotonic() - asked
+            deadline = None if deadline is None else deadline + self.turn_wait
+            reach_by = time.monotonic() + self.connection.spec.connect_timeout
             try:
                 self._stream = self._start(notes, reach_by if deadline is None else min(deadline, reach_by))
             except TimeoutError:

@@ -97,3 +97,19 @@ def test_ctrl_c_starts_none_of_the_hosts_still_waiting_for_their_turn(sshd: Priv
     time.sleep(4)  # past the first start's 3 s: a host that got its slot afterwards has written by now
     assert proc.returncode == 99, out
     assert log.read_text().count("start") == 1, log.read_text()
+
+
+def test_a_task_timeout_counts_from_the_hosts_turn_too(sshd: PrivateSSHD, tmp_path: Path) -> None:
+    """A task with `timeout: 4` on four hosts that start one at a time, 1.5 s each: the last
+    waits ~5 s for its turn, and still only its own start and request count against its 4 s."""
+    log = tmp_path / "starts.log"
+    wrapper = _slow_wrapper(tmp_path, log, 1.5)
+    hosts = {f"h{i}": sshd.host_vars(wrapper=[str(wrapper)], python_interpreter=sys.executable) for i in range(4)}
+    inv = write_inventory(tmp_path / "inv.yml", hosts)
+    pb = tmp_path / "pb.yml"
+    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
+                                   "tasks": [{"name": "probe", "stat": {"path": "/"}, "timeout": 4}]}]))
+    res = cli("play", str(pb), "-i", str(inv), "-f", "4", "--connect-slots", "1", "--no-history", cwd=tmp_path)
+    assert res.rc == 0, res.out + res.err
+    assert res.out.count("ok=1") == 4, res.out
+    assert _most_at_once(log) == 1, log.read_text()
