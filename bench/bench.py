@@ -14,6 +14,7 @@ back-to-back runs).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -309,6 +310,19 @@ class Bench:
             proc.kill()  # unshare --fork ignores SIGTERM; its death SIGKILLs the sshd, PID 1 inside
             proc.wait()
         self.sshd.stop()
+
+
+@contextlib.contextmanager
+def own_tables_bench(prefix: str, others: Path, hosts: int) -> Iterator[Bench]:
+    """A Bench in a temp dir whose hosts have their own process tables; cleaned up after."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    bench = Bench(work, others, [hosts], 1, True)
+    bench.own_tables = True
+    try:
+        yield bench
+    finally:
+        bench.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench import Bench  # noqa: E402
+from bench.bench import Bench, own_tables_bench  # noqa: E402
 
 RATE = "1999"
 
@@ -53,17 +51,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="opsrunner-profile-"))
-    bench = Bench(work, args.others_venv, [args.hosts], 1, True)
-    bench.own_tables = True
-    try:
+    with own_tables_bench("opsrunner-profile-", args.others_venv, args.hosts) as bench:
         for tool in args.tools.split(","):
             table = profile(bench, tool, args.workload, args.hosts, args.out)
             (args.out / f"roles-{tool}-{args.workload}-{args.hosts}.txt").write_text(table)
             print(f"== {tool}, {args.workload}, {args.hosts} hosts\n{table}", flush=True)
-    finally:
-        bench.cleanup()
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
