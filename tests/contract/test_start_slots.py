@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -41,17 +42,24 @@ def _most_at_once(log: Path) -> int:
     return most
 
 
+def _probe_play(sshd: PrivateSSHD, folder: Path, hosts: int, wrapper: Path, task: dict[str, Any] | None = None,
+                **host_vars: Any) -> list[str]:
+    """Files for a play of one agent task (`stat /`, plus `task`) on `hosts` aliases of the
+    sshd behind `wrapper`: the command line's arguments after `play`."""
+    inv = write_inventory(folder / "inv.yml", {
+        f"h{i}": sshd.host_vars(wrapper=[str(wrapper)], python_interpreter=sys.executable, **host_vars)
+        for i in range(hosts)})
+    pb = folder / "pb.yml"
+    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
+                                   "tasks": [{"name": "probe", "stat": {"path": "/"}, **(task or {})}]}]))
+    return [str(pb), "-i", str(inv), "-f", str(hosts)]
+
+
 def _run(sshd: PrivateSSHD, folder: Path, slots: int) -> tuple[int, str, Path]:
     folder.mkdir()
     log = folder / "starts.log"
-    wrapper = _slow_wrapper(folder, log)
-    hosts = {f"h{i}": sshd.host_vars(wrapper=[str(wrapper)], connect_timeout=3, python_interpreter=sys.executable)
-             for i in range(HOSTS)}
-    inv = write_inventory(folder / "inv.yml", hosts)
-    pb = folder / "pb.yml"
-    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
-                                   "tasks": [{"name": "probe", "stat": {"path": "/"}}]}]))
-    res = cli("play", str(pb), "-i", str(inv), "-f", str(HOSTS), "--connect-slots", str(slots), cwd=folder)
+    args = _probe_play(sshd, folder, HOSTS, _slow_wrapper(folder, log), connect_timeout=3)
+    res = cli("play", *args, "--connect-slots", str(slots), cwd=folder)
     return res.rc, res.out + res.err, log
 
 
@@ -83,14 +91,8 @@ def test_ctrl_c_starts_none_of_the_hosts_still_waiting_for_their_turn(sshd: Priv
     the run's connections are closed, a host thread that was waiting for a slot is not
     connected (it would have been, as the first start's slot came free)."""
     log = tmp_path / "starts.log"
-    wrapper = _slow_wrapper(tmp_path, log, 3)
-    hosts = {f"h{i}": sshd.host_vars(wrapper=[str(wrapper)], python_interpreter=sys.executable) for i in range(4)}
-    inv = write_inventory(tmp_path / "inv.yml", hosts)
-    pb = tmp_path / "pb.yml"
-    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
-                                   "tasks": [{"name": "probe", "stat": {"path": "/"}}]}]))
-    with opsrunner_process("play", str(pb), "-i", str(inv), "-f", "4", "--connect-slots", "1", "--no-history",
-                           cwd=tmp_path) as proc:
+    args = _probe_play(sshd, tmp_path, 4, _slow_wrapper(tmp_path, log, 3))
+    with opsrunner_process("play", *args, "--connect-slots", "1", "--no-history", cwd=tmp_path) as proc:
         assert wait_for(lambda: log.exists() and "start" in log.read_text(), 30), "no host started"
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
@@ -103,13 +105,8 @@ def test_a_task_timeout_counts_from_the_hosts_turn_too(sshd: PrivateSSHD, tmp_pa
     """A task with `timeout: 4` on four hosts that start one at a time, 1.5 s each: the last
     waits ~5 s for its turn, and still only its own start and request count against its 4 s."""
     log = tmp_path / "starts.log"
-    wrapper = _slow_wrapper(tmp_path, log, 1.5)
-    hosts = {f"h{i}": sshd.host_vars(wrapper=[str(wrapper)], python_interpreter=sys.executable) for i in range(4)}
-    inv = write_inventory(tmp_path / "inv.yml", hosts)
-    pb = tmp_path / "pb.yml"
-    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
-                                   "tasks": [{"name": "probe", "stat": {"path": "/"}, "timeout": 4}]}]))
-    res = cli("play", str(pb), "-i", str(inv), "-f", "4", "--connect-slots", "1", "--no-history", cwd=tmp_path)
+    args = _probe_play(sshd, tmp_path, 4, _slow_wrapper(tmp_path, log, 1.5), {"timeout": 4})
+    res = cli("play", *args, "--connect-slots", "1", "--no-history", cwd=tmp_path)
     assert res.rc == 0, res.out + res.err
     assert res.out.count("ok=1") == 4, res.out
     assert _most_at_once(log) == 1, log.read_text()
