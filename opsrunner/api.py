@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from opsrunner.becomeopts import BecomeDefaults
 from opsrunner.connections.startslots import DEFAULT_START_SLOTS
-from opsrunner.errors import OpsrunnerError, Problem, UsageError, ValidationError
+from opsrunner.errors import OpsrunnerError, Problem, SourcePos, ValidationError
 from opsrunner.events import Event, Reporter
 from opsrunner.exitcodes import exit_code_of
 from opsrunner.results import RunSummary
@@ -99,12 +99,12 @@ class PlayRequest:
         from opsrunner.connections.defaults import ConnectionDefaults
         from opsrunner.selection import parse_slice
 
-        if self.forks < 1:
-            raise UsageError("--forks must be at least 1")
-        if self.connect_slots < 1:
-            raise UsageError("--connect-slots must be at least 1")
         defaults = ConnectionDefaults(self.user, self.private_key, self.connection)
-        problems = defaults.problems()
+        # Values the run needs, as --private-key and --slice: bad input, exit 4 (docs/cli.md).
+        problems = [Problem(SourcePos("command line"), f"{option} {value}: must be at least 1", option)
+                    for option, value in (("--forks", self.forks), ("--connect-slots", self.connect_slots))
+                    if value < 1]
+        problems += defaults.problems()
         if problems:
             raise ValidationError(problems)
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),

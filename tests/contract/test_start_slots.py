@@ -77,13 +77,18 @@ def test_with_a_slot_each_the_hosts_start_together(sshd: PrivateSSHD, tmp_path: 
     assert _most_at_once(log) >= 2, log.read_text()
 
 
-def test_connect_slots_below_one_is_a_usage_error(tmp_path: Path) -> None:
-    """Exit 5 (bad options, Ansible's code), as `--forks 0`, before anything is read or touched."""
+def test_counts_below_one_are_bad_input_named_by_option(tmp_path: Path) -> None:
+    """`--connect-slots 0` and `--forks 0` are values the run needs, like `--slice`: exit 4, each
+    named with its option, before any host is touched (the inventory's host is never dialled)."""
     pb = tmp_path / "pb.yml"
-    pb.write_text("- hosts: all\n  tasks: []\n")
-    res = cli("play", str(pb), "--connect-slots", "0", cwd=tmp_path)
-    assert res.rc == 5, res.out + res.err
-    assert "--connect-slots must be at least 1" in res.err
+    pb.write_text("- hosts: all\n  tasks:\n    - {name: probe, command: 'true'}\n")
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    h1: {host: 127.0.0.1, port: 9}\n")
+    res = cli("play", str(pb), "-i", str(inv), "--connect-slots", "0", "-f", "0", cwd=tmp_path)
+    assert res.rc == 4, res.out + res.err
+    assert "command line: --connect-slots 0: must be at least 1 (at --connect-slots)" in res.err
+    assert "command line: --forks 0: must be at least 1 (at --forks)" in res.err
+    assert "2 error(s); nothing was run." in res.err and "PLAY RECAP" not in res.out
 
 
 def test_ctrl_c_starts_none_of_the_hosts_still_waiting_for_their_turn(sshd: PrivateSSHD, tmp_path: Path) -> None:
