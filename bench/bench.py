@@ -233,9 +233,30 @@ class Bench:
                     "exec `python3 -S -c pass`": median_ms(lambda: conn.run(["python3", "-S", "-c", "pass"]), 20),
                     "local fork+exec of `true` (what an agent-side exec adds)": median_ms(
                         lambda: subprocess.run(["true"], check=True)),
+                    **self.floor_latency(median_ms),
                     **self.connect_latency(spec)}
         finally:
             conn.close()
+
+    @staticmethod
+    def floor_latency(median_ms: Callable[[Callable[[], object]], float]) -> dict[str, float]:
+        """What a task's round trip cannot go below, with no ssh in the way: the same agent exec
+        of `true` on a local connection (the agent on pipes, as on a target), and the posix_spawn
+        and wait of `true` that the agent's worker does for it."""
+        from opsrunner.connections.base import ConnectionSpec
+        from opsrunner.connections.local import LocalConnection
+
+        def spawn_true() -> None:
+            os.waitpid(os.posix_spawnp("true", ["true"], os.environ), 0)
+
+        local = LocalConnection(ConnectionSpec(name="latency-local", kind="local"))
+        try:
+            local.run_command(["true"], timeout=3600)  # start its agent
+            return {"agent exec `true` on a local connection (no ssh)": median_ms(
+                        lambda: local.run_command(["true"], timeout=3600)),
+                    "posix_spawn + wait of `true` (the command itself)": median_ms(spawn_true)}
+        finally:
+            local.close()
 
     def connect_latency(self, spec: ConnectionSpec) -> dict[str, float]:
         """Connect, then exec `true` on the first channel: opsrunner's connection (connections/

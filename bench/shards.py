@@ -38,7 +38,7 @@ def timed(commands: list[list[str]], cwd: Path) -> tuple[float, float]:
     for proc in procs:
         _, err = proc.communicate()
         if proc.returncode != 0:
-            raise RuntimeError(f"{proc.args} failed ({proc.returncode}): {err.decode()[-2000:]}")
+            raise RuntimeError(f"{proc.args!r} failed ({proc.returncode}): {err.decode()[-2000:]}")
     return time.perf_counter() - start, (busy_ticks() - busy) / os.sysconf("SC_CLK_TCK")
 
 
