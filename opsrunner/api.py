@@ -225,7 +225,7 @@ def check(request: PlayRequest) -> tuple[RunInputs, PreflightReport]:
     from opsrunner.preflight import check_playbook
 
     inputs = load(request)
-    report = check_playbook(inputs.playbook, inputs.inventory, inputs.extra_vars)
+    report = check_playbook(inputs.playbook, inputs.inventory, inputs.extra_vars, inputs.masker)
     if report.problems:
         raise mask_error(ValidationError(report.listing()), inputs.masker)
     return inputs, report

@@ -10,6 +10,7 @@ rules. What depends on registered results or loop items is left to run time.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from opsrunner.includes import read_vars_file
 from opsrunner.inventory import Inventory, PatternError
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
+from opsrunner.secrets import Masker
+from opsrunner.taskflags import task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
 from opsrunner.validation import schema_problems
@@ -335,25 +338,51 @@ class PreflightReport:
 
 
 def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], variables: VariableManager,
-                  selected: Callable[[Task], bool] = lambda task: True) -> PreflightReport:
-    """Check every selected task of every play for each of the play's hosts."""
+                  selected: Callable[[Task], bool] = lambda task: True,
+                  masker: Masker | None = None) -> PreflightReport:
+    """Check every selected task of every play for each of the play's hosts. `masker` learns
+    the secrets of every variable set that a problem was found with (a problem may quote a
+    value: a play's or a task's secret-named var, not only the inventory's and -e's)."""
     report = PreflightReport()
     deferred = runtime_names([t for play in playbook.plays for t in play_tasks(play)])
     memo: Memo = {}
     for play, hosts in zip(playbook.plays, plays_hosts, strict=True):
         tasks = [t for t in play_tasks(play) if selected(t)]
         for host in hosts:
-            found = _host_problems(variables.inventory, host, variables.for_task(play, None, host, list(hosts)))
+            host_vars = variables.for_task(play, None, host, list(hosts))
+            found = _host_problems(variables.inventory, host, host_vars)
+            if found and masker is not None:
+                masker.add_vars(host_vars)
             if not found:
                 for task in tasks:
                     task_vars = variables.for_task(play, task, host, list(hosts))
-                    found += [p for p in check_task(task, task_vars, deferred, memo) if p not in found]
+                    told = _as_told(play, task, task_vars, check_task(task, task_vars, deferred, memo), masker)
+                    found += [p for p in told if p not in found]
             report.add(host, found)
     return report
 
 
-def check_playbook(playbook: Playbook, inventory: Inventory, extra_vars: Mapping[str, Any]) -> PreflightReport:
-    """`opsrunner check`: preflight of every play for every inventory host it targets."""
+#: What a `no_log` task's problem says instead of its message (which may quote its arguments).
+NO_LOG_PROBLEM = "a problem here; its details are hidden: no_log is set on this task"
+
+
+def _as_told(play: Play, task: Task, variables: LazyVars, problems: list[Problem],
+             masker: Masker | None) -> list[Problem]:
+    """A task's problems as they may be printed: its variables' secrets known to the masker, and
+    under `no_log` only where they are and the key at fault."""
+    if not problems:
+        return problems
+    if masker is not None:
+        masker.add_vars(variables)
+    if task_no_log(play, task, variables):
+        return [dataclasses.replace(p, message=NO_LOG_PROBLEM) for p in problems]
+    return problems
+
+
+def check_playbook(playbook: Playbook, inventory: Inventory, extra_vars: Mapping[str, Any],
+                   masker: Masker | None = None) -> PreflightReport:
+    """`opsrunner check`: preflight of every play for every inventory host it targets (`masker`:
+    see run_preflight)."""
     variables = VariableManager(inventory, extra_vars, check_mode=False)
     plays_hosts: list[list[str]] = []
     pattern_problems: list[Problem] = []
@@ -363,7 +392,7 @@ def check_playbook(playbook: Playbook, inventory: Inventory, extra_vars: Mapping
         except (TemplateError, PatternError, ValueError) as exc:
             pattern_problems.append(hosts_problem(play, exc))
             plays_hosts.append([])
-    report = run_preflight(playbook, plays_hosts, variables)
+    report = run_preflight(playbook, plays_hosts, variables, masker=masker)
     if pattern_problems:
         for host in report.hosts or ["*"]:
             report.add(host, pattern_problems)

@@ -3,8 +3,10 @@ never see the keywords."""
 
 from __future__ import annotations
 
-from opsrunner.playbook import Task
-from opsrunner.templating import LazyVars, template_value
+from opsrunner.errors import TemplateError
+from opsrunner.playbook import Play, Task
+from opsrunner.secrets import no_log_enabled
+from opsrunner.templating import LazyVars, render, template_value
 from opsrunner.templating.filters import to_bool
 
 
@@ -24,3 +26,15 @@ def flag_raw(task: Task, key: str) -> bool:
 
 def run_once(task: Task, variables: LazyVars) -> bool:
     return flag(task, "run_once", variables, False)
+
+
+def task_no_log(play: Play, task: Task, variables: LazyVars | None) -> bool:
+    """`no_log` of a task (the play's when the task sets none); hidden when in doubt: a
+    template that cannot be rendered, or no variables to render it with."""
+    value = task.kw("no_log", play.no_log)
+    if variables is None and isinstance(value, str):
+        return True
+    try:
+        return no_log_enabled(value, None if variables is None else lambda v: render(v, variables))
+    except TemplateError:
+        return True

@@ -21,9 +21,8 @@ from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Task
 from opsrunner.playrun import PlayRun
 from opsrunner.results import Status, TaskResult
-from opsrunner.secrets import no_log_enabled
 from opsrunner.taskconnection import EnvConnection, environment, password_hint, task_spec
-from opsrunner.taskflags import flag, run_once
+from opsrunner.taskflags import flag, run_once, task_no_log
 from opsrunner.templating import LazyVars, is_template, render
 
 
@@ -157,9 +156,9 @@ class TaskRunner:
             check = flag(task, "check_mode", variables, run.options.check)
             diff = flag(task, "diff", variables, run.options.diff)
         except TemplateError as exc:
-            return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}", no_log=self._no_log(play, task, None))
+            return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}", no_log=task_no_log(play, task, None))
         run.masker.add_vars(variables)
-        no_log = self._no_log(play, task, variables)
+        no_log = task_no_log(play, task, variables)
         executor = TaskExecutor(task, host, variables, connection, check, diff,
                                 ledger=run.ledgers.setdefault(host, CheckLedger()), play_timeout=play.timeout)
         if no_log:
@@ -175,15 +174,6 @@ class TaskRunner:
             result.msg = hint
         _ignore_errors(task, result, variables)
         return result
-
-    def _no_log(self, play: Play, task: Task, variables: LazyVars | None) -> bool:
-        value = task.kw("no_log", play.no_log)
-        if variables is None and isinstance(value, str):
-            return True  # cannot be rendered: when in doubt, hide
-        try:
-            return no_log_enabled(value, None if variables is None else lambda v: render(v, variables))
-        except TemplateError:
-            return True  # when in doubt, hide
 
     def _local_spec(self, play: Play, play_hosts: list[str]) -> ConnectionSpec:
         """delegate_to: localhost - the inventory's localhost if it has one, else a local connection."""

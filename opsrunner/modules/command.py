@@ -66,11 +66,16 @@ class CommandModule(Module):
         return [str(a) for a in args["argv"]] if "argv" in args else shlex.split(args["cmd"])
 
     def sanity(self, args: dict[str, Any]) -> list[str]:
-        if "cmd" in args and "argv" not in args:
-            try:
-                shlex.split(str(args["cmd"]))
-            except ValueError as exc:
-                return [f"command cmd cannot be split into words: {exc} (quote with the quote filter)"]
+        """A command line that splits into words, the first of them a program: caught here, on
+        the controller, where the target would fail it with an error of its own."""
+        try:
+            words = self.argv(args)
+        except ValueError as exc:
+            return [f"command cmd cannot be split into words: {exc} (quote with the quote filter)"]
+        if not words:
+            return [f"command cmd {args.get('cmd')!r} has no words: there is no program to run"]
+        if not words[0]:
+            return ["command's program (its first word) is empty"]
         return []
 
     def script(self, args: dict[str, Any]) -> str | None:

@@ -108,6 +108,52 @@ def test_a_secret_in_an_error_before_any_host_is_masked(tmp_path: Path, project:
         _assert_nowhere(f"{command}'s error", res.out + res.err)
 
 
+PLAY_SECRET = "play-H7w2pq"  # secret-named vars of the playbook itself: play, task and vars_files
+TASK_SECRET = "task-B5n8rk"
+FILE_SECRET = "file-M3c6tz"
+
+
+@pytest.mark.parametrize("where", ["play vars", "task vars", "vars_files"])
+def test_a_playbook_secret_in_an_error_before_any_host_is_masked(tmp_path: Path, project: Path, where: str) -> None:
+    """The playbook's own secret-named variables, not only the inventory's and -e's: preflight's
+    problem quotes the rendered value, masked for check and play (exit 4), in every sink."""
+    secret = {"play vars": PLAY_SECRET, "task vars": TASK_SECRET, "vars_files": FILE_SECRET}[where]
+    (project / "secrets.yml").write_text(f"db_password: {FILE_SECRET}\n")
+    play_vars = {"play vars": f"  vars: {{db_password: {PLAY_SECRET}}}\n",
+                 "vars_files": "  vars_files: [secrets.yml]\n"}.get(where, "")
+    task_vars = f"      vars: {{db_password: {TASK_SECRET}}}\n" if where == "task vars" else ""
+    (project / "bad.yml").write_text(f"- hosts: all\n  gather_facts: false\n{play_vars}  tasks:\n"
+                                     f"    - pause: {{seconds: '{{{{ db_password }}}}'}}\n{task_vars}")
+    events = tmp_path / "events.jsonl"
+    for command in ("check", "play"):
+        extra = ["--json-events", str(events)] if command == "play" else []
+        res = cli_subprocess(command, "bad.yml", "-i", "inv.yml", *extra, cwd=project, env=_env(tmp_path))
+        assert res.rc == 4, res.out + res.err
+        assert "bad.yml:" in res.err and "'********' is not a number" in res.err, res.err
+        assert secret not in res.out + res.err, res.err
+    assert events.read_text() == ""  # exit 4: no play started, no event written
+
+
+def test_a_no_log_task_s_preflight_problem_says_where_not_what(tmp_path: Path, project: Path) -> None:
+    """no_log hides a task's arguments in every output: a preflight problem of such a task names
+    its file, line and key, not the value, whether it fails every host (exit 4) or one (exit 2)."""
+    value = "notasecretname-R9k4"  # no secret-like name: only no_log hides it
+    for when, rc in (("", 4), ("      when: inventory_hostname == 'node1'\n", 2)):
+        (project / "nolog.yml").write_text(
+            "- hosts: all\n  gather_facts: false\n  vars: {wait: " + value + "}\n  tasks:\n"
+            "    - pause: {seconds: '{{ wait }}'}\n      no_log: true\n" + when)
+        inventory = project / "inv2.yml"
+        inventory.write_text("all:\n  hosts:\n    node1: {connection: local}\n    node2: {connection: local}\n")
+        events = tmp_path / f"nolog-{rc}.jsonl"
+        res = cli_subprocess("play", "nolog.yml", "-i", str(inventory), "--json-events", str(events), cwd=project,
+                             env=_env(tmp_path))
+        assert res.rc == rc, res.out + res.err
+        told = res.out + res.err
+        assert "nolog.yml:5:15: a problem here; its details are hidden: no_log is set on this task " \
+               "(at pause.seconds)" in told, told
+        assert value not in told + events.read_text()
+
+
 def test_a_scheduled_run_and_its_alert_mask_the_secret(tmp_path: Path, project: Path, alerts: Alerts) -> None:
     out_file = tmp_path / "task-output.txt"
     env = _env(tmp_path)
