@@ -124,7 +124,7 @@ class Engine:
             except _PlayEnded:
                 return True
             if all(h in self.state.dead for h in batch):
-                self.emit(Notice(f"every host of the batch failed: stopping play '{play.name}'"))
+                self.emit(Notice(f"every host of the batch failed: stopping the run in play '{play.name}'"))
                 return False
         return True
 
@@ -143,7 +143,7 @@ class Engine:
             self.emit(Notice(f"any_errors_fatal: {', '.join(bad)} failed preflight; stopping the run"))
             return False
         if all(h in self.state.dead for h in hosts):
-            self.emit(Notice(f"every host failed preflight: stopping play '{play.name}'"))
+            self.emit(Notice(f"every host failed preflight: stopping the run in play '{play.name}'"))
             return False
         return True
 

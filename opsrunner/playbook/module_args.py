@@ -72,11 +72,11 @@ def _args_mapping(raw: Any, pos: SourcePos, schema: dict[str, Any], free_form: s
 
 
 #: Options Ansible takes from the end of a command's free form (`shell: make creates=out`).
-_FREE_FORM_OPTIONS = ("creates", "removes", "chdir")
+FREE_FORM_OPTIONS = ("creates", "removes", "chdir")
 
 
 def _trailing_options(text: str, schema: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    known = [k for k in _FREE_FORM_OPTIONS if k in schema.get("properties", {})]
+    known = [k for k in FREE_FORM_OPTIONS if k in schema.get("properties", {})]
     found: dict[str, str] = {}
     while known:
         match = re.search(rf"\s+({'|'.join(known)})=(\S+)\s*$", text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,13 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
         self.problems += found
         if found and not isinstance(data, list):
             raise ValidationError(self.problems)
-        # A play with a shape problem (`vars: [1]`, `tags: 5`) is reported, not built. One whose
-        # only fault is a misspelled key or a bad `strategy` is still built, and thrown away, so
-        # that its tasks' problems are told in the same run.
+        # A play with a shape problem of its own (`vars: [1]`, `tags: 5`) is reported, not built;
+        # a task with one, not built, while the rest of its play is. A play whose only fault is a
+        # misspelled key or a bad `strategy` is still built, and thrown away, so that its tasks'
+        # problems are told in the same run.
+        self.broken_nodes = {node for p in found if (node := _task_node(p.key_path))}
         broken = {p.key_path.split("]")[0] + "]" for p in found
-                  if p.key_path.startswith("[") and not _harmless_to_build(p)}
+                  if p.key_path.startswith("[") and not _task_node(p.key_path) and not _harmless_to_build(p)}
         plays = []
         for index, raw in enumerate(data):
             if f"[{index}]" in broken:
@@ -134,6 +137,16 @@ def load_playbook(path: Path) -> Playbook:
     if not path.exists():
         raise ValidationError([Problem(SourcePos(str(path)), "playbook not found")])
     return PlaybookLoader(path).load()
+
+
+_TASK_NODE = re.compile(r"\[\d+\](?:\.(?:tasks|handlers|block|rescue|always)\[\d+\])+")
+
+
+def _task_node(key_path: str) -> str | None:
+    """The innermost task-list entry a problem's key path lies in (`[0].tasks[2].block[1]`),
+    or None for a problem of the play itself."""
+    match = _TASK_NODE.match(key_path)
+    return match.group(0) if match else None
 
 
 def _harmless_to_build(problem: Problem) -> bool:

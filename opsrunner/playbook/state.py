@@ -30,6 +30,8 @@ class LoaderState:
         self.roles: list[Role] = []
         self.current_role: Role | None = None
         self.play_defaults: dict[str, Any] = {}
+        #: Task-list entries with a shape problem (`tags: 5`): reported, never built (plays.py).
+        self.broken_nodes: set[str] = set()
 
     def fail(self, pos: SourcePos, message: str, key_path: str = "") -> None:
         self.problems.append(Problem(pos, message, key_path))

@@ -35,7 +35,7 @@ class TaskLoader(LoaderState):
                   inherited: dict[str, Any] | None = None) -> list[Node]:
         out: list[Node] = []
         for i, item in enumerate(raw or []):
-            if not isinstance(item, PosDict):
+            if not isinstance(item, PosDict) or f"{path}[{i}]" in self.broken_nodes:
                 continue
             args = (f"{path}[{i}]", tags, role, params or {}, base_dir or self.base_dir, inherited or {})
             if any(k in item for k in INCLUDE_TASK_KEYS):

@@ -165,6 +165,26 @@ def test_all_errors_reported_at_once(tmp_path: Path) -> None:
     assert [ln.split(":")[2] for ln in lines] == ["4", "5", "6"]
 
 
+
+def test_a_task_s_shape_problem_hides_no_other_problem(tmp_path: Path) -> None:
+    """A task whose keyword has the wrong shape (`tags: 5`) is not built, the rest of its play
+    is: the other tasks' problems come in the same run, a block's inner tasks' too."""
+    rc, lines, sentinel = run_check(tmp_path, """
+- hosts: all
+  tasks:
+    - {name: a, command: "true", tags: 5}
+    - {name: b, command: "true", failed_when: "}}"}
+    - shll: echo
+    - block:
+        - {name: c, command: "true", tags: 6}
+        - shll2: x
+    - {name: d, command: "true", notify: nothere}
+""" + SENTINEL_PLAY)
+    assert rc == 4 and not sentinel.exists()
+    assert [ln.split(":")[2] for ln in lines] == ["4", "8", "5", "6", "9", "10"], lines
+    assert "(at [0].tasks[0].tags)" in lines[0] and "(at [0].tasks[3].block[0].tags)" in lines[1]
+    assert "unknown module or keyword 'shll2'" in lines[4] and "unknown handler 'nothere'" in lines[5]
+
 INVENTORY_CASES = [
     ("unknown group key", "all:\n  hostz: {}\n", "inv.yml:2:3: unknown key 'hostz' (did you mean 'hosts'?) (at all.hostz)"),
     ("bad port", "all:\n  hosts:\n    h1: {port: 99999}\n", "inv.yml:3:10: 99999 is not valid here: expected integer >= 1 <= 65535 or a {{ template }} (at all.hosts.h1.port)"),
