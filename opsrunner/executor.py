@@ -66,7 +66,7 @@ class TaskExecutor:
         if with_items is not None:  # with_items flattens one level, and takes a single value
             items = flatten(items if isinstance(items, list) else [items], levels=1, skip_nulls=False)
         if not isinstance(items, list):
-            raise TemplateError(f"loop must be a list, got {type(items).__name__}", self.task.pos, "loop")
+            raise TemplateError(f"loop must be a list, got {type(items).__name__}", self.task.at("loop"), "loop")
         return items
 
     def _run_loop(self, items: list[Any], when: Any) -> TaskResult:
@@ -160,7 +160,7 @@ class TaskExecutor:
         try:
             return seconds(template_value(value, variables))
         except ValueError as exc:
-            raise TemplateError(str(exc), self.task.pos, "timeout") from None
+            raise TemplateError(str(exc), self.task.at("timeout"), "timeout") from None
 
     def _with_registered(self, variables: LazyVars, result: TaskResult) -> LazyVars:
         name = self.task.kw("register")

@@ -20,6 +20,7 @@ from typing import Any
 import jinja2.meta
 
 from opsrunner.coercion import coerce_args, show_value
+from opsrunner.deadlines import COMMAND_MODULES, DEFAULT_TIMEOUT_VAR, module_default, seconds
 from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file
@@ -126,7 +127,8 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
         path = f"{task.module}.{p.key_path}" if p.key_path else task.module
         problems.append(Problem(_arg_pos(task, p.key_path) if p.key_path else task.pos, p.message, path))
     if not problems and not partial:
-        problems += [Problem(task.pos, msg, task.module) for msg in get_module(task.module).sanity(args)]
+        problems += [Problem(getattr(task.args, "pos", task.pos), msg, task.module)
+                     for msg in get_module(task.module).sanity(args)]
     return TaskArgs(args, problems)
 
 
@@ -165,22 +167,51 @@ def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = froz
     return result
 
 
-def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
+                      play_timeout: Any = None) -> list[Problem]:
+    """The numeric keywords rendered for one host, and the deadline the task will run under
+    checked as the run checks it (executor.py): a problem here is one the run would meet."""
     problems = []
     for key in _NUMERIC_KEYWORDS:
-        raw = task.kw(key)
+        raw = task.kw(key, play_timeout if key == "timeout" else None)
         if raw is None:
+            problems += _default_deadline_problems(task, variables, deferred) if key == "timeout" else []
             continue
         try:
             value = render(raw, variables, deferred)
         except Deferred:
             continue
         except TemplateError as exc:
-            problems.append(Problem(task.pos, exc.bare_message, key))
+            problems.append(Problem(task.at(key), exc.bare_message, key))
             continue
         if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
-            problems.append(Problem(task.pos, f"{key} must be a number, not {show_value(value)}", key))
+            problems.append(Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key))
+        elif key == "timeout":
+            problems += _deadline_problems(task, value, key, "")
     return problems
+
+
+def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    """A shell/command task that sets no timeout runs under the `default_timeout` variable."""
+    raw = module_default(task.module, {}, variables) if task.module in COMMAND_MODULES else None
+    if raw is None:
+        return []
+    where = f"variable {DEFAULT_TIMEOUT_VAR} (the deadline of a {task.module} task that sets no timeout): "
+    try:
+        value = render(raw, variables, deferred)
+    except Deferred:
+        return []
+    except TemplateError as exc:
+        return [Problem(task.pos, where + exc.bare_message, DEFAULT_TIMEOUT_VAR)]
+    return _deadline_problems(task, value, DEFAULT_TIMEOUT_VAR, where)
+
+
+def _deadline_problems(task: Task, value: Any, key: str, where: str) -> list[Problem]:
+    try:
+        seconds(value)
+    except ValueError as exc:
+        return [Problem(task.at(key), where + str(exc), key)]
+    return []
 
 
 def keyword_number(task: Task, key: str, variables: Mapping[str, Any]) -> float:
@@ -188,7 +219,7 @@ def keyword_number(task: Task, key: str, variables: Mapping[str, Any]) -> float:
     value = template_value(task.kw(key), variables)
     converted, refusals = coerce_args({key: value}, {"properties": {key: {"type": "number"}}})
     if refusals:
-        raise TemplateError(f"{key} must be a number, not {show_value(value)}", task.pos, key)
+        raise TemplateError(f"{key} must be a number, not {show_value(value)}", task.at(key), key)
     return float(converted[key])
 
 
@@ -212,8 +243,10 @@ def _will_run(task: Task, variables: LazyVars, deferred: frozenset[str]) -> bool
     return True
 
 
-def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: Memo | None = None) -> list[Problem]:
-    """Every problem of one task for one host that can be seen before the run."""
+def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: Memo | None = None,
+               play_timeout: Any = None) -> list[Problem]:
+    """Every problem of one task for one host that can be seen before the run (`play_timeout`:
+    the play's `timeout`, the deadline of its tasks that set none)."""
     control = task.kw("loop_control")
     control = control if isinstance(control, Mapping) else {}
     loop_var, index_var = str(control.get("loop_var", "item")), control.get("index_var")
@@ -224,8 +257,8 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
         if not _will_run(task, variables, deferred | loop_names if looped else deferred):
             return []
     except TemplateError as exc:
-        return [Problem(task.pos, exc.bare_message, "when")]
-    problems = _keyword_problems(task, variables, deferred)
+        return [Problem(task.at("when"), exc.bare_message, "when")]
+    problems = _keyword_problems(task, variables, deferred, play_timeout)
     loop = task.kw("loop")
     if loop is None:
         extra = loop_names if task.kw("with_items") is not None else frozenset()
@@ -236,9 +269,9 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
         names = {loop_var, str(index_var)} if index_var else {loop_var}
         return problems + render_args(task, variables, deferred | names, memo).problems
     except TemplateError as exc:
-        return [*problems, Problem(task.pos, exc.bare_message, "loop")]
+        return [*problems, Problem(task.at("loop"), exc.bare_message, "loop")]
     if not isinstance(items, list):
-        return [*problems, Problem(task.pos, f"loop must be a list, got {type(items).__name__}", "loop")]
+        return [*problems, Problem(task.at("loop"), f"loop must be a list, got {type(items).__name__}", "loop")]
     for index, item in enumerate(items):
         layer = {loop_var: item, **({str(index_var): index} if index_var else {})}
         found = render_args(task, variables.child(layer), deferred, memo).problems
@@ -356,7 +389,8 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
             if not found:
                 for task in tasks:
                     task_vars = variables.for_task(play, task, host, list(hosts))
-                    told = _as_told(play, task, task_vars, check_task(task, task_vars, deferred, memo), masker)
+                    found_here = check_task(task, task_vars, deferred, memo, play.timeout)
+                    told = _as_told(play, task, task_vars, found_here, masker)
                     found += [p for p in told if p not in found]
             report.add(host, found)
     return report

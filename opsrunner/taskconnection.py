@@ -37,7 +37,8 @@ def become_layer(task: Task, variables: LazyVars, defaults: BecomeDefaults = NO_
     user = str(template_value(task.kw("become_user") or defaults.user or "root", variables))
     method = str(template_value(task.kw("become_method") or defaults.method or "sudo", variables))
     if method not in METHODS:
-        raise TemplateError(f"become_method must be sudo or su, not {method!r}", task.pos, "become_method")
+        raise TemplateError(f"become_method must be sudo or su, not {method!r}", task.at("become_method"),
+                            "become_method")
     password = become_password(variables, defaults)
     if password:
         return BecomeLayer(method, user, password)
@@ -64,7 +65,8 @@ def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
     if delegate is not None:
         target = str(template_value(delegate, variables))
         if target not in ("localhost", "127.0.0.1"):
-            raise TemplateError(f"delegate_to supports only localhost, not {target!r}", task.pos, "delegate_to")
+            raise TemplateError(f"delegate_to supports only localhost, not {target!r}", task.at("delegate_to"),
+                                "delegate_to")
         spec = local_spec()
     layer = become_layer(task, variables, defaults)
     if layer is None:
@@ -79,7 +81,8 @@ def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
 def environment(task: Task, variables: LazyVars) -> dict[str, str]:
     value = template_value(task.kw("environment") or {}, variables)
     if not isinstance(value, Mapping):
-        raise TemplateError(f"environment must be a mapping, got {type(value).__name__}", task.pos, "environment")
+        raise TemplateError(f"environment must be a mapping, got {type(value).__name__}", task.at("environment"),
+                            "environment")
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
 
 

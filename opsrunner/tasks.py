@@ -31,9 +31,15 @@ class Task:
     #: The include_tasks itself (a `meta: noop`), counted as ansible-core counts it: ok on each
     #: host that reaches it; skipped by its `when`, the included tasks do not show at all.
     include_marker: bool = False
+    #: Where the task itself writes each of its keywords (not those it inherits).
+    key_pos: dict[str, SourcePos] = field(default_factory=dict)
 
     def kw(self, key: str, default: Any = None) -> Any:
         return self.keywords.get(key, default)
+
+    def at(self, key: str) -> SourcePos:
+        """The position of keyword `key` as the task writes it; the task's own where it inherits it."""
+        return self.key_pos.get(key, self.pos)
 
     @property
     def notify(self) -> list[str]:

@@ -72,6 +72,8 @@ def _describe(schema: dict[str, Any]) -> str:
         text += f" matching {schema['pattern']}"
     if "minimum" in schema:
         text += f" >= {schema['minimum']}"
+    if "exclusiveMinimum" in schema:
+        text += f" > {schema['exclusiveMinimum']}"
     if "maximum" in schema:
         text += f" <= {schema['maximum']}"
     return text

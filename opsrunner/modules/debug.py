@@ -15,6 +15,11 @@ from opsrunner.templating import evaluate
 class DebugModule(Module):
     name = "debug"
 
+    def sanity(self, args: dict[str, Any]) -> list[str]:
+        if "msg" in args and "var" in args:  # one would be dropped without a word
+            return ["debug takes msg or var, not both (they are mutually exclusive, as in ansible-core)"]
+        return []
+
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         if int(args.get("verbosity", 0)) > int(ctx.variables.get("ansible_verbosity", 0)):
             return TaskResult(Status.SKIPPED, msg="Verbosity threshold not met.")

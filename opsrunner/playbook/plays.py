@@ -15,7 +15,7 @@ from opsrunner.playbook.roles import RoleLoader
 from opsrunner.playbook.task_lists import TaskLoader
 from opsrunner.tasks import Block, Node, Task, iter_tasks
 from opsrunner.validation import load_schema, schema_problems, suggest
-from opsrunner.yamlsource import PosDict, PosList, load_yaml_file
+from opsrunner.yamlsource import PosDict, load_yaml_file
 
 #: What a play holds that is checked on its own (vars: with their files; the task lists).
 _PLAY_BODY = frozenset({"vars", "tasks", "handlers"})
@@ -26,8 +26,9 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
 
     def load(self) -> Playbook:
         data = load_yaml_file(self.path)
-        if data is None:
-            data = PosList()
+        if data is None or data == []:  # as ansible-core: nothing to run is an error, not a success
+            why = "empty playbook, nothing to do" if data is None else "a playbook must contain at least one play"
+            raise ValidationError([Problem(SourcePos(str(self.path)), why)])
         found = schema_problems(data, load_schema("playbook"), str(self.path))
         found = [p for p in found if "unknown key" not in p.message or ".tasks" not in p.key_path]
         self.problems += found
@@ -129,8 +130,8 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
         for task in [*tasks, *handlers]:
             for name in task.notify:
                 if name not in names and "{{" not in name:
-                    self.fail(task.pos, f"notify names unknown handler '{name}'{suggest(name, names)}",
-                              f"{task.name}.notify")
+                    self.fail(task.at("notify"), f"notify names unknown handler '{name}'{suggest(name, names)}",
+                              "notify")
 
 
 def load_playbook(path: Path) -> Playbook:

@@ -99,6 +99,7 @@ class TaskLoader(LoaderState):
             role=role,
             role_params=params,
             base_dir=base_dir if role is None else self.base_dir,
+            key_pos={k: raw.at(k) for k in raw if k in keywords},
         )
 
     def task_module(self, raw: PosDict, path: str) -> str | None:

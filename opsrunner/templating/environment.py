@@ -237,11 +237,25 @@ def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
 def check_expression(expression: str) -> str | None:
     """A syntax error message for a bare expression, read as evaluate() reads it (a literal
     `{{` inside one is no template), or None if it parses."""
+    template = _as_template(expression)
     try:
-        _compile(_as_template(expression))
+        _compile(template)
     except jinja2.TemplateSyntaxError as exc:
-        return f"template syntax error: {exc.message}"
+        return "template syntax error: " + _told_as_written(template[4:-4], exc.message or "")
     return None
+
+
+def _told_as_written(bare: str, message: str) -> str:
+    """A bare expression's syntax error in the user's terms: not the parentheses evaluate()
+    adds, nor the `}}` around them, when the expression has none of its own ("x ==" is
+    "unexpected end of the expression", not "unexpected ')'")."""
+    if "}" in bare:  # its own braces may be what the message names: left as Jinja says it
+        return message
+    try:
+        _compile("{{ " + bare + " }}")
+    except jinja2.TemplateSyntaxError as plain:
+        message = plain.message or message
+    return message.replace("'}'", "end of the expression").replace("'end of print statement'", "end of the expression")
 
 
 def truthy(expression: Any, variables: Mapping[str, Any]) -> bool:

@@ -96,7 +96,7 @@ CASES = [
   tasks:
     - debug: msg=x
       when: a ==
-""", "pb.yml:5:7: template syntax error: unexpected ')' (at [0].tasks[0].when)"),
+""", "pb.yml:5:7: template syntax error: unexpected end of the expression (at [0].tasks[0].when)"),
     ("unknown handler", """
 - hosts: all
   tasks:
@@ -105,7 +105,7 @@ CASES = [
   handlers:
     - name: restart
       shell: echo
-""", "pb.yml:4:7: notify names unknown handler 'restat' (did you mean 'restart'?)"),
+""", "pb.yml:5:7: notify names unknown handler 'restat' (did you mean 'restart'?) (at notify)"),
     ("duplicate key", """
 - hosts: all
   tasks:

@@ -127,20 +127,20 @@ END_OF_PRINT = SYNTAX + "unexpected end of template, expected 'end of print stat
 TEMPLATE_CASES = {
     "assert that: a string": Case(
         {"pb.yml": PLAY + '    - assert: {that: "x == (1"}\n'}, "pb.yml", 4, 16,
-        SYNTAX + "unexpected '}', expected ')' (at [0].tasks[1].assert.that)"),
+        SYNTAX + "unexpected end of the expression, expected ')' (at [0].tasks[1].assert.that)"),
     "assert that: a list": Case(
         {"pb.yml": PLAY + '    - assert:\n        that:\n          - "1 == 1"\n          - "x =="\n'}, "pb.yml", 7, 13,
-        SYNTAX + "unexpected ')' (at [0].tasks[1].assert.that[1])"),
+        SYNTAX + "unexpected end of the expression (at [0].tasks[1].assert.that[1])"),
     "assert that= in key=value form": Case(
         {"pb.yml": PLAY + "    - name: kv\n      assert: that=x[\n"}, "pb.yml", 5, 7,
-        SYNTAX + "unexpected ')', expected ']' (at [0].tasks[1].assert.that)"),
+        SYNTAX + "unexpected end of the expression, expected ']' (at [0].tasks[1].assert.that)"),
     "assert in a role": Case(
         {"roles/r/tasks/main.yml": "- debug: {msg: hi}\n- assert:\n    that: x not in\n",
          "pb.yml": "- hosts: all\n  tasks:\n    - shell: touch {marker}\n    - import_role: {name: r}\n"},
-        "roles/r/tasks/main.yml", 3, 5, SYNTAX + "unexpected ')' (at tasks[1].assert.that)"),
+        "roles/r/tasks/main.yml", 3, 5, SYNTAX + "unexpected end of the expression (at tasks[1].assert.that)"),
     "debug var:": Case(
         {"pb.yml": PLAY + '    - debug: {var: "x[1"}\n'}, "pb.yml", 4, 15,
-        SYNTAX + "unexpected ')', expected ']' (at [0].tasks[1].debug.var)"),
+        SYNTAX + "unexpected end of the expression, expected ']' (at [0].tasks[1].debug.var)"),
     "debug var: in braces": Case(
         {"pb.yml": PLAY + "    - debug:\n        var: '{{ x | }}'\n"}, "pb.yml", 5, 9,
         SYNTAX + "expected token 'name', got 'end of print statement' (at [0].tasks[1].debug.var)"),
