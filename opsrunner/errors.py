@@ -91,6 +91,14 @@ class TemplateError(OpsrunnerError):
         super().__init__(f"{prefix}{message}{where}")
 
 
+class UndefinedVariable(TemplateError):
+    """A template read a variable that is not defined; `hint` is Jinja's word for it."""
+
+    def __init__(self, hint: str) -> None:
+        self.hint = hint
+        super().__init__(f"undefined variable: {hint}")
+
+
 class ConnectionFailed(OpsrunnerError):
     """The host could not be reached: the host becomes unreachable."""
 

@@ -18,7 +18,7 @@ from jinja2.lexer import TOKEN_STRING, TOKEN_VARIABLE_BEGIN, TOKEN_VARIABLE_END,
 from jinja2.nativetypes import NativeCodeGenerator
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from opsrunner.errors import TemplateError
+from opsrunner.errors import TemplateError, UndefinedVariable
 from opsrunner.templating.filters import FILTERS
 from opsrunner.templating.tests import TESTS
 
@@ -189,16 +189,43 @@ class LazyVars(Mapping[str, Any]):
         return len(self._raw)
 
 
+class _Seen(Mapping[str, Any]):
+    """The variables as a template reads them: one whose own template reads an undefined
+    variable is undefined itself (so `default()` and `is defined` apply to it, as in
+    ansible-core), where reading it directly is the error that names the missing one."""
+
+    __slots__ = ("_variables",)
+
+    def __init__(self, variables: LazyVars) -> None:
+        self._variables = variables
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._variables[key]
+        except UndefinedVariable as exc:
+            return _Undefined(hint=exc.hint, name=key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._variables
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._variables)
+
+    def __len__(self) -> int:
+        return len(self._variables)
+
+
 def render(source: str, variables: Mapping[str, Any]) -> Any:
     """Render one template string against lazily resolved variables."""
     if not is_template(source):
         return source
     try:
         template = _compile(source)
-        context = template.new_context(variables, shared=True)  # type: ignore[arg-type]
+        seen = _Seen(variables) if isinstance(variables, LazyVars) else variables
+        context = template.new_context(seen, shared=True)  # type: ignore[arg-type]
         return _concat(template.root_render_func(context))
     except jinja2.UndefinedError as exc:
-        raise TemplateError(f"undefined variable: {exc.message}") from None
+        raise UndefinedVariable(exc.message or "") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}") from None
     except jinja2.TemplateError as exc:

@@ -22,6 +22,20 @@ def test_unrelated_undefined_var_is_no_error_but_used_one_is() -> None:
         render("{{ broken }}", v)
 
 
+def test_a_var_whose_template_is_undefined_is_undefined_to_default_and_defined() -> None:
+    """As ansible-core's lazy templating: `default()` and `is defined` see through a variable
+    whose own value reads an undefined one (at any depth); using it names the missing one."""
+    v = LazyVars([{"ref": "{{ missing }}", "chain": "{{ ref }}", "ok": "{{ 1 + 1 }}"}])
+    assert render("{{ ref | default('d') }}", v) == "d"
+    assert render("{{ chain | default('c') }}", v) == "c"
+    assert evaluate("ref is defined", v) is False and evaluate("chain is undefined", v) is True
+    assert render("{{ ok | default('unused') }}", v) == 2
+    with pytest.raises(TemplateError, match="'missing' is undefined"):
+        render("{{ chain }}", v)
+    with pytest.raises(TemplateError, match="'missing' is undefined"):
+        v["ref"]  # read directly (a host var the engine reads): the error, not an Undefined
+
+
 def test_self_reference_is_reported() -> None:
     v = LazyVars([{"a": "{{ a }}"}])
     with pytest.raises(TemplateError, match="refers to itself"):
