@@ -45,7 +45,9 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
             for pair in words:
                 key, sep, val = pair.partition("=")
                 if not sep or not key.isidentifier():
-                    problems.append(Problem(SourcePos("<-e>"), f"expected key=value, got {pair!r}", pair))
+                    why = f"expected key=value, got {pair!r}" if not sep else \
+                        f"{key!r} is not a variable name (letters, digits and _, not starting with a digit)"
+                    problems.append(Problem(SourcePos("<-e>"), why, pair if not sep else key))
                     continue
                 data[key] = val
             origin = "<-e>"

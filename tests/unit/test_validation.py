@@ -208,6 +208,10 @@ def test_bad_extra_vars(tmp_path: Path) -> None:
     res = cli("play", str(pb), "-e", "novalue", cwd=tmp_path)
     assert res.rc == 4
     assert "<-e>: expected key=value, got 'novalue'" in res.err
+    res = cli("play", str(pb), "-e", "ok=1 1bad=2", cwd=tmp_path)
+    assert res.rc == 4
+    assert "<-e>: '1bad' is not a variable name (letters, digits and _, not starting with a digit) (at 1bad)" \
+        in res.err, res.err
     bad = write_yaml(tmp_path / "vars.yml", "a: 1\na: 2\n")
     res = cli("play", str(pb), "-e", f"@{bad}", cwd=tmp_path)
     assert res.rc == 4
