@@ -28,6 +28,7 @@ from opsrunner.inventory import Inventory, PatternError
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
+from opsrunner.taskconnection import DELEGATE_TARGETS
 from opsrunner.taskflags import task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
@@ -188,7 +189,22 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
             problems.append(Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key))
         elif key == "timeout":
             problems += _deadline_problems(task, value, key, "")
-    return problems
+    return problems + _delegate_problems(task, variables, deferred)
+
+
+def _delegate_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    raw = task.kw("delegate_to")
+    if raw is None:
+        return []
+    try:
+        target = render(raw, variables, deferred)
+    except Deferred:
+        return []
+    except TemplateError as exc:
+        return [Problem(task.at("delegate_to"), exc.bare_message, "delegate_to")]
+    if str(target) in DELEGATE_TARGETS:
+        return []
+    return [Problem(task.at("delegate_to"), f"delegate_to supports only localhost, not {str(target)!r}", "delegate_to")]
 
 
 def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:

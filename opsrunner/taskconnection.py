@@ -24,6 +24,9 @@ from opsrunner.templating import LazyVars, template_value
 SUDO_PASSWORD_HINTS = ("a password is required", "a terminal is required")
 NO_BECOME_DEFAULTS = BecomeDefaults()
 
+#: Where `delegate_to` may send a task: the controller.
+DELEGATE_TARGETS = ("localhost", "127.0.0.1")
+
 
 def become_layer(task: Task, variables: LazyVars, defaults: BecomeDefaults = NO_BECOME_DEFAULTS) -> Layer | None:
     """The privilege layer, innermost in the wrapper chain (inside `pct exec` and the like).
@@ -64,7 +67,7 @@ def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
     delegate = task.kw("delegate_to")
     if delegate is not None:
         target = str(template_value(delegate, variables))
-        if target not in ("localhost", "127.0.0.1"):
+        if target not in DELEGATE_TARGETS:
             raise TemplateError(f"delegate_to supports only localhost, not {target!r}", task.at("delegate_to"),
                                 "delegate_to")
         spec = local_spec()

@@ -156,7 +156,8 @@ class TaskRunner:
             check = flag(task, "check_mode", variables, run.options.check)
             diff = flag(task, "diff", variables, run.options.diff)
         except TemplateError as exc:
-            return TaskResult(Status.FAILED, msg=f"{task.pos}: {exc}", no_log=task_no_log(play, task, None))
+            return TaskResult(Status.FAILED, msg=str(exc) if exc.pos else f"{task.pos}: {exc}",  # once, not twice
+                              no_log=task_no_log(play, task, None))
         run.masker.add_vars(variables)
         no_log = task_no_log(play, task, variables)
         executor = TaskExecutor(task, host, variables, connection, check, diff,

@@ -125,6 +125,8 @@ PLAY = "- hosts: all\n"
      "pb.yml:5:7: timeout must be a positive number of seconds, got 0 (at timeout)"),
     ("loop not a list, at its line", PLAY + "  tasks:\n    - debug: {msg: x}\n      loop: '{{ 5 }}'\n", (), 4,
      "pb.yml:4:7: loop must be a list, got int (at loop)"),
+    ("delegate_to elsewhere", PLAY + "  tasks:\n    - command: 'true'\n      delegate_to: '{{ there }}'\n",
+     ("-e", "there=db1"), 4, "pb.yml:4:7: delegate_to supports only localhost, not 'db1' (at delegate_to)"),
     ("command of no words", PLAY + "  tasks:\n    - command: {cmd: ' '}\n", (), 4,
      "pb.yml:3:16: command cmd ' ' has no words: there is no program to run (at command)"),
     ("command of no words after templating", PLAY + "  tasks:\n    - command: '{{ e }} '\n      vars: {e: ''}\n",

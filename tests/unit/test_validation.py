@@ -185,6 +185,23 @@ def test_a_task_s_shape_problem_hides_no_other_problem(tmp_path: Path) -> None:
     assert "(at [0].tasks[0].tags)" in lines[0] and "(at [0].tasks[3].block[0].tags)" in lines[1]
     assert "unknown module or keyword 'shll2'" in lines[4] and "unknown handler 'nothere'" in lines[5]
 
+
+def test_a_keyword_that_fails_at_run_time_names_its_line_once(tmp_path: Path) -> None:
+    """A value known only at run time (a registered result) that the run refuses fails that
+    host with the keyword's own position, said once."""
+    pb = write_yaml(tmp_path / "pb.yml", """
+- hosts: localhost
+  tasks:
+    - command: echo otherhost
+      register: r
+    - command: "true"
+      delegate_to: "{{ r.stdout }}"
+""")
+    res = cli("play", str(pb), cwd=tmp_path)
+    assert res.rc == 2, res.out + res.err
+    assert f"{pb}:7:7: delegate_to supports only localhost, not 'otherhost' (at delegate_to)" in res.out
+    assert res.out.count("pb.yml:") == 1, res.out
+
 INVENTORY_CASES = [
     ("unknown group key", "all:\n  hostz: {}\n", "inv.yml:2:3: unknown key 'hostz' (did you mean 'hosts'?) (at all.hostz)"),
     ("bad port", "all:\n  hosts:\n    h1: {port: 99999}\n", "inv.yml:3:10: 99999 is not valid here: expected integer >= 1 <= 65535 or a {{ template }} (at all.hosts.h1.port)"),
