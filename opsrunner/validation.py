@@ -45,9 +45,29 @@ def locate(root: Any, path: Sequence[Any], fallback: SourcePos) -> SourcePos:
     return pos
 
 
+#: A JSON Schema type as a YAML writer knows it.
+_KINDS = {"array": "a list", "object": "a mapping", "string": "a string", "integer": "an integer",
+          "number": "a number", "boolean": "true or false", "null": "nothing"}
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    for kind, types in (("a mapping", dict), ("a list", list), ("a string", str), ("a number", int | float)):
+        if isinstance(value, types):
+            return kind
+    return "nothing" if value is None else type(value).__name__
+
+
 def _message(error: jsonschema.ValidationError) -> str:
     if error.validator == "required":
         return error.message.replace("is a required property", "is required")
+    if error.validator == "type":  # "expected a mapping, got a list: [1]", not Python's words
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        shown = repr(error.instance)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return f"expected {' or '.join(_KINDS.get(str(w), str(w)) for w in wanted)}, " \
+               f"got {_kind_of(error.instance)}: {shown}"
     if error.validator in ("oneOf", "anyOf"):
         options = [_describe(s) for s in error.validator_value]  # type: ignore[union-attr]
         if all(options):

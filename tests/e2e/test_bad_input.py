@@ -96,13 +96,13 @@ PLAY = "- hosts: all\n"
 
 
 @pytest.mark.parametrize("name,playbook,args,rc,message", [
-    ("vars list", PLAY + "  vars: [1]\n  tasks:" + VALID_TASKS, (), 4, "pb.yml:2:3: [1] is not of type 'object'"),
+    ("vars list", PLAY + "  vars: [1]\n  tasks:" + VALID_TASKS, (), 4, "pb.yml:2:3: expected a mapping or nothing, got a list: [1] (at [0].vars)"),
     ("tags int", PLAY + "  tags: 5\n  tasks:" + VALID_TASKS, (), 4, "pb.yml:2:3: 5 is not valid here"),
     ("task tags int", PLAY + "  tasks:\n    - shell: x\n      tags: 5\n", (), 4, "pb.yml:4:7: 5 is not valid here"),
     ("module args a bool", PLAY + "  tasks:\n    - command: true\n", (), 4,
-     "pb.yml:3:7: True is not of type 'object'"),
+     "pb.yml:3:7: expected a mapping, got a boolean: True"),
     ("module args a number", PLAY + "  tasks:\n    - name: n\n      kill_old: 5\n", (), 4,
-     "pb.yml:4:7: 5 is not of type 'object'"),
+     "pb.yml:4:7: expected a mapping, got a number: 5"),
     ("timeout abc", PLAY + "  tasks:\n    - shell: echo\n      timeout: abc\n", (), 4,
      "pb.yml:4:7: timeout must be a number, not 'abc' (at timeout)"),
     ("timeout from -e", PLAY + "  tasks:\n    - shell: echo\n      timeout: '{{ t }}'\n", ("-e", "t=abc"), 4,
