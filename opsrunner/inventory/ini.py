@@ -21,8 +21,25 @@ from opsrunner.inventory.yaml import add_host_entry
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
 _GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:[#;].*)?$")
 _HOST_PORT = re.compile(r"^(.+?):([0-9]+)$")
+#: A host line may open with a host range (`[1:3]-node`, `[a:c].example`): numbers or single letters.
+_LEADING_RANGE = re.compile(r"^\[(?:[0-9]*|[A-Za-z]):(?:[0-9]*|[A-Za-z])(?::[^\]]*)?\]")
+_SECTION_FORMS = "[group], [group:vars] or [group:children]"
 #: NUL and the other control characters (tab aside): no host name or value holds one, as in YAML.
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def _header_problem(line: str) -> str | None:
+    """Why a line that opens with '[' but is no section header is wrong; None where it is a host
+    line opening with a range. ansible-core fails these too, some with an internal error
+    (`[web`: "not enough values to unpack"), where opsrunner made `[web` a host."""
+    if _LEADING_RANGE.match(line):
+        return None
+    if "]" not in line:
+        return f"invalid section header '{line}': no closing ']' (a section is {_SECTION_FORMS})"
+    after = line.split("]", 1)[1].strip()
+    if after and after[0] not in "#;]":
+        return f"invalid section header '{line}': text after ']' (a comment there starts with # or ;)"
+    return f"invalid section header '{line}': a section is {_SECTION_FORMS}, with no spaces or other characters"
 
 
 def parse_value(text: str) -> Any:
@@ -124,11 +141,12 @@ def read_ini_inventory(inv: Inventory, text: str, path: str, problems: list[Prob
         if not line or line[0] in "#;":
             continue
         m = _SECTION.match(line)
+        header = None if m or line[0] != "[" else _header_problem(line)
         if m:
             _section(inv, st, m, problems)
-        elif line.startswith("[") and line.endswith("]"):
-            problems.append(Problem(st.pos(), f"invalid section header '{line}' (no spaces or other characters)"))
-            st.kind = "skip"
+        elif header:
+            problems.append(Problem(st.pos(), header))
+            st.kind = "skip"  # its lines belong to no known section: no problems of theirs
         elif st.kind != "skip":
             handlers[st.kind](inv, st, line, problems)
     for name, (line_no, kind, parents) in st.pending.items():
