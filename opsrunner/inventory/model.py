@@ -29,6 +29,8 @@ class Group:
 class Host:
     name: str
     vars: dict[str, Any] = field(default_factory=dict)
+    #: Every group the host is in, ancestors included: `all` first, then sorted by name
+    #: (`group_names` is this list, as ansible-core's sorted one). Set by Inventory.finish().
     groups: list[str] = field(default_factory=list)
     pos: SourcePos | None = None
 
@@ -69,7 +71,7 @@ class Inventory:
             self.groups[group].hosts.append(name)
 
     def finish(self) -> None:
-        """Compute each host's groups (ancestors included), sorted shallow to deep, then by name.
+        """Compute each host's groups (ancestors included): `all`, then the others by name.
 
         A group no other group names as a child becomes a child of `all`, after the ones the
         sources put there, in the order the groups were defined (ansible-core's reconcile)."""
@@ -90,7 +92,7 @@ class Inventory:
             elif "ungrouped" in host.groups and len(host.groups) > 2:
                 host.groups.remove("ungrouped")  # placed in a real group later in the sources
                 self.groups["ungrouped"].hosts.remove(hostname)
-            host.groups.sort(key=lambda g: (self.groups[g].depth, g))
+            host.groups.sort(key=lambda g: (g != "all", g))
 
     def _fix_depths(self, name: str, depth: int, seen: frozenset[str]) -> None:
         group = self.groups[name]
@@ -124,7 +126,7 @@ class Inventory:
         host = self.hosts[hostname]
         tiers = [d for d in self.vars_dirs if d.beside == "inventory"] + \
                 [d for d in self.vars_dirs if d.beside == "playbook"]
-        others = [g for g in host.groups if g != "all"]
+        others = sorted((g for g in host.groups if g != "all"), key=lambda g: (self.groups[g].depth, g))
         layers: list[Mapping[str, Any]] = [self.groups["all"].vars]
         layers += [self.groups[g].vars for g in others]
         layers += [d.groups["all"] for d in tiers if "all" in d.groups]

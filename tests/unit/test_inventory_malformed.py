@@ -63,3 +63,43 @@ def test_host_line_opening_with_a_range_is_still_a_host(tmp_path: Path) -> None:
     assert res.rc == 0, res.err
     assert [ln.strip(" |-") for ln in res.out.splitlines()][-4:] == ["1-node", "2-node", "a.x", "b.x"]
 
+
+# -- group_names --------------------------------------------------------------------------------
+GROUPS_INI = """\
+loner connection=local
+[db]
+db1 connection=local
+[prod:children]
+db
+[app]
+app1 connection=local
+[a_first:children]
+app
+[Zed]
+app1
+"""
+
+
+def test_group_names_are_sorted_by_name_as_in_ansible(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(GROUPS_INI)
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "gather_facts": False, "tasks": [
+        {"debug": {"msg": "names={{ group_names | join(',') }}"}}]}])
+    res = cli("play", str(pb), "-i", str(inv), cwd=tmp_path)
+    assert res.rc == 0, res.err
+    # ansible-core: sorted(), so a child group (db) before its parent (prod), capitals first;
+    # it also lists `ungrouped` for loner, where opsrunner gives [] (not changed here).
+    assert "ok: [db1] => names=db,prod" in res.out
+    assert "ok: [app1] => names=Zed,a_first,app" in res.out
+    assert "ok: [loner] => names=\n" in res.out
+
+
+def test_group_precedence_stays_parent_before_child(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(GROUPS_INI + "[db:vars]\nlevel=db\n[prod:vars]\nlevel=prod\n")
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "db1", "gather_facts": False, "tasks": [
+        {"debug": {"msg": "level={{ level }}"}}]}])
+    res = cli("play", str(pb), "-i", str(inv), cwd=tmp_path)
+    assert res.rc == 0, res.err
+    assert "ok: [db1] => level=db" in res.out  # the child group wins, as in ansible-core
+
