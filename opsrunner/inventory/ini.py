@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opsrunner.errors import Problem, SourcePos
+from opsrunner.inventory.connvars import connection_var_problems
 from opsrunner.inventory.model import Inventory
 from opsrunner.inventory.yaml import add_host_entry
 
@@ -111,7 +112,9 @@ def _vars_line(inv: Inventory, st: _State, line: str, problems: list[Problem]) -
         problems.append(Problem(st.pos(), f"expected key=value, got '{line}'", f"{st.group}:vars"))
         return
     key, value = (part.strip() for part in line.split("=", 1))
-    inv.groups[st.group].vars[key] = parse_value(value)
+    group = inv.groups[st.group]
+    group.vars[key], group.var_pos[key] = parse_value(value), st.pos()
+    problems += connection_var_problems({key: group.vars[key]}, st.pos(), f"{st.group}.vars")
 
 
 def _child_line(inv: Inventory, st: _State, line: str, problems: list[Problem]) -> None:

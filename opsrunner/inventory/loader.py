@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from opsrunner.errors import Problem, SourcePos, ValidationError
 from opsrunner.inventory.ini import read_ini_inventory
@@ -63,15 +64,25 @@ def _read_host_list(inv: Inventory, source: str, problems: list[Problem]) -> Non
 
 
 def _check_ini_vars(inv: Inventory, problems: list[Problem]) -> None:
-    """Reserved connection vars from INI sources get the same type checks as YAML ones."""
+    """Reserved connection vars from INI sources get the same type checks as YAML ones, each
+    problem at the line that set the value (`[web:vars]`'s `port=abc`, not just the file)."""
     vars_schema = {"$defs": load_schema("inventory")["$defs"], "$ref": "#/$defs/vars"}
     for group in inv.groups.values():
-        where = str(group.pos.file) if group.pos else "<inventory>"
-        problems += schema_problems(group.vars, vars_schema, where, [group.name, "vars"])
+        problems += _vars_problems(group.vars, group.var_pos, group.pos, vars_schema, [group.name, "vars"])
     for host in inv.hosts.values():
-        where = str(host.pos.file) if host.pos else "<inventory>"
-        for problem in schema_problems(host.vars, vars_schema, where, [host.name]):
-            problems.append(Problem(host.pos or problem.pos, problem.message, problem.key_path))
+        problems += _vars_problems(host.vars, host.var_pos, host.pos, vars_schema, [host.name])
+
+
+def _vars_problems(values: dict[str, Any], var_pos: dict[str, SourcePos], pos: SourcePos | None,
+                   schema: dict[str, Any], base: list[str]) -> list[Problem]:
+    where = pos.file if pos else "<inventory>"
+    if not schema_problems(values, schema, where, base):
+        return []
+    found = []
+    for key, value in values.items():  # again key by key, to place each at its own line
+        at = var_pos.get(key) or pos or SourcePos(where)
+        found += [Problem(at, p.message, p.key_path) for p in schema_problems({key: value}, schema, where, base)]
+    return found
 
 
 def load_inventory(sources: Sequence[Path | str], playbook_dir: Path | None = None) -> Inventory:

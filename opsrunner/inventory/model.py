@@ -23,6 +23,8 @@ class Group:
     hosts: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     pos: SourcePos | None = None
+    #: Where each of `vars` was set, where the source tells (INI `[group:vars]` lines).
+    var_pos: dict[str, SourcePos] = field(default_factory=dict)
 
 
 @dataclass
@@ -33,6 +35,8 @@ class Host:
     #: (`group_names` is this list, as ansible-core's sorted one). Set by Inventory.finish().
     groups: list[str] = field(default_factory=list)
     pos: SourcePos | None = None
+    #: Where each of `vars` was set: the host entry that set it last.
+    var_pos: dict[str, SourcePos] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,6 +71,8 @@ class Inventory:
     def add_host(self, name: str, group: str, hostvars: Mapping[str, Any], pos: SourcePos | None) -> None:
         host = self.hosts.setdefault(name, Host(name, pos=pos))
         host.vars.update(hostvars)
+        if pos is not None:
+            host.var_pos.update(dict.fromkeys(hostvars, pos))
         if name not in self.groups[group].hosts:
             self.groups[group].hosts.append(name)
 

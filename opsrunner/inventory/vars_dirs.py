@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.errors import Problem, SourcePos, ValidationError
+from opsrunner.inventory.connvars import connection_var_problems
 from opsrunner.inventory.model import VarsDir
 from opsrunner.validation import load_schema, schema_problems
 from opsrunner.yamlsource import load_yaml_file
@@ -46,6 +47,7 @@ def _read_vars(files: Iterable[Path], problems: list[Problem]) -> dict[str, Any]
                                     f"a vars file must be a mapping of names to values, not {type(data).__name__}"))
             continue
         found = schema_problems(data, vars_schema, str(path))
+        found += connection_var_problems(data, getattr(data, "pos", SourcePos(str(path))), "")
         if found:
             problems += found
             continue

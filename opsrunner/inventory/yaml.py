@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from opsrunner.errors import Problem, SourcePos
+from opsrunner.inventory.connvars import connection_var_problems
 from opsrunner.inventory.model import Inventory
 from opsrunner.inventory.ranges import RangeError, expand_host_range
 from opsrunner.validation import load_schema, schema_problems
@@ -20,6 +21,7 @@ def add_host_entry(inv: Inventory, group: str, name: str, hostvars: dict[str, An
     if not _NAME_RE.match(name):
         problems.append(Problem(pos, f"invalid host name '{name}'", key_path))
         return
+    problems += connection_var_problems(hostvars, pos, key_path)
     try:
         names = expand_host_range(name)
     except RangeError as exc:
@@ -37,7 +39,9 @@ def _walk_group(inv: Inventory, name: str, body: Any, parent: str | None, depth:
     group = inv.add_group(name, parent, depth, pos)
     if not isinstance(body, dict):
         return
-    group.vars.update(body.get("vars") or {})
+    group_vars = body.get("vars") or {}
+    problems += connection_var_problems(group_vars, pos, f"{name}.vars")
+    group.vars.update(group_vars)
     hosts = body.get("hosts") or {}
     for hostname, hostvars in hosts.items():
         hpos = hosts.at(hostname) if isinstance(hosts, PosDict) else pos

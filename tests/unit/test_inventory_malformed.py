@@ -103,3 +103,66 @@ def test_group_precedence_stays_parent_before_child(tmp_path: Path) -> None:
     assert res.rc == 0, res.err
     assert "ok: [db1] => level=db" in res.out  # the child group wins, as in ansible-core
 
+
+# -- numeric connection settings ----------------------------------------------------------------
+PORT_CASES = [
+    ("ini host line", "hosts.ini", "[web]\nweb1 connection=local ansible_port=abc\n", 2,
+     "ansible_port must be an integer 1-65535, got 'abc' (at web.web1.ansible_port)"),
+    ("ini out of range", "hosts.ini", "[web]\nweb1 connection=local ansible_ssh_port=70000\n", 2,
+     "ansible_ssh_port must be an integer 1-65535, got 70000 (at web.web1.ansible_ssh_port)"),
+    ("ini vars section", "hosts.ini", "[web]\nweb1 connection=local\n\n[web:vars]\nx=1\nansible_port=abc\n", 6,
+     "ansible_port must be an integer 1-65535, got 'abc' (at web.vars.ansible_port)"),
+    ("ini all:vars, own name", "hosts.ini", "web1 connection=local\n[all:vars]\nx=1\nport=abc\n", 4,
+     "'abc' is not valid here: expected integer >= 1 <= 65535 or a {{ template }} (at all.vars.port)"),
+    ("ini group vars, timeout", "hosts.ini", "[web]\nweb1 connection=local\n[web:vars]\nconnect_timeout=soon\n", 4,
+     "'soon' is not valid here: expected number or a {{ template }} (at web.vars.connect_timeout)"),
+    ("ini second host line", "hosts.ini", "[web]\nweb1 connection=local\n[db]\nweb1 port=abc\n", 4,
+     "(at web1.port)"),
+    ("yaml host", "hosts.yml", "all:\n  hosts:\n    web1:\n      connection: local\n      ansible_port: notaport\n",
+     5, "ansible_port must be an integer 1-65535, got 'notaport' (at all.hosts.web1.ansible_port)"),
+    ("yaml group vars", "hosts.yml", "all:\n  vars:\n    ansible_port: [22]\n  hosts:\n    web1: {connection: local}\n",
+     3, "ansible_port must be an integer 1-65535, got [22] (at all.vars.ansible_port)"),
+    ("yaml bool", "hosts.yml", "all:\n  hosts:\n    web1: {connection: local, ansible_ssh_port: true}\n",
+     3, "ansible_ssh_port must be an integer 1-65535, got True (at all.hosts.web1.ansible_ssh_port)"),
+]
+
+
+@pytest.mark.parametrize(("name", "filename", "text", "line", "message"), PORT_CASES, ids=[c[0] for c in PORT_CASES])
+def test_bad_numeric_connection_setting_names_its_line_and_key(tmp_path: Path, name: str, filename: str, text: str,
+                                                               line: int, message: str) -> None:
+    inv = tmp_path / "inv" / filename
+    inv.parent.mkdir()
+    inv.write_text(text)
+    rc, err, touched = _play(tmp_path, inv)
+    assert rc == 4, err
+    assert f"ERROR: {inv}:{line}:" in err and message in err, err
+    assert "invalid literal" not in err and "bad connection setting" not in err
+    assert not touched.exists()
+
+
+def test_bad_port_in_host_vars_file_names_that_file(tmp_path: Path) -> None:
+    inv = tmp_path / "inv" / "hosts.ini"
+    write_yaml(inv, "[web]\nweb1 connection=local\n")
+    host_vars = write_yaml(inv.parent / "host_vars" / "web1.yml", "x: 1\nansible_port: abc\n")
+    rc, err, touched = _play(tmp_path, inv)
+    assert rc == 4, err
+    assert f"ERROR: {host_vars}:2:1: ansible_port must be an integer 1-65535, got 'abc' (at ansible_port)" in err
+    assert not touched.exists()
+
+
+@pytest.mark.parametrize("value", ["2222", "'2222'", "\"{{ 2000 + 222 }}\""])
+def test_good_ansible_port_values_pass(tmp_path: Path, value: str) -> None:
+    inv = write_yaml(tmp_path / "hosts.yml", f"all:\n  hosts:\n    web1: {{ansible_port: {value}}}\n")
+    res = cli("inventory", "-i", str(inv), "--host", "web1", cwd=tmp_path)
+    assert res.rc == 0, res.err
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan"])
+def test_infinite_connect_timeout_is_bad_input(tmp_path: Path, value: str) -> None:
+    inv = write_yaml(tmp_path / "hosts.yml", f"all:\n  hosts:\n    web1:\n      connection: local\n"
+                                             f"      connect_timeout: {value}\n")
+    rc, err, touched = _play(tmp_path, inv)
+    assert rc == 4, err
+    assert f"ERROR: {inv}:5:7: connect_timeout must be a finite number of seconds, got " in err
+    assert "(at all.hosts.web1.connect_timeout)" in err
+    assert not touched.exists()
