@@ -122,15 +122,19 @@ def connection_spec(host: str, variables: LazyVars, defaults: ConnectionDefaults
     `defaults` (-u, --private-key, -c) apply where the host's vars set nothing."""
     given = defaults or ConnectionDefaults()
 
-    def get(name: str, default: Any = None) -> Any:
+    def named(name: str, default: Any = None) -> tuple[str, Any]:
+        """(the variable's name as the inventory wrote it, its value)."""
         for key in (name, *ANSIBLE_ALIASES.get(name, ())):
             try:
                 value = variables.get(key, _UNSET)
             except TemplateError as exc:
                 raise TemplateError(f"in host var '{key}' of {host}: {exc.bare_message}") from None
             if value is not _UNSET:
-                return value
-        return default
+                return key, value
+        return name, default
+
+    def get(name: str, default: Any = None) -> Any:
+        return named(name, default)[1]
 
     kind = str(get("connection", given.connection or ("local" if host in ("localhost", "127.0.0.1") else "ssh")))
     checking = str(get("host_key_checking", "strict"))
@@ -141,15 +145,12 @@ def connection_spec(host: str, variables: LazyVars, defaults: ConnectionDefaults
     command_exec = str(get("command_exec", "auto"))
     if command_exec not in ("auto", "agent", "bare"):
         raise TemplateError(f"host var 'command_exec' of {host} must be auto, agent or bare, not {command_exec!r}")
+    port = _number(host, *named("port"), _port, "an integer 1-65535")
+    timeout = _number(host, *named("connect_timeout", 10), _seconds, "a positive number of seconds")
     try:
-        port = get("port")
-        port = int(port) if port not in (None, "") else None
-        timeout = float(get("connect_timeout", 10))
         chain = wrapper_chain(variables)
     except TemplateError as exc:
         raise TemplateError(f"in host var 'wrapper' of {host}: {exc.bare_message}") from None
-    except (TypeError, ValueError) as exc:
-        raise TemplateError(f"bad connection setting for {host}: {exc}") from None
     return ConnectionSpec(
         name=host,
         kind=kind,
@@ -164,3 +165,27 @@ def connection_spec(host: str, variables: LazyVars, defaults: ConnectionDefaults
         python=str(get("python_interpreter", sys.executable if kind == "local" and not chain else "python3")),
         command_exec=command_exec,
     )
+
+
+def _port(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    port = int(value)
+    if isinstance(value, bool) or not 1 <= port <= 65535:
+        raise ValueError(value)
+    return port
+
+
+def _seconds(value: Any) -> float:
+    seconds = float(value)
+    if isinstance(value, bool) or not 0 < seconds < float("inf"):
+        raise ValueError(value)
+    return seconds
+
+
+def _number(host: str, key: str, value: Any, convert: Any, what: str) -> Any:
+    """A numeric connection setting, or a TemplateError naming the variable as written."""
+    try:
+        return convert(value)
+    except (TypeError, ValueError, OverflowError):
+        raise TemplateError(f"host var '{key}' of {host} must be {what}, got {value!r}") from None

@@ -96,7 +96,8 @@ PLAY = "- hosts: all\n"
 
 
 @pytest.mark.parametrize("name,playbook,args,rc,message", [
-    ("vars list", PLAY + "  vars: [1]\n  tasks:" + VALID_TASKS, (), 4, "pb.yml:2:3: expected a mapping or nothing, got a list: [1] (at [0].vars)"),
+    ("vars list", PLAY + "  vars: [1]\n  tasks:" + VALID_TASKS, (), 4,
+     "pb.yml:2:3: expected a mapping or nothing, got a list: [1] (at [0].vars)"),
     ("tags int", PLAY + "  tags: 5\n  tasks:" + VALID_TASKS, (), 4, "pb.yml:2:3: 5 is not valid here"),
     ("task tags int", PLAY + "  tasks:\n    - shell: x\n      tags: 5\n", (), 4, "pb.yml:4:7: 5 is not valid here"),
     ("module args a bool", PLAY + "  tasks:\n    - command: true\n", (), 4,

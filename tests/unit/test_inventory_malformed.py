@@ -115,7 +115,7 @@ PORT_CASES = [
     ("ini all:vars, own name", "hosts.ini", "web1 connection=local\n[all:vars]\nx=1\nport=abc\n", 4,
      "'abc' is not valid here: expected integer >= 1 <= 65535 or a {{ template }} (at all.vars.port)"),
     ("ini group vars, timeout", "hosts.ini", "[web]\nweb1 connection=local\n[web:vars]\nconnect_timeout=soon\n", 4,
-     "'soon' is not valid here: expected number or a {{ template }} (at web.vars.connect_timeout)"),
+     "'soon' is not valid here: expected number > 0 or a {{ template }} (at web.vars.connect_timeout)"),
     ("ini second host line", "hosts.ini", "[web]\nweb1 connection=local\n[db]\nweb1 port=abc\n", 4,
      "(at web1.port)"),
     ("yaml host", "hosts.yml", "all:\n  hosts:\n    web1:\n      connection: local\n      ansible_port: notaport\n",
@@ -165,4 +165,24 @@ def test_infinite_connect_timeout_is_bad_input(tmp_path: Path, value: str) -> No
     assert rc == 4, err
     assert f"ERROR: {inv}:5:7: connect_timeout must be a finite number of seconds, got " in err
     assert "(at all.hosts.web1.connect_timeout)" in err
+    assert not touched.exists()
+
+
+@pytest.mark.parametrize(("hostvars", "extra", "message"), [
+    ('{ansible_port: "{{ p }}"}', ["-e", "p=abc"],
+     "host var 'ansible_port' of web1 must be an integer 1-65535, got 'abc'"),
+    ("{}", ["-e", "ansible_port=70000"], "host var 'ansible_port' of web1 must be an integer 1-65535, got '70000'"),
+    ("{}", ["-e", "connect_timeout=-1"],
+     "host var 'connect_timeout' of web1 must be a positive number of seconds, got '-1'"),
+])
+def test_a_bad_connection_setting_known_only_once_rendered_names_the_variable(
+        tmp_path: Path, hostvars: str, extra: list[str], message: str) -> None:
+    """A value that comes through a template or -e is checked when the host's connection is
+    built, before any host is touched: the message names the variable as the user wrote it."""
+    inv = write_yaml(tmp_path / "hosts.yml", f"all:\n  hosts:\n    web1: {hostvars}\n")
+    touched = tmp_path / "touched"
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [{"command": f"touch {touched}"}]}])
+    res = cli("play", str(pb), "-i", str(inv), *extra, cwd=tmp_path)
+    assert res.rc == 4, res.out + res.err
+    assert message in res.err and "invalid literal" not in res.err, res.err
     assert not touched.exists()
