@@ -45,7 +45,7 @@ def test_when_on_a_non_boolean_string_is_an_error(tmp_path: Path, inv: Path) -> 
     - {name: after, debug: {msg: hi}}
 """)
     assert rc == 4, out
-    assert "pb.yml:5:7: Conditional result (True) was derived from value of type 'str'" in out
+    assert "pb.yml:5:40: Conditional result (True) was derived from value of type 'str'" in out
     assert "Conditionals must have a boolean result" in out and task_ends(ev) == []
     rc, out, ev = play(tmp_path, inv, """
 - hosts: h1
