@@ -12,6 +12,7 @@ from typing import Any
 from opsrunner.coercion import coerce_args
 from opsrunner.errors import Problem, SourcePos
 from opsrunner.modules.registry import module_info
+from opsrunner.templating.template_files import check_file, include_path, template_source
 from opsrunner.validation import schema_problems
 from opsrunner.yamlsource import PosDict
 
@@ -45,7 +46,8 @@ def module_args(module: str, raw: Any, pos: SourcePos, path: str, filename: str,
                                 f"{path}{'.' + problem.key_path if problem.key_path else ''}"))
     if not isinstance(args, dict):
         return {}, problems
-    return args, problems + _local_path_problems(module, args, pos, path, search_dirs)
+    return args, (problems + _local_path_problems(module, args, pos, path, search_dirs)
+                  + _template_file_problems(module, args, pos, path, search_dirs))
 
 
 def expression_args(module: str) -> tuple[str, ...]:
@@ -100,6 +102,24 @@ def _local_path_problems(module: str, args: dict[str, Any], pos: SourcePos, path
             where = ", ".join(str(d) for d in search_dirs)
             problems.append(Problem(args.at(key) if isinstance(args, PosDict) else pos,
                                     f"{module} {key} '{value}' not found (looked in {where})", f"{path}.{key}"))
+    return problems
+
+
+def _template_file_problems(module: str, args: dict[str, Any], pos: SourcePos, path: str,
+                            search_dirs: list[Path]) -> list[Problem]:
+    """A template file a module renders (a path with no template in it) is parsed now, with what
+    it includes, imports or extends by name: a syntax error or a missing file is bad input, at
+    the template's line, before any host is touched."""
+    problems = []
+    for key in module_info(module).schema.get("x-opsrunner", {}).get("template_files", []):
+        value = args.get(key)
+        src = template_source(value, search_dirs) if isinstance(value, str) and not has_template(value) else None
+        if src is None:
+            continue  # templated (rendered at run time), or missing (reported with the local paths)
+        where = args.at(key) if isinstance(args, PosDict) else pos
+        for found in check_file(src, include_path(search_dirs, src)):
+            problems.append(Problem(SourcePos(found.file, found.line, 1 if found.line else 0),
+                                    f"{found.message} (in the {module} {key} at {where})", f"{path}.{key}"))
     return problems
 
 

@@ -1,4 +1,5 @@
-"""The template module's files, rendered as ansible-core's template module renders them.
+"""The template module's files: rendered as ansible-core's template module renders them, and
+parsed when the playbook loads.
 
 ansible-core renders a template file with `trim_blocks` on (a block tag's newline is dropped),
 `lstrip_blocks` off, without Jinja's `keep_trailing_newline`, and then puts back the newlines
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2 import defaults
+from jinja2 import defaults, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from opsrunner.errors import TemplateError
@@ -145,6 +146,20 @@ def _compile(options: FileOptions, search: tuple[Path, ...], source: str) -> jin
     return _environment(options, search).from_string(source)
 
 
+def template_source(value: str, dirs: Sequence[Path]) -> Path | None:
+    """The file a template task's `src` names, as the module finds it at run time (the role's
+    templates/, the role, the playbook's folder; not the role's files/), or None."""
+    candidate = Path(value).expanduser()
+    if candidate.is_absolute():
+        return candidate if candidate.is_file() else None
+    for folder in dirs:
+        if folder.name == "files" and folder.parent / "templates" in dirs:
+            continue
+        if (folder / candidate).is_file():
+            return folder / candidate
+    return None
+
+
 def include_path(dirs: Sequence[Path], src: Path) -> tuple[Path, ...]:
     """Where `{% include %}`/`{% import %}` names are looked up, as ansible-core does: each of
     the task's folders (the role, the playbook's), then the template's own folder, each one's
@@ -199,3 +214,81 @@ def _split_header(source: str, name: str, options: FileOptions) -> tuple[str, Fi
 
 def _newlines_at_end(text: str) -> int:
     return len(text) - len(text.rstrip("\n"))
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A template file that cannot be rendered, found before any host is touched."""
+
+    file: str
+    line: int
+    message: str
+
+
+def check_file(src: Path, search: tuple[Path, ...]) -> list[FileProblem]:
+    """Parse a template file and the files it includes, imports or extends by a constant name:
+    a syntax error, a file that is missing or is not UTF-8 text."""
+    try:
+        source = src.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [FileProblem(str(src), 0, f"cannot read template: {exc}")]
+    if not FileOptions().starts(source):
+        return []
+    try:
+        text, options = FileOptions().with_header(source)
+    except ValueError as exc:
+        return [FileProblem(str(src), 1, f"template syntax error: {exc}")]
+    return list(_check_source(_environment(options, search), text, str(src), set(), int(text is not source)))
+
+
+#: The tags that read another template file by name.
+_LOADS = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+
+
+def _check_source(env: _FileEnv, source: str, filename: str, seen: set[str], offset: int = 0) -> Iterator[FileProblem]:
+    """`offset`: the lines of a `#jinja2:` header taken off the top of the file."""
+    seen.add(filename)
+    try:
+        tree = env.parse(source, filename=filename)
+        env.compile(tree, filename=filename)  # an unknown filter or test, too
+    except jinja2.TemplateSyntaxError as exc:
+        yield FileProblem(filename, exc.lineno + offset, f"template syntax error: {exc.message}")
+        return
+    for node in tree.find_all(_LOADS):
+        if not isinstance(node, _LOADS):
+            continue
+        names = _constant_names(node.template)
+        if not names:
+            continue  # a name only known once rendered
+        try:
+            found = _first_source(env, names)
+        except UnicodeDecodeError as exc:
+            yield FileProblem(filename, node.lineno + offset, f"cannot read template {names[0]!r}: {exc}")
+            continue
+        if found is None:
+            if not getattr(node, "ignore_missing", False):
+                yield FileProblem(filename, node.lineno + offset, f"template {' or '.join(repr(n) for n in names)} not "
+                                  f"found (looked in {', '.join(getattr(env.loader, 'searchpath', []))})")
+        elif found[1] not in seen:
+            yield from _check_source(env, found[0], found[1], seen)
+
+
+def _constant_names(node: nodes.Expr) -> list[str]:
+    if isinstance(node, nodes.Const) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, nodes.Tuple | nodes.List) and all(
+            isinstance(item, nodes.Const) and isinstance(item.value, str) for item in node.items):
+        return [item.value for item in node.items if isinstance(item, nodes.Const)]
+    return []
+
+
+def _first_source(env: _FileEnv, names: list[str]) -> tuple[str, str] | None:
+    """The text and file name of the first of `names` the loader finds (select_template's rule)."""
+    assert env.loader is not None
+    for name in names:
+        try:
+            source, filename, _ = env.loader.get_source(env, name)
+        except jinja2.TemplateNotFound:
+            continue
+        return source, filename or name
+    return None
