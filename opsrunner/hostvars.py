@@ -136,10 +136,11 @@ def connection_spec(host: str, variables: LazyVars, defaults: ConnectionDefaults
     def get(name: str, default: Any = None) -> Any:
         return named(name, default)[1]
 
-    kind = str(get("connection", given.connection or ("local" if host in ("localhost", "127.0.0.1") else "ssh")))
+    kind_key, kind = named("connection", given.connection or ("local" if host in ("localhost", "127.0.0.1") else "ssh"))
+    kind = str(kind)
     checking = str(get("host_key_checking", "strict"))
     if kind not in ("local", "ssh"):
-        raise TemplateError(f"host var 'connection' of {host} must be local or ssh, not {kind!r}")
+        raise TemplateError(f"host var '{kind_key}' of {host} must be local or ssh, not {kind!r}")
     if checking not in ("strict", "accept-new", "off"):
         raise TemplateError(f"host var 'host_key_checking' of {host} must be strict, accept-new or off")
     command_exec = str(get("command_exec", "auto"))
@@ -151,10 +152,16 @@ def connection_spec(host: str, variables: LazyVars, defaults: ConnectionDefaults
         chain = wrapper_chain(variables)
     except TemplateError as exc:
         raise TemplateError(f"in host var 'wrapper' of {host}: {exc.bare_message}") from None
+    address_key, address = named("host", host)
+    if kind == "ssh" and str(address).count(":") == 1:  # ssh would read it as host:port (IPv6 has more)
+        set_by = any(k in variables for k in ("host", *ANSIBLE_ALIASES["host"]))
+        what = f"host var '{address_key}' of {host}" if set_by else "host name"
+        raise TemplateError(f"{what} {str(address)!r} holds a ':': give the port as `port: N` "
+                            "(an IPv6 address has two or more)")
     return ConnectionSpec(
         name=host,
         kind=kind,
-        host=str(get("host", host)),
+        host=str(address),
         port=port,
         user=get("user", given.user),
         key_file=get("key_file", given.key_file),

@@ -186,3 +186,19 @@ def test_a_bad_connection_setting_known_only_once_rendered_names_the_variable(
     assert res.rc == 4, res.out + res.err
     assert message in res.err and "invalid literal" not in res.err, res.err
     assert not touched.exists()
+
+
+@pytest.mark.parametrize(("hostvars", "message"), [
+    ('"web1:abc": {}', "host name 'web1:abc' holds a ':': give the port as `port: N`"),
+    ('web1: {ansible_host: "db:22x"}', "host var 'ansible_host' of web1 'db:22x' holds a ':'"),
+    ("web1: {ansible_connection: telnet}", "host var 'ansible_connection' of web1 must be local or ssh, not 'telnet'"),
+])
+def test_a_host_address_or_connection_that_ssh_cannot_use_is_bad_input(tmp_path: Path, hostvars: str,
+                                                                      message: str) -> None:
+    """`web1:abc` would reach ssh as host `web1`, port `abc` (an internal error, exit 250); a
+    connection var is named as the user wrote it."""
+    inv = write_yaml(tmp_path / "hosts.yml", f"all:\n  hosts:\n    {hostvars}\n")
+    rc, err, touched = _play(tmp_path, inv)
+    assert rc == 4, err
+    assert message in err, err
+    assert not touched.exists()
