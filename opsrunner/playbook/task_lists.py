@@ -26,6 +26,8 @@ from opsrunner.templating import is_template
 from opsrunner.validation import suggest
 from opsrunner.yamlsource import PosDict, PosList
 
+#: The role folder a module reads its controller-side files from (include_vars: vars/).
+_ROLE_FOLDER = {"template": "templates", "include_vars": "vars"}
 
 class TaskLoader(LoaderState):
     """Builds the nodes of a task list; includes (includes.py) and roles (roles.py) come back here."""
@@ -77,7 +79,9 @@ class TaskLoader(LoaderState):
         if module is None:
             return None
         role = self.current_role
-        dirs = [role.path / "files", role.path / "templates", role.path] if role else []
+        # Where the module itself will look at run time (Task.search_dirs): a role's templates/
+        # for a template, its files/ for the others; then the role, then the playbook's folder.
+        dirs = [role.path / _ROLE_FOLDER.get(module, "files"), role.path] if role else []
         args, problems = module_args(module, raw[module], raw.at(module), f"{path}.{module}", str(self.path),
                                      [*dirs, self.base_dir], raw.get("args"))
         self.problems += problems

@@ -110,3 +110,23 @@ def test_a_templated_src_fails_at_run_time_naming_the_template_line(tmp_path: Pa
     res = cli("play", str(pb), cwd=tmp_path)
     assert res.rc == 2 and sentinel.exists()
     assert f"{tmp_path}/bad.j2:2: template syntax error: unexpected '}}' in task 'tmpl'" in res.out, res.out
+
+
+def test_a_role_s_template_is_looked_for_where_the_run_looks(tmp_path: Path) -> None:
+    """A role's template is read from its templates/ (then the role, the playbook's folder), at
+    load time as at run time: one only in files/ is not found before the run, where load found
+    it and the run then failed the host."""
+    role = tmp_path / "roles" / "r1"
+    write_yaml(role / "tasks" / "main.yml", f"- template: {{src: t.j2, dest: {tmp_path / 'out.txt'}}}\n")
+    (role / "files").mkdir()
+    (role / "files" / "t.j2").write_text("x={{ 1 }}\n")
+    pb = write_yaml(tmp_path / "pb.yml", "- hosts: localhost\n  roles: [r1]\n")
+    res = cli("play", str(pb), cwd=tmp_path)
+    assert res.rc == 4, res.out + res.err
+    assert f"template src 't.j2' not found (looked in {role / 'templates'}, {role}, {tmp_path})" in res.err
+    assert not (tmp_path / "out.txt").exists()
+    (role / "templates").mkdir()
+    (role / "files" / "t.j2").rename(role / "templates" / "t.j2")
+    res = cli("play", str(pb), cwd=tmp_path)
+    assert res.rc == 0, res.out + res.err
+    assert (tmp_path / "out.txt").read_text() == "x=1\n"
