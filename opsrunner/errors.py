@@ -94,9 +94,10 @@ class TemplateError(OpsrunnerError):
 class UndefinedVariable(TemplateError):
     """A template read a variable that is not defined; `hint` is Jinja's word for it."""
 
-    def __init__(self, hint: str) -> None:
+    def __init__(self, hint: str, where: str = "") -> None:
         self.hint = hint
-        super().__init__(f"undefined variable: {hint}")
+        self.where = where  # `file:line` of a template file, where the variable was read
+        super().__init__(f"{where}: undefined variable: {hint}" if where else f"undefined variable: {hint}")
 
 
 class ConnectionFailed(OpsrunnerError):

@@ -21,10 +21,11 @@ import jinja2.meta
 
 from opsrunner.coercion import coerce_args, show_value
 from opsrunner.deadlines import COMMAND_MODULES, DEFAULT_TIMEOUT_VAR, module_default, seconds
-from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
+from opsrunner.errors import ModuleFailure, Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file
 from opsrunner.inventory import Inventory, PatternError
+from opsrunner.modules import template as template_file
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
@@ -168,6 +169,27 @@ def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = froz
     return result
 
 
+def _template_file_problems(task: Task, args: dict[str, Any], variables: LazyVars,
+                            deferred: frozenset[str]) -> list[Problem]:
+    """A template file rendered as the run will render it: a variable it reads that no host var
+    defines (nor the run will) is bad input, at the template's line, like one in an argument."""
+    try:
+        template_file.rendered(task, args, variables)
+    except ModuleFailure:
+        return []  # no such file: told at load, or its name is only known at run time
+    except TemplateError as exc:
+        if _runtime_undefined(exc, deferred):
+            return []
+        located = _IN_FILE.match(exc.bare_message)  # "file.j2:3: what", as render_file says it
+        pos = SourcePos(located[1], int(located[2]), 1) if located else _arg_pos(task, "src")
+        message = located[3] if located else exc.bare_message
+        return [Problem(pos, f"{message} (in the template src at {_arg_pos(task, 'src')})", "template.src")]
+    return []
+
+
+_IN_FILE = re.compile(r"(\S+?):(\d+): (.*)", re.DOTALL)
+
+
 def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
                       play_timeout: Any = None) -> list[Problem]:
     """The numeric keywords rendered for one host, and the deadline the task will run under
@@ -278,7 +300,10 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
     loop = task.kw("loop")
     if loop is None:
         extra = loop_names if task.kw("with_items") is not None else frozenset()
-        return problems + render_args(task, variables, deferred | extra, memo).problems
+        checked = render_args(task, variables, deferred | extra, memo)
+        if task.module == "template" and not looped and not checked.problems and not checked.deferred:
+            return problems + _template_file_problems(task, checked.args, variables, deferred)
+        return problems + checked.problems
     try:
         items = render(loop, variables, deferred)
     except Deferred:

@@ -46,6 +46,16 @@ class Task:
         value = self.keywords.get("notify") or []
         return [value] if isinstance(value, str) else list(value)
 
+    def local_path(self, path: str, kind: str = "files") -> Path:
+        """A controller-side path: absolute, or found in search_dirs(kind), else the playbook's."""
+        candidate = Path(path).expanduser()
+        if candidate.is_absolute():
+            return candidate
+        for folder in self.search_dirs(kind):
+            if (folder / candidate).exists():
+                return folder / candidate
+        return self.base_dir / candidate
+
     def search_dirs(self, kind: str) -> list[Path]:
         """Where a relative path in this task's args resolves: role's files/ then the playbook dir."""
         dirs = [self.role.path / kind] if self.role else []

@@ -33,13 +33,7 @@ class TaskContext:
 
     def resolve_local(self, path: str, kind: str = "files") -> Path:
         """A controller-side path: absolute, or found in the role's files/, then the playbook dir."""
-        candidate = Path(path).expanduser()
-        if candidate.is_absolute():
-            return candidate
-        for folder in self.task.search_dirs(kind):
-            if (folder / candidate).exists():
-                return folder / candidate
-        return self.task.base_dir / candidate
+        return self.task.local_path(path, kind)
 
     def agent(self, op: AgentOp[ArgsT, ReplyT], request: ArgsT, timeout: float | None = None,
               payload: IO[bytes] | None = None) -> ReplyT:

@@ -215,14 +215,18 @@ class _Seen(Mapping[str, Any]):
         return len(self._variables)
 
 
+def as_read(variables: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The variables as a template's context reads them (_Seen)."""
+    return _Seen(variables) if isinstance(variables, LazyVars) else variables
+
+
 def render(source: str, variables: Mapping[str, Any]) -> Any:
     """Render one template string against lazily resolved variables."""
     if not is_template(source):
         return source
     try:
         template = _compile(source)
-        seen = _Seen(variables) if isinstance(variables, LazyVars) else variables
-        context = template.new_context(seen, shared=True)  # type: ignore[arg-type]
+        context = template.new_context(as_read(variables), shared=True)  # type: ignore[arg-type]
         return _concat(template.root_render_func(context))
     except jinja2.UndefinedError as exc:
         raise UndefinedVariable(exc.message or "") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,8 +26,8 @@ import jinja2
 from jinja2 import defaults, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from opsrunner.errors import TemplateError
-from opsrunner.templating.environment import ENV
+from opsrunner.errors import TemplateError, UndefinedVariable
+from opsrunner.templating.environment import ENV, as_read
 
 #: newline_sequence as written in YAML, escaped or not (ansible-core takes both).
 NEWLINES = {"\n": "\n", "\r": "\r", "\r\n": "\r\n", "\\n": "\n", "\\r": "\r", "\\r\\n": "\r\n"}
@@ -181,7 +182,7 @@ def render_file(source: str, variables: Mapping[str, Any], name: str, search: tu
     text, file_options = _split_header(source, name, options)
     try:
         template = _compile(file_options, search, text)
-        context = template.new_context(variables, shared=True)  # type: ignore[arg-type]
+        context = template.new_context(as_read(variables), shared=True)  # type: ignore[arg-type]
         result = _concat(template.root_render_func(context))
     except jinja2.TemplateSyntaxError as exc:
         where = f"{exc.filename}:{exc.lineno}" if exc.filename else f"{name}:{exc.lineno + (text is not source)}"
@@ -190,7 +191,7 @@ def render_file(source: str, variables: Mapping[str, Any], name: str, search: tu
         raise TemplateError(f"{name}: template {' or '.join(repr(t) for t in exc.templates)} not found (looked in "
                             f"{', '.join(str(p) for p in search)})") from None
     except jinja2.UndefinedError as exc:
-        raise TemplateError(f"undefined variable: {exc.message}") from None
+        raise UndefinedVariable(exc.message or "", _line_of(exc, template, text, name, text is not source)) from None
     except jinja2.TemplateError as exc:
         raise TemplateError(f"template error: {exc}") from None
     except TemplateError:
@@ -203,6 +204,23 @@ def render_file(source: str, variables: Mapping[str, Any], name: str, search: tu
         return str(result)  # one expression's value: ansible-core adds no newline to it
     lost = _newlines_at_end(source) - _newlines_at_end(result)
     return result + options.newline_sequence * lost if lost > 0 else result
+
+
+def _line_of(exc: jinja2.UndefinedError, template: jinja2.Template, text: str, name: str, header: bool) -> str:
+    """`file:line` of the template line an undefined variable was read on: the deepest frame of
+    the template's compiled code (mapped back through Jinja's line table); else, as a value
+    printed whole is made text after the template's code returned, the first template tag
+    that names the variable; else the file alone."""
+    line, tb = 0, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == template.filename:
+            line = template.get_corresponding_lineno(tb.tb_lineno)
+        tb = tb.tb_next
+    missing = re.match(r"'(\w+)' is undefined", exc.message or "")
+    if not line and missing:
+        named = re.compile(r"(\{\{|\{%)[^}]*\b" + re.escape(missing.group(1)) + r"\b")
+        line = next((i for i, row in enumerate(text.splitlines(), 1) if named.search(row)), 0)
+    return f"{name}:{line + header}" if line else name
 
 
 def _split_header(source: str, name: str, options: FileOptions) -> tuple[str, FileOptions]:

@@ -104,11 +104,22 @@ def test_what_only_rendering_knows_is_left_to_run_time(tmp_path: Path) -> None:
     assert (tmp_path / "out").read_text() == "partfrom templates/\n"
 
 
-def test_a_templated_src_fails_at_run_time_naming_the_template_line(tmp_path: Path) -> None:
+def test_a_templated_src_known_before_the_run_is_checked_by_preflight(tmp_path: Path) -> None:
+    """A `src` rendered from play vars names its file before the run: preflight renders it and
+    finds its error at the template's line (exit 4, nothing touched)."""
     pb, sentinel = setup(tmp_path, {"bad.j2": "a\n{{ x }\n"}, src="'{{ name }}.j2'")
     pb.write_text(pb.read_text().replace("- hosts: localhost", "- hosts: localhost\n  vars: {name: bad}"))
     res = cli("play", str(pb), cwd=tmp_path)
-    assert res.rc == 2 and sentinel.exists()
+    assert res.rc == 4 and not sentinel.exists(), res.out + res.err
+    assert f"ERROR: {tmp_path}/bad.j2:2:1: template syntax error: unexpected '}}' (in the template src at " \
+           f"{pb}:" in res.err, res.err
+
+
+def test_a_src_known_only_at_run_time_fails_there_naming_the_template_line(tmp_path: Path) -> None:
+    pb, sentinel = setup(tmp_path, {"bad.j2": "a\n{{ x }\n"}, src="'{{ r.stdout }}.j2'")
+    pb.write_text(pb.read_text().replace("  tasks:\n", "  tasks:\n    - command: echo bad\n      register: r\n", 1))
+    res = cli("play", str(pb), cwd=tmp_path)
+    assert res.rc == 2 and sentinel.exists(), res.out + res.err
     assert f"{tmp_path}/bad.j2:2: template syntax error: unexpected '}}' in task 'tmpl'" in res.out, res.out
 
 
@@ -130,3 +141,33 @@ def test_a_role_s_template_is_looked_for_where_the_run_looks(tmp_path: Path) -> 
     res = cli("play", str(pb), cwd=tmp_path)
     assert res.rc == 0, res.out + res.err
     assert (tmp_path / "out.txt").read_text() == "x=1\n"
+
+
+def test_an_undefined_variable_in_a_template_file_is_bad_input_at_its_line(tmp_path: Path) -> None:
+    """Preflight renders the file as the run will: a variable nothing defines is exit 4 at the
+    template's line, before the task before it changes anything; one the run defines (a
+    registered result) or that `default()` covers is no problem."""
+    (tmp_path / "u.j2").write_text("a\nb\nc={{ nothere }}\n")
+    (tmp_path / "ok.j2").write_text("r={{ r.stdout }}\nd={{ ref | default('d') }}\n")
+    touched = tmp_path / "touched"
+    pb = write_yaml(tmp_path / "pb.yml", f"""
+- hosts: localhost
+  vars: {{ref: "{{{{ missing }}}}"}}
+  tasks:
+    - command: touch {touched}
+    - command: echo hi
+      register: r
+    - template: {{src: ok.j2, dest: {tmp_path / 'ok.out'}}}
+    - template: {{src: u.j2, dest: {tmp_path / 'u.out'}}}
+""")
+    for command in ("check", "play"):
+        res = cli(command, str(pb), cwd=tmp_path)
+        assert res.rc == 4, res.out + res.err
+        assert f"ERROR: {tmp_path / 'u.j2'}:3:1: undefined variable: 'nothere' is undefined (in the template src " \
+               f"at {pb}:9:18) (at template.src)" in res.err, res.err
+        assert res.err.count("ERROR:") == 1, res.err
+    assert not touched.exists()
+    (tmp_path / "u.j2").write_text("fine\n")
+    res = cli("play", str(pb), cwd=tmp_path)
+    assert res.rc == 0, res.out + res.err
+    assert (tmp_path / "ok.out").read_text() == "r=hi\nd=d\n"
