@@ -104,6 +104,12 @@ def to_yaml(value: Any, default_flow_style: bool | None = None, **kwargs: Any) -
     return str(yaml.safe_dump(value, allow_unicode=True, default_flow_style=default_flow_style, **kwargs))
 
 
+def to_nice_yaml(value: Any, indent: int = 4, sort_keys: bool = True, **kwargs: Any) -> str:
+    """Block style, `indent` wide, keys sorted: ansible-core's to_nice_yaml."""
+    return str(yaml.safe_dump(value, indent=indent, allow_unicode=True, default_flow_style=False,
+                              sort_keys=sort_keys, **kwargs))
+
+
 def from_yaml(value: Any) -> Any:
     return yaml.safe_load(value) if isinstance(value, str) else value
 
@@ -201,7 +207,7 @@ def dirname(value: Any) -> str:
 FILTERS: dict[str, Callable[..., Any]] = {
     "bool": to_bool, "quote": quote, "regex_replace": regex_replace, "regex_search": regex_search,
     "ternary": ternary, "to_json": to_json, "to_nice_json": to_nice_json, "from_json": from_json,
-    "to_yaml": to_yaml, "from_yaml": from_yaml, "combine": combine, "dict2items": dict2items,
+    "to_yaml": to_yaml, "to_nice_yaml": to_nice_yaml, "from_yaml": from_yaml, "combine": combine, "dict2items": dict2items,
     "items2dict": items2dict, "b64encode": b64encode, "b64decode": b64decode, "mandatory": mandatory,
     "flatten": flatten, "basename": basename, "dirname": dirname,
 }

@@ -25,6 +25,10 @@ ANSIBLE_2_19 = [
     ("{'a': 'é'} | to_json", '{"a": "\\u00e9"}'),
     ("d | to_nice_json", '{\n    "a": 1,\n    "b": {\n        "c": 2\n    }\n}'),
     ("d | to_yaml", "a: 1\nb: {c: 2}\n"),
+    # as ansible-core 2.19 printed them: block style, 4 wide, keys sorted, unicode kept
+    ("{'b': [1, {'x': 'y'}], 'a': 'ünï', 'c': none, 'e': true} | to_nice_yaml",
+     "a: ünï\nb:\n- 1\n-   x: y\nc: null\ne: true\n"),
+    ("{'b': [1, {'x': 'y'}], 'a': 'ünï'} | to_nice_yaml(indent=2)", "a: ünï\nb:\n- 1\n- x: y\n"),
     ("'{\"x\": [1,2]}' | from_json", {"x": [1, 2]}),
     ("'x: [1, 2]' | from_yaml", {"x": [1, 2]}),
     ("d | combine({'b': {'e': 3}})", {"a": 1, "b": {"e": 3}}),
