@@ -107,6 +107,9 @@ class EnvConnection(Connection):
         """The host's long-lived agent is shared; `environment` applies to commands."""
         return self._inner.agent()
 
+    def session_agent(self) -> AgentSession:
+        return self._inner.session_agent()
+
     def _spawn(self, argv: Sequence[str]) -> Stream:
         return self._inner._spawn(argv)
 

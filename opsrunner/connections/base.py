@@ -83,6 +83,11 @@ class Connection(abc.ABC):
             self._agent = AgentSession(self)
         return self._agent
 
+    def session_agent(self) -> AgentSession:
+        """A second agent on an exec session of its own, not kept: for a step whose effect must
+        be seen to outlive the session that made it. The caller ends it (end())."""
+        return AgentSession(self)
+
     def _close_agent(self) -> None:
         if self._agent is not None:
             self._agent.end()

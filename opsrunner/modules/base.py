@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
+from opsrunner.connections.agent import AgentSession
 from opsrunner.connections.base import Connection
 from opsrunner.connections.ops import AgentOp, ArgsT, ReplyT
 from opsrunner.errors import ModuleFailure
@@ -36,17 +37,18 @@ class TaskContext:
         return self.task.local_path(path, kind)
 
     def agent(self, op: AgentOp[ArgsT, ReplyT], request: ArgsT, timeout: float | None = None,
-              payload: IO[bytes] | None = None) -> ReplyT:
+              payload: IO[bytes] | None = None, session: AgentSession | None = None) -> ReplyT:
         """Run one operation on the target's long-lived agent (remote/); return its reply, typed
         as the op's (connections/ops.py). A reply with an error raises ModuleFailure, one
         past the deadline TimedOut.
 
         The agent is started on this connection's first request and kept; if it was lost,
-        it is started again here and a note says so."""
+        it is started again here and a note says so. `session`: another agent to ask instead
+        (Connection.session_agent)."""
         limit = timeout if timeout is not None else self.timeout
         start = time.monotonic()
-        reply = self.connection.agent().call(op.name, cast("dict[str, Any]", request), timeout=limit,
-                                             payload=payload, notes=self.notes)
+        reply = (session or self.connection.agent()).call(op.name, cast("dict[str, Any]", request), timeout=limit,
+                                                          payload=payload, notes=self.notes)
         if reply.get("timed_out"):
             raise TimedOut(CommandResult(f"agent {op.name}", 124, b"", str(reply.get("error", "")).encode(),
                                          time.monotonic() - start, timed_out=True))

@@ -7,11 +7,13 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.connections import ops
+from opsrunner.connections.become import BecomeLayer
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
+    from opsrunner.remote.protocol_host import ExecArgs
     from opsrunner.remote.protocol_jobs import LaunchArgs, LaunchReply
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
@@ -61,7 +63,7 @@ class LaunchDetachedModule(Module):
         for key in ("chdir", "log", "pidfile", "umask", "release_link"):
             if key in args:
                 request[key] = str(args[key])
-        reply = ctx.agent(ops.LAUNCH, request)
+        reply = _launch(ctx, request)
         data: dict[str, Any] = {k: v for k, v in reply.items()
                                 if k in ("pid", "pgid", "sid", "log", "exit_file", "cmdline", "exited")}
         if reply.get("already_running"):
@@ -73,9 +75,43 @@ class LaunchDetachedModule(Module):
                               msg=f"would launch{ctx.ledger.stopping_note()}: {shlex.join(argv)}")
         if reply.get("exited"):
             return _ended_at_once(reply, args)
+        gone = _gone_with_its_session(ctx, reply)
+        if gone:
+            return TaskResult(Status.FAILED, msg=gone, data=data)
         log = f", log {reply['log']}" if reply.get("log") else ""
         return TaskResult(Status.CHANGED, changed=True, data=data,
                           msg=f"launched pid {reply['pid']} in its own session{log}")
+
+
+def _launch(ctx: TaskContext, request: LaunchArgs) -> LaunchReply:
+    """Behind a wrapper chain the launch gets an exec session of its own, ended as soon as
+    the launch returns: whatever the chain does when a session ends (an exec tool that ends
+    what the session left behind, a PID namespace that dies with it) it does now, and the
+    run's own session then looks for the job (_gone_with_its_session)."""
+    if ctx.check_mode or not ctx.connection.spec.wrapper:
+        return ctx.agent(ops.LAUNCH, request)
+    session = ctx.connection.session_agent()
+    try:
+        return ctx.agent(ops.LAUNCH, request, session=session)
+    finally:
+        session.end()
+
+
+def _gone_with_its_session(ctx: TaskContext, reply: LaunchReply) -> str | None:
+    """Why a job launched behind a wrapper chain is not running once its launch session has
+    ended, or None. Seen from another exec session, as the next task or run will see it."""
+    if not ctx.connection.spec.wrapper or ctx.check_mode or not reply.get("pid"):
+        return None
+    pid = reply["pid"]
+    probe: ExecArgs = {"argv": ["test", "-e", f"/proc/{pid}"], "cwd": None, "timeout": None}
+    if ctx.agent(ops.EXEC, probe)["rc"] == 0:
+        return None
+    chain = ", then ".join(shlex.join(layer.prefix) if not isinstance(layer, BecomeLayer) else f"become {layer.method}"
+                           for layer in ctx.connection.spec.wrapper)
+    return (f"launched pid {pid}, but it was gone once its exec session ended: the wrapper chain "
+            f"({chain}) ends what a session leaves behind, so nothing launched through it lives on. "
+            "Start the job through something that outlives the session (the container's own "
+            "service manager, for example), or a hop that leaves detached processes alone")
 
 
 def _ended_at_once(reply: LaunchReply, args: dict[str, Any]) -> TaskResult:

@@ -207,7 +207,8 @@ def dirname(value: Any) -> str:
 FILTERS: dict[str, Callable[..., Any]] = {
     "bool": to_bool, "quote": quote, "regex_replace": regex_replace, "regex_search": regex_search,
     "ternary": ternary, "to_json": to_json, "to_nice_json": to_nice_json, "from_json": from_json,
-    "to_yaml": to_yaml, "to_nice_yaml": to_nice_yaml, "from_yaml": from_yaml, "combine": combine, "dict2items": dict2items,
+    "to_yaml": to_yaml, "to_nice_yaml": to_nice_yaml, "from_yaml": from_yaml, "combine": combine,
+    "dict2items": dict2items,
     "items2dict": items2dict, "b64encode": b64encode, "b64decode": b64decode, "mandatory": mandatory,
     "flatten": flatten, "basename": basename, "dirname": dirname,
 }

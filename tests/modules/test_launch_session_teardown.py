@@ -1,0 +1,39 @@
+"""A launch behind a wrapper chain whose exec session ends what it leaves behind (a PID
+namespace or a cgroup per session, as some container hops do) must not be reported as
+running: the launch gets a session of its own, ended at once, and the run's own session
+then looks for the job. Local hosts with hostile wrapper scripts (tests/wrappers/)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.conftest import REAPER, WRAPPERS, pids_with, wait_for, write_yaml
+from tests.helpers import cli
+
+TREE_REAPER = f"{sys.executable} {WRAPPERS / 'tree_reaper.py'} --"
+
+
+def _launch(tmp_path: Path, wrapper: str, marker: str) -> tuple[int, str]:
+    inv = write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"box": {"connection": "local", "wrapper": wrapper}}}})
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [{"name": "launch", "launch_detached": {
+        "argv": ["sleep", marker], "log": str(tmp_path / "job.log"), "pidfile": str(tmp_path / "job.pid")}}]}])
+    res = cli("play", str(pb), "-i", str(inv), "--no-history", cwd=tmp_path)
+    return res.rc, res.out + res.err
+
+
+def test_a_launch_the_hop_tears_down_is_a_failure_not_a_running_job(tmp_path: Path, cleanup_marker: str) -> None:
+    rc, out = _launch(tmp_path, TREE_REAPER, cleanup_marker)
+    assert rc == 2, out
+    assert "but it was gone once its exec session ended: the wrapper chain" in out, out
+    assert "tree_reaper.py" in out and "launched pid" in out
+    assert pids_with(cleanup_marker) == []  # the truth: nothing of it is running
+
+
+def test_a_launch_that_outlives_its_session_is_reported_running(tmp_path: Path, cleanup_marker: str) -> None:
+    """A hop that ends only its own session's processes (the job has a session of its own)."""
+    rc, out = _launch(tmp_path, REAPER, cleanup_marker)
+    assert rc == 0, out
+    assert "launched pid" in out and "gone once its exec session ended" not in out
+    pid = int((tmp_path / "job.pid").read_text())
+    assert wait_for(lambda: pids_with(cleanup_marker) == [pid], 5), pids_with(cleanup_marker)
