@@ -44,8 +44,7 @@ class LocalConnection(Connection):
         with self._lock:
             running = list(self._running)
         for proc in running:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_tree(proc.pid)
 
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:
@@ -91,8 +90,7 @@ class LocalConnection(Connection):
             out, err = proc.communicate(timeout=backup)
             forced = False
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_tree(proc.pid)
             out, err = proc.communicate()
             forced = True
         if feeder:
@@ -102,6 +100,46 @@ class LocalConnection(Connection):
         timed_out = forced or (marked and proc.returncode == 124)
         return CommandResult(command, proc.returncode, out, err, time.monotonic() - start, timed_out,
                              warnings)
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL a command's whole tree: below a watchdog (a child subreaper) a child that left
+    its session is still a descendant, and one left alive would hold the command's output
+    open (the run would wait on it for ever); again while a fork races the kill; then the
+    command's own process group."""
+    for _ in range(10):
+        below = _live_descendants(root)
+        if not below:
+            break
+        for pid in below:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+    with contextlib.suppress(OSError):
+        os.killpg(root, signal.SIGKILL)
+
+
+def _live_descendants(root: int) -> list[int]:
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as fh:
+                    todo += [int(child) for child in fh.read().split()]
+        if pid != root and _alive(pid):
+            found.append(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Not a zombie (killed already, waiting for its parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 class _ProcessStream(Stream):

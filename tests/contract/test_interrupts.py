@@ -130,3 +130,28 @@ def test_hung_wrapper_is_killed_at_the_deadline(tmp_path: Path, sshd: PrivateSSH
     assert end["duration_s"] < 2 + 5, end["duration_s"]
     assert res.rc == 2
     assert wait_for(lambda: not pids_with(cleanup_marker), 3), "the hung wrapper is still running"
+
+
+@pytest.mark.parametrize("sig,rc", [(signal.SIGINT, 99), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_interrupted_local_hosts_behind_a_wrapper_leave_no_setsid_child_and_exit(
+        tmp_path: Path, cleanup_marker: str, sig: signal.Signals, rc: int) -> None:
+    """Two local hosts, one behind a wrapper, a command that starts a child in its own session:
+    the interrupt kills the whole tree under the watchdog (the session-leaving child too, which
+    would hold the command's output open), and the run exits. It used to hang after the recap."""
+    inv = write_inventory(tmp_path / "inv.yml", {"wrapped": {"connection": "local", "wrapper": REAPER},
+                                                 "bare": {"connection": "local"}})
+    pb = write_yaml(tmp_path / "pb.yml", f"""
+- hosts: all
+  tasks:
+    - name: long
+      shell: setsid sleep {cleanup_marker} & sleep {cleanup_marker}
+""")
+    with opsrunner_process("play", str(pb), "-i", str(inv), "--no-history", "--no-color") as proc:
+        assert wait_for(lambda: len(pids_with(cleanup_marker)) == 4, 30), "the commands never started"
+        start = time.monotonic()
+        proc.send_signal(sig)
+        elapsed = _stopped_within(cleanup_marker, start)
+        out, _ = proc.communicate(timeout=30)
+    assert elapsed < STOP_WITHIN_S, f"a child lived {elapsed:.2f}s after the signal"
+    assert proc.returncode == rc, out
+    assert "PLAY RECAP" in out
