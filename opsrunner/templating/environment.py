@@ -7,6 +7,7 @@ lazily, so a var may refer to other vars, and an unrelated undefined var is no e
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -224,10 +225,17 @@ def render(source: str, variables: Mapping[str, Any]) -> Any:
     """Render one template string against lazily resolved variables."""
     if not is_template(source):
         return source
-    try:
+    with as_template_errors():
         template = _compile(source)
         context = template.new_context(as_read(variables), shared=True)  # type: ignore[arg-type]
         return _concat(template.root_render_func(context))
+
+
+@contextlib.contextmanager
+def as_template_errors() -> Iterator[None]:
+    """What rendering raises (Jinja's errors, a filter's own exception) as a TemplateError."""
+    try:
+        yield
     except jinja2.UndefinedError as exc:
         raise UndefinedVariable(exc.message or "") from None
     except jinja2.TemplateSyntaxError as exc:

@@ -27,7 +27,7 @@ from jinja2 import defaults, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from opsrunner.errors import TemplateError, UndefinedVariable
-from opsrunner.templating.environment import ENV, as_read
+from opsrunner.templating.environment import ENV, as_read, as_template_errors
 
 #: newline_sequence as written in YAML, escaped or not (ansible-core takes both).
 NEWLINES = {"\n": "\n", "\r": "\r", "\r\n": "\r\n", "\\n": "\n", "\\r": "\r", "\\r\\n": "\r\n"}
@@ -180,24 +180,20 @@ def render_file(source: str, variables: Mapping[str, Any], name: str, search: tu
     if not options.starts(source):
         return source
     text, file_options = _split_header(source, name, options)
-    try:
-        template = _compile(file_options, search, text)
-        context = template.new_context(as_read(variables), shared=True)  # type: ignore[arg-type]
-        result = _concat(template.root_render_func(context))
-    except jinja2.TemplateSyntaxError as exc:
-        where = f"{exc.filename}:{exc.lineno}" if exc.filename else f"{name}:{exc.lineno + (text is not source)}"
-        raise TemplateError(f"{where}: template syntax error: {exc.message}") from None
-    except jinja2.TemplateNotFound as exc:
-        raise TemplateError(f"{name}: template {' or '.join(repr(t) for t in exc.templates)} not found (looked in "
-                            f"{', '.join(str(p) for p in search)})") from None
-    except jinja2.UndefinedError as exc:
-        raise UndefinedVariable(exc.message or "", _line_of(exc, template, text, name, text is not source)) from None
-    except jinja2.TemplateError as exc:
-        raise TemplateError(f"template error: {exc}") from None
-    except TemplateError:
-        raise
-    except Exception as exc:
-        raise TemplateError(f"template error: {type(exc).__name__}: {exc}") from None
+    with as_template_errors():  # what the file's own lines do not explain
+        try:
+            template = _compile(file_options, search, text)
+            context = template.new_context(as_read(variables), shared=True)  # type: ignore[arg-type]
+            result = _concat(template.root_render_func(context))
+        except jinja2.TemplateSyntaxError as exc:
+            where = f"{exc.filename}:{exc.lineno}" if exc.filename else f"{name}:{exc.lineno + (text is not source)}"
+            raise TemplateError(f"{where}: template syntax error: {exc.message}") from None
+        except jinja2.TemplateNotFound as exc:
+            raise TemplateError(f"{name}: template {' or '.join(repr(t) for t in exc.templates)} not found "
+                                f"(looked in {', '.join(str(p) for p in search)})") from None
+        except jinja2.UndefinedError as exc:
+            raise UndefinedVariable(exc.message or "", _line_of(exc, template, text, name, text is not source)) \
+                from None
     if result is None:
         return ""
     if not isinstance(result, str):
