@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import json
 import posixpath
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,25 @@ from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
     from opsrunner.remote.protocol_files import DeleteArgs, ReadArgs, StatArgs, WriteArgs, WriteReply
+
+
+#: Beside a job's lock (train.lock): its pidfile and records (remote/jobfiles.py).
+_JOB_FILE_SUFFIXES = (".lock", ".pid", ".exit", ".launch.json", ".good.json")
+
+
+def _locked_job_files(ctx: TaskContext, root: str, extra: list[str]) -> list[str]:
+    """The extra files under dest that `delete` must leave: the lock, pidfile and records of
+    a job this run holds the lock of (a dest that holds the job's own files would otherwise
+    lose them: the run's lock, and what tells the next run which job is running)."""
+    bases = [lock[:-len(".lock")] if lock.endswith(".lock") else lock for lock in ctx.connection.agent().locks]
+    if not extra or not bases:
+        return []
+    guarded = {posixpath.normpath(base + suffix) for base in bases for suffix in _JOB_FILE_SUFFIXES}
+    asked: ReadArgs = {"paths": [base + ".launch.json" for base in bases]}
+    for record in ctx.agent(ops.READ, asked)["contents"].values():  # and the log the job writes
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):  # no record yet, or not ours
+            guarded.add(posixpath.normpath(json.loads(record or "{}")["log"]))
+    return [e for e in extra if posixpath.normpath(posixpath.join(root, e)) in guarded]
 
 
 class DeployCodeModule(Module):
@@ -34,6 +55,8 @@ class DeployCodeModule(Module):
         remote = ctx.agent(ops.STAT, asked)
         changed = [f for f in files if differs(f, remote["files"].get(f.rel))]
         extra: list[str] = remote.get("extra", []) if delete else []
+        kept = _locked_job_files(ctx, root, extra)
+        extra = [e for e in extra if e not in kept]
         data: dict[str, Any] = {"changed_files": [f.rel for f in changed], "deleted_files": extra,
                                 "dest": root, "files": len(files)}
         diff = self._diff(ctx, root, changed, extra) if ctx.diff_mode else ""
@@ -54,6 +77,8 @@ class DeployCodeModule(Module):
             msg += ": " + ", ".join(f.rel for f in changed[:10]) + (" ..." if len(changed) > 10 else "")
         if extra:
             msg += f"; {'would delete' if ctx.check_mode else 'deleted'} {len(extra)}: {', '.join(extra[:10])}"
+        if kept:
+            msg += f"; kept {', '.join(kept)} (the files of a job this run holds the lock of)"
         return TaskResult(Status.CHANGED, changed=True, msg=msg, diff=diff, data=data)
 
     def _send(self, ctx: TaskContext, root: str, files: list[LocalFile], backup: bool) -> WriteReply:
