@@ -23,6 +23,7 @@ from opsrunner.connections.streams import (
     strip_timeout_marker,
 )
 from opsrunner.errors import ModuleFailure
+from opsrunner.remote.watchdog import kill_descendants
 from opsrunner.results import CommandResult
 
 #: Extra seconds the controller waits past a task timeout before it kills on its own
@@ -105,41 +106,10 @@ class LocalConnection(Connection):
 def _kill_tree(root: int) -> None:
     """SIGKILL a command's whole tree: below a watchdog (a child subreaper) a child that left
     its session is still a descendant, and one left alive would hold the command's output
-    open (the run would wait on it for ever); again while a fork races the kill; then the
-    command's own process group."""
-    for _ in range(10):
-        below = _live_descendants(root)
-        if not below:
-            break
-        for pid in below:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
+    open (the run would wait on it for ever); then the command's own process group."""
+    kill_descendants(root, 10)  # again while a fork races the kill
     with contextlib.suppress(OSError):
         os.killpg(root, signal.SIGKILL)
-
-
-def _live_descendants(root: int) -> list[int]:
-    found: list[int] = []
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as fh:
-                    todo += [int(child) for child in fh.read().split()]
-        if pid != root and _alive(pid):
-            found.append(pid)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """Not a zombie (killed already, waiting for its parent to reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 class _ProcessStream(Stream):
