@@ -29,7 +29,7 @@ from opsrunner.modules import template as template_file
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
-from opsrunner.taskconnection import DELEGATE_TARGETS
+from opsrunner.taskconnection import delegate_refusal
 from opsrunner.taskflags import task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
@@ -224,9 +224,8 @@ def _delegate_problems(task: Task, variables: LazyVars, deferred: frozenset[str]
         return []
     except TemplateError as exc:
         return [Problem(task.at("delegate_to"), exc.bare_message, "delegate_to")]
-    if str(target) in DELEGATE_TARGETS:
-        return []
-    return [Problem(task.at("delegate_to"), f"delegate_to supports only localhost, not {str(target)!r}", "delegate_to")]
+    refusal = delegate_refusal(target)
+    return [Problem(task.at("delegate_to"), refusal, "delegate_to")] if refusal else []
 
 
 def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:

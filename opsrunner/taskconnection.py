@@ -28,6 +28,11 @@ NO_BECOME_DEFAULTS = BecomeDefaults()
 DELEGATE_TARGETS = ("localhost", "127.0.0.1")
 
 
+def delegate_refusal(target: object) -> str | None:
+    """Why `delegate_to` cannot send a task to `target` (rendered), or None."""
+    return None if str(target) in DELEGATE_TARGETS else f"delegate_to supports only localhost, not {str(target)!r}"
+
+
 def become_layer(task: Task, variables: LazyVars, defaults: BecomeDefaults = NO_BECOME_DEFAULTS) -> Layer | None:
     """The privilege layer, innermost in the wrapper chain (inside `pct exec` and the like).
 
@@ -66,10 +71,9 @@ def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
     and/or become."""
     delegate = task.kw("delegate_to")
     if delegate is not None:
-        target = str(template_value(delegate, variables))
-        if target not in DELEGATE_TARGETS:
-            raise TemplateError(f"delegate_to supports only localhost, not {target!r}", task.at("delegate_to"),
-                                "delegate_to")
+        refusal = delegate_refusal(template_value(delegate, variables))
+        if refusal:
+            raise TemplateError(refusal, task.at("delegate_to"), "delegate_to")
         spec = local_spec()
     layer = become_layer(task, variables, defaults)
     if layer is None:
