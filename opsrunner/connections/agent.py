@@ -214,19 +214,19 @@ class AgentSession:
             return False
         return True
 
-    def close(self, wait_exit: bool = False) -> None:
+    def close(self, wait_exit: bool = False) -> bool:
         """Close the agent's stdin: it kills any in-flight work and exits (Ctrl-C, end of run;
-        with `wait_exit`, waited for: see Stream.close)."""
+        with `wait_exit`, waited for: see Stream.close). True when its exit was seen."""
         stream, self._stream = self._stream, None
-        if stream is not None:
-            stream.close(wait_exit)
+        return stream.close(wait_exit) if stream is not None else True
 
-    def end(self) -> None:
+    def end(self) -> bool:
         """The end of the connection: no more heartbeats; the agent exits, waited for (its
-        job locks are released once this returns)."""
+        job locks are released once this returns). True when its session was seen to end."""
         self._ended.set()
-        self.close(wait_exit=True)
+        ended = self.close(wait_exit=True)
         self.locks.clear()
+        return ended
 
     def keep_leased(self, interval: float) -> None:
         """While this agent holds job locks, renew their lease every `interval` seconds when

@@ -138,13 +138,15 @@ class _ProcessStream(Stream):
             raise TimeoutError
         return os.read(self._out, size)
 
-    def close(self, wait_exit: bool = False) -> None:
+    def close(self, wait_exit: bool = False) -> bool:
         assert self.proc.stdin is not None
         with contextlib.suppress(OSError):
             self.proc.stdin.close()  # EOF: the agent stops its work and exits
+        exited = True
         try:
             self.proc.wait(timeout=AGENT_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
+            exited = False
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
@@ -152,6 +154,7 @@ class _ProcessStream(Stream):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
+        return exited
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -370,7 +370,7 @@ class _ChannelStream(Stream):
             raise OSError(f"ssh: {exc}") from None
         return data
 
-    def close(self, wait_exit: bool = False) -> None:
+    def close(self, wait_exit: bool = False) -> bool:
         # At the run's end: EOF on the agent's stdin, and its exit status comes back, so that the
         # run's agents are gone, not going, when it returns (a lost transport sets the status
         # event too). Otherwise, or after that: closing the channel closes the agent's stdin on
@@ -379,8 +379,10 @@ class _ChannelStream(Stream):
             if wait_exit and not self.chan.closed:
                 self.chan.shutdown_write()
                 self.chan.status_event.wait(AGENT_EXIT_WAIT_S)
+        exited = bool(self.chan.status_event.is_set())  # its exit status came: the chain has ended
         with contextlib.suppress(Exception):
             self.chan.close()
+        return exited
 
     def alive(self) -> bool:
         return not (self.chan.closed or self.chan.eof_received or self.chan.exit_status_ready())

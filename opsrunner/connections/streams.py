@@ -52,9 +52,10 @@ class Stream(abc.ABC):
         """Up to size bytes of stdout; b"" at EOF; raises TimeoutError after timeout seconds."""
 
     @abc.abstractmethod
-    def close(self, wait_exit: bool = False) -> None:
+    def close(self, wait_exit: bool = False) -> bool:
         """Close stdin (the process ends on EOF), then make sure it is gone; with `wait_exit`
-        (the run's orderly end) first wait up to AGENT_EXIT_WAIT_S for it to exit by itself."""
+        (the run's orderly end) first wait up to AGENT_EXIT_WAIT_S for it to exit by itself.
+        True when it was seen to exit by itself (the chain around it too)."""
 
     @abc.abstractmethod
     def alive(self) -> bool:

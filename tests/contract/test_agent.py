@@ -110,8 +110,8 @@ class _CountingStream(Stream):
     def recv(self, size: int, timeout: float | None) -> bytes:
         return self.inner.recv(size, timeout)
 
-    def close(self, wait_exit: bool = False) -> None:
-        self.inner.close(wait_exit)
+    def close(self, wait_exit: bool = False) -> bool:
+        return self.inner.close(wait_exit)
 
     def alive(self) -> bool:
         return self.inner.alive()

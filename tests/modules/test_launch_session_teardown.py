@@ -37,3 +37,12 @@ def test_a_launch_that_outlives_its_session_is_reported_running(tmp_path: Path, 
     assert "launched pid" in out and "gone once its exec session ended" not in out
     pid = int((tmp_path / "job.pid").read_text())
     assert wait_for(lambda: pids_with(cleanup_marker) == [pid], 5), pids_with(cleanup_marker)
+
+
+def test_a_launch_session_that_does_not_end_in_time_is_said_not_confirmed(tmp_path: Path, cleanup_marker: str) -> None:
+    """A hop that lingers after its command (here 3 s, past the 2 s the close waits): what it
+    will do at the session's end is not seen, and the launch says so instead of a verdict."""
+    rc, out = _launch(tmp_path, "sh -c '\"$0\" \"$@\"; sleep 3'", cleanup_marker)
+    assert rc == 0, out
+    assert "had not ended 2s after it was closed: whether the job outlives its session is not known" in out, out
+    assert len(pids_with(cleanup_marker)) == 1
