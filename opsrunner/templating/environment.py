@@ -260,12 +260,15 @@ def template_value(value: Any, variables: Mapping[str, Any]) -> Any:
     return value
 
 
-def _as_template(expression: str) -> str:
-    """A bare Jinja expression as the template that evaluates it (its optional `{{ }}` stripped)."""
+def _bare(expression: str) -> str:
+    """A bare Jinja expression, its optional `{{ }}` stripped."""
     expr = expression.strip()
-    if expr.startswith("{{") and expr.endswith("}}"):
-        expr = expr[2:-2]
-    return "{{ (" + expr + ") }}"
+    return expr[2:-2] if expr.startswith("{{") and expr.endswith("}}") else expr
+
+
+def _as_template(expression: str) -> str:
+    """A bare Jinja expression as the template that evaluates it."""
+    return "{{ (" + _bare(expression) + ") }}"
 
 
 def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
@@ -276,11 +279,10 @@ def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
 def check_expression(expression: str) -> str | None:
     """A syntax error message for a bare expression, read as evaluate() reads it (a literal
     `{{` inside one is no template), or None if it parses."""
-    template = _as_template(expression)
     try:
-        _compile(template)
+        _compile(_as_template(expression))
     except jinja2.TemplateSyntaxError as exc:
-        return "template syntax error: " + _told_as_written(template[4:-4], exc.message or "")
+        return "template syntax error: " + _told_as_written(_bare(expression), exc.message or "")
     return None
 
 
