@@ -196,6 +196,11 @@ class Connection(abc.ABC):
                 return CommandResult(shlex.join(argv), 124, b"", b"the wrapper chain did not run the command "
                                      b"within the task's timeout; it was stopped", time.monotonic() - started,
                                      timed_out=True)
+        if script is None and (timeout or self.spec.wrapper):
+            # The words go on stdin, as a shell task's script does: in argv, the watchdog and the
+            # chain's layers around the command would carry them, and its own `pkill -f` of
+            # them would kill those (the field notes' first incident).
+            argv, script = ["/bin/sh"], "exec " + shlex.join(argv)
         return self.run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, script=script)
 
     def shell(self, script: str, **kwargs: object) -> CommandResult:

@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import marked_host, pids_with, side_for, vars_for, wait_for, write_inventory, write_yaml
+from tests.conftest import (
+    kill_marked,
+    marked_host,
+    pids_with,
+    side_for,
+    sleep_marker,
+    vars_for,
+    wait_for,
+    write_inventory,
+    write_yaml,
+)
 from tests.helpers import cli_subprocess, read_events, task_ends
 from tests.lxc import TargetSide
 
@@ -81,6 +91,34 @@ def test_incident_1_kill_pattern_matching_its_own_shell(tmp_path: Path, request:
     assert Path(p["log"]).exists()
     new = pids_with(cleanup_marker)
     assert len(new) == 1 and new != old
+
+
+@pytest.mark.parametrize("transport,exec_mode", [("ssh+reaper", "auto"), ("ssh+reaper+fd_holder", "auto"),
+                                                 ("ssh", "bare"), ("local", "bare"),
+                                                 pytest.param("ssh+lxc-attach", "auto", marks=LXC)])
+def test_incident_1_a_command_task_kill_spares_what_carries_it(tmp_path: Path, request: pytest.FixtureRequest,
+                                                               transport: str, exec_mode: str) -> None:
+    """`command: pkill -f PATTERN` as a task, where the command is a bare exec (behind a wrapper
+    chain, or `command_exec: bare`) under a deadline: the watchdog and the wrappers around it
+    must not carry the command's words, or the kill kills them and the task dies with them."""
+    side = side_for(transport, request, tmp_path)
+    marker = sleep_marker()
+    try:
+        inv = write_inventory(tmp_path / "inv.yml", {"gpu-box": {**vars_for(transport, request),
+                                                                 "command_exec": exec_mode}})
+        launch = {"name": "launch", "launch_detached": {"command": f"sleep {marker}", "log": str(side.work / "s.log"),
+                                                        "pidfile": str(side.work / "s.pid")}}
+        rc, out, _, _ = play(tmp_path, inv, [launch], "launch.yml")
+        assert rc == 0, out
+        assert len(pids_with(f"sleep {marker}")) == 1
+        kill = {"name": "kill", "command": {"argv": ["pkill", "-f", f"sleep {marker}"]}, "timeout": 30}
+        after = {"name": "after", "command": "true"}
+        rc, out, ev, _ = play(tmp_path, inv, [kill, after])
+        assert rc == 0, out
+        assert [e["status"] for e in task_ends(ev)] == ["changed", "changed"]
+        wait_for(lambda: pids_with(marker) == [], 10)
+    finally:
+        kill_marked(marker)
 
 
 @pytest.mark.parametrize("transport", ["ssh+fd_holder", "ssh+reaper+fd_holder",
