@@ -67,7 +67,8 @@ class Engine:
         """Run the playbook. Raises ValidationError (nothing run) when preflight fails the same
         way on every host: then the mistake is in the files or the command line."""
         play_hosts = [select_play_hosts(p, self.inventory, self.options) for p in self.playbook.plays]
-        report = run_preflight(self.playbook, play_hosts, self.state.vars, self._selected, self.state.masker)
+        report = run_preflight(self.playbook, play_hosts, self.state.vars, self._selected, self.state.masker,
+                               self.state.checked_args)
         if report.static_problems():
             raise ValidationError(report.static_problems())
         self.state.preflight = report.problems

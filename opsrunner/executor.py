@@ -12,7 +12,7 @@ from opsrunner.ledger import CheckLedger
 from opsrunner.modules.base import TaskContext, TimedOut
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Task
-from opsrunner.preflight import check_args, keyword_number
+from opsrunner.preflight import Memo, TaskArgs, keyword_number, memo_check
 from opsrunner.results import Status, TaskResult
 from opsrunner.templating import LazyVars, mark_unsafe, template_value, truthy
 from opsrunner.templating.filters import flatten
@@ -23,8 +23,10 @@ class TaskExecutor:
 
     def __init__(self, task: Task, host: str, variables: LazyVars, connection: Connection,
                  check_mode: bool, diff_mode: bool, ledger: CheckLedger | None = None,
-                 play_timeout: Any = None) -> None:
+                 play_timeout: Any = None, checked: Memo | None = None) -> None:
         self.task = task
+        #: The run's argument checks by (task, rendered arguments), shared by its hosts.
+        self.checked = checked
         self.play_timeout = play_timeout
         self.host = host
         self.variables = variables
@@ -127,7 +129,7 @@ class TaskExecutor:
         if self.check_mode and not info.check_mode:
             return TaskResult(Status.SKIPPED, msg=f"{self.task.module} does not support check mode",
                               check_mode_unsupported=True)
-        checked = check_args(self.task, template_value(self.task.args, variables))
+        checked = self._check(template_value(self.task.args, variables))
         if checked.problems:
             raise TemplateError("invalid arguments after templating: " + "; ".join(
                 f"{p.message} (at {p.key_path})" for p in checked.problems), checked.problems[0].pos)
@@ -149,6 +151,11 @@ class TaskExecutor:
         if ctx.notes:
             result.data.setdefault("notes", []).extend(ctx.notes)
         return self._apply_conditions(result, variables)
+
+    def _check(self, rendered: dict[str, Any]) -> TaskArgs:
+        """The arguments' check; made once per distinct rendering in a run (preflight made most)."""
+        checked = memo_check(self.task, rendered, False, self.checked)
+        return TaskArgs(dict(checked.args), checked.problems)
 
     def _deadline(self, args: dict[str, Any], variables: LazyVars) -> float | None:
         """The task's `timeout`, else the play's, else the module's default (deadlines.py)."""

@@ -17,6 +17,7 @@ from opsrunner.hostvars import VariableManager
 from opsrunner.inventory import Inventory
 from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task
+from opsrunner.preflight import Memo
 from opsrunner.results import RunSummary, TaskResult
 from opsrunner.secrets import Masker
 from opsrunner.selection import RunOptions
@@ -49,6 +50,8 @@ class PlayRun:
     forced: set[str] = field(default_factory=set)
     #: Each host's last failure, for ansible_failed_task / ansible_failed_result.
     failures: dict[str, tuple[Task, TaskResult]] = field(default_factory=dict)
+    #: Argument checks made so far, by preflight and the run, shared by the hosts (preflight.Memo).
+    checked_args: Memo = field(default_factory=dict)
     vars: VariableManager = field(init=False)
     connections: ConnectionFactory = field(init=False)
     _emit_lock: threading.Lock = field(init=False, default_factory=threading.Lock)

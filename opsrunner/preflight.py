@@ -136,7 +136,27 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
 
 #: Checks already made in one preflight: (task, rendered arguments) -> problems. Hosts usually
 #: render a task to the same arguments, and the schema check is the expensive part.
-Memo = dict[tuple[int, bool, str], TaskArgs]
+#: The run keeps them (PlayRun.checked_args) and checks a task's arguments at run time through
+#: it too: where they render as preflight rendered them, that check is made already. The task
+#: is kept with its check: a task of a dynamic include may reuse the id of a freed one.
+Memo = dict[tuple[int, bool, str], tuple[Task, TaskArgs]]
+#: Checks a memo keeps (then it starts again: a long loop's items each render differently).
+MEMO_MAX = 4096
+
+
+def memo_check(task: Task, rendered: dict[str, Any], partial: bool, memo: Memo | None) -> TaskArgs:
+    """check_args, once per distinct rendering of a task's arguments where there is a memo."""
+    if memo is None:
+        return check_args(task, rendered, partial)
+    key = (id(task), partial, repr(rendered))
+    found = memo.get(key)
+    if found is None or found[0] is not task:
+        if len(memo) >= MEMO_MAX:
+            memo.clear()
+        checked = check_args(task, rendered, partial)
+        checked.deferred = partial
+        found = memo[key] = (task, checked)
+    return found[1]
 
 
 def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = frozenset(),
@@ -159,14 +179,7 @@ def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = froz
             rendered[key] = value
     if problems:
         return TaskArgs(rendered, problems, partial)
-    memo_key = (id(task), partial, repr(rendered))
-    if memo is not None and memo_key in memo:
-        return memo[memo_key]
-    result = check_args(task, rendered, partial)
-    result.deferred = partial
-    if memo is not None:
-        memo[memo_key] = result
-    return result
+    return memo_check(task, rendered, partial, memo)
 
 
 def _template_file_problems(task: Task, args: dict[str, Any], variables: LazyVars,
@@ -412,13 +425,13 @@ class PreflightReport:
 
 def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], variables: VariableManager,
                   selected: Callable[[Task], bool] = lambda task: True,
-                  masker: Masker | None = None) -> PreflightReport:
+                  masker: Masker | None = None, memo: Memo | None = None) -> PreflightReport:
     """Check every selected task of every play for each of the play's hosts. `masker` learns
     the secrets of every variable set that a problem was found with (a problem may quote a
     value: a play's or a task's secret-named var, not only the inventory's and -e's)."""
     report = PreflightReport()
     deferred = runtime_names([t for play in playbook.plays for t in play_tasks(play)])
-    memo: Memo = {}
+    memo = {} if memo is None else memo
     for play, hosts in zip(playbook.plays, plays_hosts, strict=True):
         tasks = [t for t in play_tasks(play) if selected(t)]
         for host in hosts:

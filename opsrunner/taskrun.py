@@ -161,7 +161,8 @@ class TaskRunner:
         run.masker.add_vars(variables)
         no_log = task_no_log(play, task, variables)
         executor = TaskExecutor(task, host, variables, connection, check, diff,
-                                ledger=run.ledgers.setdefault(host, CheckLedger()), play_timeout=play.timeout)
+                                ledger=run.ledgers.setdefault(host, CheckLedger()), play_timeout=play.timeout,
+                                checked=run.checked_args)
         if no_log:
             run.no_log_hosts.add(host)
         try:
