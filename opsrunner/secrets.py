@@ -66,8 +66,14 @@ ALWAYS_SECRET_NAMES = frozenset(PASSWORD_VARS)
 
 
 def is_secret_name(name: str, patterns: Iterable[str] = DEFAULT_SECRET_NAMES) -> bool:
+    return _is_secret_name(name, tuple(patterns))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(name: str, patterns: tuple[str, ...]) -> bool:
+    """Every variable name of a host is asked on every task: once per name and patterns."""
     lowered = name.lower()
-    return lowered in ALWAYS_SECRET_NAMES or _names_matcher(tuple(patterns))(lowered) is not None
+    return lowered in ALWAYS_SECRET_NAMES or _names_matcher(patterns)(lowered) is not None
 
 
 @functools.lru_cache(maxsize=32)
@@ -92,6 +98,8 @@ class Masker:
         self._regex: re.Pattern[str] | None = None
         #: Every set of secret-name patterns the run's variables chose (mask_vars hides by name).
         self._patterns: set[tuple[str, ...]] = {DEFAULT_SECRET_NAMES}
+        #: Containers among variable values already searched for secrets (_walk_once).
+        self._walked: dict[tuple[int, tuple[str, ...]], Any] = {}
         for value in values:
             self.add(value)
 
@@ -130,12 +138,26 @@ class Masker:
         raw = variables.raw() if hasattr(variables, "raw") else variables
         for name in list(raw):
             value = raw[name]
-            if is_secret_name(str(name), patterns):
+            if _is_secret_name(str(name), patterns):
                 self.add(value)
                 # Undefined or broken templates are reported by the task that uses them.
                 with contextlib.suppress(Exception):
                     self.add(variables[name])
-            self._walk(value, patterns)
+            if isinstance(value, dict | list | tuple):
+                self._walk_once(value, patterns)
+            elif isinstance(value, SecretStr):
+                self.add(str(value))
+
+    def _walk_once(self, value: dict[Any, Any] | list[Any] | tuple[Any, ...], patterns: tuple[str, ...]) -> None:
+        """_walk a container once per run: every task asks again for the same host vars. Kept
+        by identity, holding the value (so its id cannot be reused); variable values are
+        replaced, not changed in place (register, set_fact and include_vars store new ones)."""
+        key = (id(value), patterns)
+        if self._walked.get(key) is value:
+            return
+        self._walk(value, patterns)
+        with self._lock:
+            self._walked[key] = value
 
     def _walk(self, value: Any, patterns: tuple[str, ...]) -> None:
         if isinstance(value, SecretStr):

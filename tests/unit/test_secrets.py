@@ -96,3 +96,16 @@ def test_masker_for_reads_extra_vars_and_every_inventory_host(tmp_path: object) 
         "    a: {login: !secret tagged-a}\n    b: {db_password: \"{{ 'pw-' ~ 'b' }}\"}\n")
     masker = masker_for(load_inventory([root / "inv.yml"], root), {"cli_secret": "from-cli"})
     assert masker.mask("tok-shared tagged-a pw-b from-cli plain") == f"{MASK} {MASK} {MASK} {MASK} plain"
+
+
+def test_a_variable_replaced_by_a_new_container_is_searched_again() -> None:
+    """Containers are searched once each (by identity): a registered result replaced by a new
+    one is a new container, and the secrets in it are learnt."""
+    masker = Masker()
+    layer: dict[str, object] = {"result": {"items": [{"name": "a"}]}}
+    masker.add_vars(LazyVars([layer]))
+    masker.add_vars(LazyVars([layer]))
+    assert masker.mask("token-one-xyz") == "token-one-xyz"
+    layer["result"] = {"items": [{"api_token": "token-two-xyz"}], "note": SecretStr("hidden-value-1")}
+    masker.add_vars(LazyVars([layer]))
+    assert masker.mask("token-two-xyz and hidden-value-1") == f"{MASK} and {MASK}"
