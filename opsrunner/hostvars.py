@@ -34,6 +34,10 @@ class VariableManager:
         self.check_mode = check_mode
         self.run_id = run_id
         self.registered: dict[str, dict[str, Any]] = {h: {} for h in inventory.hosts}
+        #: How many times any host's registered vars changed: what was derived from the vars
+        #: before (a host's connection spec, which may read another's through hostvars) holds
+        #: while this is the same.
+        self.generation = 0
         self._groups = inventory.groups_map()
         self._files_cache: dict[tuple[int, str], dict[str, Any]] = {}
 
@@ -82,6 +86,7 @@ class VariableManager:
 
     def register(self, host: str, name: str, value: Any) -> None:
         self.registered[host][name] = value
+        self.generation += 1
 
 
 class HostVars(Mapping[str, Any]):

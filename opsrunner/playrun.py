@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from opsrunner.connections.base import ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.errors import Problem
 from opsrunner.events import CommandSent, Event, Reporter, TaskEnd
@@ -52,6 +53,8 @@ class PlayRun:
     failures: dict[str, tuple[Task, TaskResult]] = field(default_factory=dict)
     #: Argument checks made so far, by preflight and the run, shared by the hosts (preflight.Memo).
     checked_args: Memo = field(default_factory=dict)
+    #: Each host's connection spec by (host, id(play), vars' generation, dead hosts) (taskrun.py).
+    host_specs: dict[tuple[str, int, int, int], tuple[Play, ConnectionSpec]] = field(default_factory=dict)
     vars: VariableManager = field(init=False)
     connections: ConnectionFactory = field(init=False)
     _emit_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
