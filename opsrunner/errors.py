@@ -82,22 +82,30 @@ class TemplateError(OpsrunnerError):
 
     exit_code = 4
 
-    def __init__(self, message: str, pos: SourcePos | None = None, key_path: str = "") -> None:
+    def __init__(self, message: str, pos: SourcePos | None = None, key_path: str = "",
+                 in_file: SourcePos | None = None) -> None:
         self.pos = pos
         self.key_path = key_path
-        self.bare_message = message
+        #: Where in a template file it failed (its line, or the file alone); `detail` says what.
+        self.in_file = in_file
+        self.detail = message
+        self.bare_message = f"{_file_line(in_file)}: {message}" if in_file else message
         prefix = f"{pos}: " if pos else ""
         where = f" (at {key_path})" if key_path else ""
-        super().__init__(f"{prefix}{message}{where}")
+        super().__init__(f"{prefix}{self.bare_message}{where}")
+
+
+def _file_line(pos: SourcePos) -> str:
+    """`file:line` (a template file's line has no column here), or the file alone."""
+    return f"{pos.file}:{pos.line}" if pos.line else pos.file
 
 
 class UndefinedVariable(TemplateError):
     """A template read a variable that is not defined; `hint` is Jinja's word for it."""
 
-    def __init__(self, hint: str, where: str = "") -> None:
+    def __init__(self, hint: str, in_file: SourcePos | None = None) -> None:
         self.hint = hint
-        self.where = where  # `file:line` of a template file, where the variable was read
-        super().__init__(f"{where}: undefined variable: {hint}" if where else f"undefined variable: {hint}")
+        super().__init__(f"undefined variable: {hint}", in_file=in_file)
 
 
 class ConnectionFailed(OpsrunnerError):

@@ -193,14 +193,11 @@ def _template_file_problems(task: Task, args: dict[str, Any], variables: LazyVar
     except TemplateError as exc:
         if _runtime_undefined(exc, deferred):
             return []
-        located = _IN_FILE.match(exc.bare_message)  # "file.j2:3: what", as render_file says it
-        pos = SourcePos(located[1], int(located[2]), 1) if located else _arg_pos(task, "src")
-        message = located[3] if located else exc.bare_message
+        line = exc.in_file if exc.in_file is not None and exc.in_file.line else None  # else the file alone
+        pos = SourcePos(line.file, line.line, 1) if line else _arg_pos(task, "src")
+        message = exc.detail if line else exc.bare_message
         return [Problem(pos, f"{message} (in the template src at {_arg_pos(task, 'src')})", "template.src")]
     return []
-
-
-_IN_FILE = re.compile(r"(\S+?):(\d+): (.*)", re.DOTALL)
 
 
 def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],

@@ -26,7 +26,7 @@ import jinja2
 from jinja2 import defaults, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from opsrunner.errors import TemplateError, UndefinedVariable
+from opsrunner.errors import SourcePos, TemplateError, UndefinedVariable
 from opsrunner.templating.environment import ENV, as_read, as_template_errors
 
 #: newline_sequence as written in YAML, escaped or not (ansible-core takes both).
@@ -186,11 +186,12 @@ def render_file(source: str, variables: Mapping[str, Any], name: str, search: tu
             context = template.new_context(as_read(variables), shared=True)  # type: ignore[arg-type]
             result = _concat(template.root_render_func(context))
         except jinja2.TemplateSyntaxError as exc:
-            where = f"{exc.filename}:{exc.lineno}" if exc.filename else f"{name}:{exc.lineno + (text is not source)}"
-            raise TemplateError(f"{where}: template syntax error: {exc.message}") from None
+            where = SourcePos(exc.filename, exc.lineno) if exc.filename else \
+                SourcePos(name, exc.lineno + (text is not source))
+            raise TemplateError(f"template syntax error: {exc.message}", in_file=where) from None
         except jinja2.TemplateNotFound as exc:
-            raise TemplateError(f"{name}: template {' or '.join(repr(t) for t in exc.templates)} not found "
-                                f"(looked in {', '.join(str(p) for p in search)})") from None
+            raise TemplateError(f"template {' or '.join(repr(t) for t in exc.templates)} not found "
+                                f"(looked in {', '.join(str(p) for p in search)})", in_file=SourcePos(name)) from None
         except jinja2.UndefinedError as exc:
             raise UndefinedVariable(exc.message or "", _line_of(exc, template, text, name, text is not source)) \
                 from None
@@ -202,7 +203,8 @@ def render_file(source: str, variables: Mapping[str, Any], name: str, search: tu
     return result + options.newline_sequence * lost if lost > 0 else result
 
 
-def _line_of(exc: jinja2.UndefinedError, template: jinja2.Template, text: str, name: str, header: bool) -> str:
+def _line_of(exc: jinja2.UndefinedError, template: jinja2.Template, text: str, name: str,
+             header: bool) -> SourcePos:
     """`file:line` of the template line an undefined variable was read on: the deepest frame of
     the template's compiled code (mapped back through Jinja's line table); else, as a value
     printed whole is made text after the template's code returned, the first template tag
@@ -216,14 +218,14 @@ def _line_of(exc: jinja2.UndefinedError, template: jinja2.Template, text: str, n
     if not line and missing:
         named = re.compile(r"(\{\{|\{%)[^}]*\b" + re.escape(missing.group(1)) + r"\b")
         line = next((i for i, row in enumerate(text.splitlines(), 1) if named.search(row)), 0)
-    return f"{name}:{line + header}" if line else name
+    return SourcePos(name, line + header) if line else SourcePos(name)
 
 
 def _split_header(source: str, name: str, options: FileOptions) -> tuple[str, FileOptions]:
     try:
         return options.with_header(source)
     except ValueError as exc:
-        raise TemplateError(f"{name}:1: template syntax error: {exc}") from None
+        raise TemplateError(f"template syntax error: {exc}", in_file=SourcePos(name, 1)) from None
 
 
 def _newlines_at_end(text: str) -> int:
