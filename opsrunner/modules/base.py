@@ -14,6 +14,7 @@ from opsrunner.connections.base import Connection
 from opsrunner.connections.ops import AgentOp, ArgsT, ReplyT
 from opsrunner.errors import ModuleFailure
 from opsrunner.ledger import CheckLedger
+from opsrunner.modules.info import module_info
 from opsrunner.results import CommandResult, Status, TaskResult
 from opsrunner.tasks import Task
 
@@ -32,9 +33,10 @@ class TaskContext:
     notes: list[str] = field(default_factory=list)
     ledger: CheckLedger = field(default_factory=CheckLedger)
 
-    def resolve_local(self, path: str, kind: str = "files") -> Path:
-        """A controller-side path: absolute, or found in the role's files/, then the playbook dir."""
-        return self.task.local_path(path, kind)
+    def resolve_local(self, path: str) -> Path:
+        """A controller-side path: absolute, or found in the role's folder for this module's files
+        (files/; templates/, vars/: ModuleInfo.local_folder), then the playbook dir."""
+        return self.task.local_path(path, module_info(self.task.module).local_folder)
 
     def agent(self, op: AgentOp[ArgsT, ReplyT], request: ArgsT, timeout: float | None = None,
               payload: IO[bytes] | None = None, session: AgentSession | None = None) -> ReplyT:

@@ -20,7 +20,7 @@ class CopyModule(Module):
             value = args["content"]
             content = value.encode("utf-8") if isinstance(value, str) else str(value).encode("utf-8")
         else:
-            src = ctx.resolve_local(str(args["src"]), "files")
+            src = ctx.resolve_local(str(args["src"]))
             if src.is_dir():
                 raise ModuleFailure(f"copy: src {src} is a directory; deploy_code copies directories")
             if not src.is_file():

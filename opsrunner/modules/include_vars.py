@@ -14,7 +14,7 @@ class IncludeVarsModule(Module):
     name = "include_vars"
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
-        path = ctx.resolve_local(str(args["file"]), "vars")
+        path = ctx.resolve_local(str(args["file"]))
         if not path.is_file():
             raise ModuleFailure(f"include_vars: {args['file']} not found (looked in "
                                 f"{', '.join(str(d) for d in ctx.task.search_dirs('vars'))})")

@@ -1,45 +1,17 @@
-"""Module metadata from the shipped schemas (cheap), and lazy import of module code."""
+"""Module metadata from the shipped schemas (info.py), and lazy import of module code."""
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from opsrunner.packagedata import package_path
-from opsrunner.validation import load_schema
+from opsrunner.modules.info import ModuleInfo, module_info, module_names
 
 if TYPE_CHECKING:
     from opsrunner.modules.base import Module
 
-
-@dataclass(frozen=True)
-class ModuleInfo:
-    name: str
-    schema: dict[str, Any]
-    free_form: str | None
-    check_mode: bool
-    description: str
-
-
-@lru_cache(maxsize=1)
-def module_names() -> tuple[str, ...]:
-    folder = package_path("schema/modules")
-    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
-
-
-@lru_cache(maxsize=64)
-def module_info(name: str) -> ModuleInfo:
-    schema = load_schema(f"modules/{name}")
-    meta = schema.get("x-opsrunner", {})
-    return ModuleInfo(
-        name=name,
-        schema=schema,
-        free_form=meta.get("free_form"),
-        check_mode=bool(meta.get("check_mode", False)),
-        description=schema.get("description", ""),
-    )
+__all__ = ["ModuleInfo", "get_module", "module_info", "module_names"]
 
 
 @lru_cache(maxsize=64)

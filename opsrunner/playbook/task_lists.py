@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.errors import SourcePos
-from opsrunner.modules.registry import module_names
+from opsrunner.modules.registry import module_info, module_names
 from opsrunner.playbook.keys import (
     BLOCK_KEYS,
     BLOCK_KEYWORDS,
@@ -26,8 +26,6 @@ from opsrunner.templating import is_template
 from opsrunner.validation import suggest
 from opsrunner.yamlsource import PosDict, PosList
 
-#: The role folder a module reads its controller-side files from (include_vars: vars/).
-_ROLE_FOLDER = {"template": "templates", "include_vars": "vars"}
 
 class TaskLoader(LoaderState):
     """Builds the nodes of a task list; includes (includes.py) and roles (roles.py) come back here."""
@@ -79,9 +77,9 @@ class TaskLoader(LoaderState):
         if module is None:
             return None
         role = self.current_role
-        # Where the module itself will look at run time (Task.search_dirs): a role's templates/
-        # for a template, its files/ for the others; then the role, then the playbook's folder.
-        dirs = [role.path / _ROLE_FOLDER.get(module, "files"), role.path] if role else []
+        # Where the module itself will look at run time (Task.search_dirs): the role's folder
+        # for the module's files (templates/, files/, vars/), the role, the playbook's folder.
+        dirs = [role.path / module_info(module).local_folder, role.path] if role else []
         args, problems = module_args(module, raw[module], raw.at(module), f"{path}.{module}", str(self.path),
                                      [*dirs, self.base_dir], raw.get("args"))
         self.problems += problems
