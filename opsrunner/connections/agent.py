@@ -97,6 +97,13 @@ class AgentLost(ModuleFailure):
     """The agent process ended (crashed, killed, connection lost) while in use."""
 
 
+class JobLocksLost(ConnectionFailed):
+    """The job locks this run held on a host went with its agent (a lease that ran out while
+    the controller was not heard from, or an agent that died): another run may have acted on
+    the job since. The host is out of the run (unreachable): no further task, and no rescue,
+    acts on a job this run no longer holds."""
+
+
 class AgentStartFailed(ModuleFailure):
     """The agent could not be started on the host (no Python there, a wrapper that fails...)."""
 
@@ -116,6 +123,8 @@ class AgentSession:
         #: The job locks this session's agent holds for the run (their paths as requested): the
         #: agent's own process keeps them (remote/job_locks.py), so a new agent holds none.
         self.locks: set[str] = set()
+        #: Why the locks were lost, once they were (JobLocksLost from then on).
+        self._locks_lost: str | None = None
         self._ended = threading.Event()
         self._beats: threading.Thread | None = None
         #: Seconds the last start waited for its turn (connections/startslots.py).
@@ -262,8 +271,14 @@ class AgentSession:
 
     def _drop(self, reason: str) -> str:
         self.close()
-        if self.locks:  # the kernel released them with the agent: a task that needs one takes it again
-            reason += f"; the job lock(s) it held ({', '.join(sorted(self.locks))}) went with it"
+        if self.locks:  # the kernel released them with the agent
+            held = ", ".join(sorted(self.locks))
+            reason += f"; the job lock(s) it held ({held}) went with it"
+            self._locks_lost = (
+                f"the job lock(s) this run held here ({held}) were let go: the remote agent {reason} (the "
+                "target also lets a lock go when it has not heard from the controller for the lock's lease, "
+                "as after a pause of the controller). Another run may have acted on the job since: nothing "
+                "more is done on this host in this run")
             self.locks.clear()
         self._lost = reason
         return reason
@@ -275,6 +290,8 @@ class AgentSession:
             if self._stream.alive():
                 return self._stream
             self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
+        if self._locks_lost is not None:
+            raise JobLocksLost(self._locks_lost)
         lost, self._lost = self._lost, None
         asked = time.monotonic()
         with self.connection.slots.held():

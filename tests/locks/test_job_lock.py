@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from opsrunner.connections.agent import JobLocksLost
 from opsrunner.connections.base import ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.errors import ModuleFailure
@@ -228,3 +229,44 @@ def test_take_and_release_through_the_agent_and_a_second_connection_is_refused(t
         first.close_all()
         second.close_all()
     assert _lock_is_free(lock)
+
+
+def test_a_lock_lost_at_the_lease_stops_the_host_instead_of_going_on(tmp_path: Path) -> None:
+    """A controller not heard from for the lease (paused, say) finds its agent gone with the
+    lock: every later request on that host refuses, as the host being unreachable, rather than
+    starting a new agent and going on without the lock another run may have taken."""
+    lock = tmp_path / "job.lock"
+    factory, session = _lock_with_lease(lock, 1)
+    try:
+        session.locks.add(str(lock))  # as take_job_lock records it; no heartbeats, as in a pause
+        assert wait_for(lambda: _lock_is_free(lock), 15)
+        for _ in range(2):
+            with pytest.raises(JobLocksLost, match=r"job lock\(s\) this run held here .* were let go"):
+                session.call("beat", {})
+        assert _lock_is_free(lock)  # nothing took it again
+    finally:
+        factory.close_all()
+
+
+def test_a_play_whose_lock_went_with_its_agent_does_nothing_more_on_that_host(tmp_path: Path) -> None:
+    """The agent holding the run's job lock dies during a controller-side pause: the next tasks do
+    not run (the cache the play would clear is still there), the host is unreachable (exit 3), and
+    the recap says why."""
+    lock, cache = tmp_path / "job.lock", tmp_path / "cache"
+    (cache / "kept").mkdir(parents=True)
+    inv = write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"box": {"connection": "local"}}}})
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
+        {"name": "lock", "job_lock": {"path": str(lock)}},
+        {"name": "wait", "pause": {"seconds": 4}},
+        {"name": "clear", "clear_cache": {"paths": [str(cache)]}},
+        {"name": "after", "command": "true"},
+    ]}])
+    with opsrunner_process("play", str(pb), "-i", str(inv), cwd=tmp_path) as proc:
+        assert wait_for(lambda: (_record(lock) or {}).get("keeper_pid") is not None, 30)
+        keeper = int(_record(lock)["keeper_pid"])  # type: ignore[index]
+        os.kill(keeper, signal.SIGKILL)  # the agent this play started (its pid from the lock record)
+        text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3, text
+    assert "were let go" in text and "nothing more is done on this host" in text
+    assert (cache / "kept").is_dir()
+    assert re.search(r"box\s*:.*unreachable=1", text), text
