@@ -20,6 +20,7 @@ from typing import Any
 import jinja2.meta
 
 from opsrunner.coercion import coerce_args, show_value
+from opsrunner.deadline_fit import grace_problems
 from opsrunner.deadlines import COMMAND_MODULES, DEFAULT_TIMEOUT_VAR, module_default, seconds
 from opsrunner.errors import ModuleFailure, Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.hostvars import VariableManager, connection_spec
@@ -220,8 +221,19 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
         if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
             problems.append(Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key))
         elif key == "timeout":
-            problems += _deadline_problems(task, value, key, "")
+            problems += _deadline_problems(task, value, key, "") or _grace_problems(task, value, variables, deferred)
     return problems + _delegate_problems(task, variables, deferred)
+
+
+def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    """kill_old's grace against its deadline (deadline_fit.py), when the grace is known now."""
+    if task.module != "kill_old":
+        return []
+    try:
+        grace = render(task.args.get("grace"), variables, deferred)
+    except (Deferred, TemplateError):
+        return []  # known at run time only, or a problem the argument check tells
+    return grace_problems(task, seconds(timeout), grace)
 
 
 def _delegate_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
