@@ -114,7 +114,7 @@ def _torn_down(pid: int) -> bool:
 
 
 def _job_state(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> tuple[str, str]:
-    """(state, diagnosis): running / hung / exited N / killed by SIGX / never started / not running."""
+    """(state, diagnosis): running / hung / no log / exited N / killed by SIGX / never started / not running."""
     pidfile, log = args.get("pidfile"), args.get("log")
     meta = state.meta
     pid, start = read_pidfile(pidfile) if pidfile else (None, None)
@@ -139,6 +139,9 @@ def _job_state(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> tup
     if running and state.fail_line and state.fail_grace is not None:
         return "running", (f"running: the job (pid {pid}) is still running {state.fail_grace:g}s after its log "
                            f"matched /{args.get('log_not_regex')}/: {state.fail_line}")
+    if (running or state.procs) and log and state.log_size is None and _log_check_failed(checks):
+        who = f"the job (pid {pid})" if running else "the job"
+        return "no log", f"no log at {log}: {who} is running but its log was never written (there is no such file)"
     grows = [c for c in checks if c[0] == "log_grows"]
     if (running or state.procs) and grows and not grows[0][1]:
         return "hung", _hung(args, state, pid if running else None)
@@ -148,6 +151,10 @@ def _job_state(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> tup
         return "not running", (f"no matching process; the log exists ({state.log_size} bytes): the job started "
                                "and died")
     return "not running", "no matching process"
+
+
+def _log_check_failed(checks: list[Check]) -> bool:
+    return any(c[0].startswith("log_") and not c[1] for c in checks)
 
 
 def _hung(args: VerifyArgs, state: VerifyState, pid: int | None) -> str:

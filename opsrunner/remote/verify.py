@@ -64,7 +64,8 @@ def _log_checks(args: VerifyArgs, log: str, state: VerifyState, out: list[Check]
         out.append(("log_exists", size is not None, "exists", "missing" if size is None else "exists"))
     min_bytes = args.get("log_min_bytes")
     if min_bytes is not None:
-        out.append(("log_min_bytes", (size or 0) >= int(min_bytes), f">= {min_bytes} bytes", f"{size or 0} bytes"))
+        out.append(("log_min_bytes", (size or 0) >= int(min_bytes), f">= {min_bytes} bytes",
+                    "no log" if size is None else f"{size} bytes"))
     grows = args.get("log_grows")
     if grows:
         grew_at = state.grew_at

@@ -207,3 +207,29 @@ def test_verify_honours_the_task_timeout(edge_target: Target) -> None:
     assert end["duration_s"] < 4.5, end["duration_s"]
     assert end["msg"].startswith("verify stopped at the task timeout (3s) after ")
     assert "log_regex: expected log matches /never printed/, got no match" in end["msg"]
+
+
+def test_a_running_job_whose_log_does_not_exist_has_no_log_not_a_hang(edge_target: Target,
+                                                                        cleanup_marker: str) -> None:
+    target = edge_target
+    log, pid = _paths(target)
+    launched = _launch(target, f"sleep {cleanup_marker}", log, pid)  # writes nothing to its log
+    assert launched.rc == 0, launched.out
+    job = int(Path(pid).read_text())
+    elsewhere = str(target.work / "elsewhere.log")  # a log the job never wrote
+    run = _verify(target, pidfile=pid, processes=1, log=elsewhere, log_min_bytes=1, log_grows=1, within=2)
+    end = run.end("verify")
+    assert run.rc == 2, run.out
+    assert end["data"]["state"] == "no log"
+    assert (f"diagnosis: no log at {elsewhere}: the job (pid {job}) is running but its log was never written "
+            "(there is no such file)\n") in end["msg"]
+    assert "log_min_bytes: expected >= 1 bytes, got no log" in end["msg"]
+    assert "log_grows: expected grows within every 1s, got no log" in end["msg"]
+    assert "hung" not in end["msg"] and "0 bytes" not in end["msg"]
+    # The launch's own log exists and stays empty: that is a hang, at 0 bytes.
+    run = _verify(target, pidfile=pid, processes=1, log=log, log_min_bytes=0, log_grows=1, within=2)
+    end = run.end("verify")
+    assert run.rc == 2, run.out
+    assert end["data"]["state"] == "hung"
+    assert (f"diagnosis: hung: the job (pid {job}) is running but its log {log} has not grown since the launch "
+            "(0 bytes); log_grows allows 1s") in end["msg"]
