@@ -64,7 +64,8 @@ class VariableManager:
             "inventory_hostname": host,
             "inventory_hostname_short": host.split(".")[0],
             "groups": self._groups,
-            "group_names": [g for g in self.inventory.hosts[host].groups if g not in ("all", "ungrouped")],
+            # As in ansible-core: every group but `all`, so `ungrouped` for a host in no group.
+            "group_names": [g for g in self.inventory.hosts[host].groups if g != "all"],
             "hostvars": HostVars(self, play, play_hosts),
             "play_hosts": play_hosts,
             "ansible_play_batch": play_hosts,

@@ -88,10 +88,60 @@ def test_group_names_are_sorted_by_name_as_in_ansible(tmp_path: Path) -> None:
     res = cli("play", str(pb), "-i", str(inv), cwd=tmp_path)
     assert res.rc == 0, res.err
     # ansible-core: sorted(), so a child group (db) before its parent (prod), capitals first;
-    # it also lists `ungrouped` for loner, where opsrunner gives [] (not changed here).
+    # `ungrouped` for loner, which is in no group.
     assert "ok: [db1] => names=db,prod" in res.out
     assert "ok: [app1] => names=Zed,a_first,app" in res.out
-    assert "ok: [loner] => names=\n" in res.out
+    assert "ok: [loner] => names=ungrouped\n" in res.out
+
+
+UNGROUPED_INI = """\
+lonely connection=local
+both connection=local
+[web]
+w1 connection=local
+both
+"""
+UNGROUPED_YAML = """\
+all:
+  hosts:
+    lonely: {connection: local}
+    both: {connection: local}
+  children:
+    web:
+      hosts:
+        w1: {connection: local}
+        both: {}
+    ungrouped:
+      hosts:
+        listed: {connection: local}
+"""
+
+
+@pytest.mark.parametrize("name,text", [("hosts.ini", UNGROUPED_INI), ("hosts.yml", UNGROUPED_YAML)],
+                         ids=["ini", "yaml"])
+def test_a_host_in_no_group_has_group_names_ungrouped_as_in_ansible(tmp_path: Path, name: str, text: str) -> None:
+    inv = tmp_path / name
+    inv.write_text(text)
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "gather_facts": False, "tasks": [
+        {"debug": {"msg": "{{ inventory_hostname }}={{ group_names }} ungrouped={{ groups.ungrouped }}"}}]}])
+    res = cli("play", str(pb), "-i", str(inv), cwd=tmp_path)
+    assert res.rc == 0, res.err
+    # ansible-core 2.19 on the same files: a host at the top level only is `ungrouped`; one also
+    # in a group (`both`, here listed before its group) is only in that group.
+    ungrouped = "['lonely']" if name.endswith(".ini") else "['listed', 'lonely']"
+    assert f"ok: [lonely] => lonely=['ungrouped'] ungrouped={ungrouped}\n" in res.out, res.out
+    assert f"ok: [both] => both=['web'] ungrouped={ungrouped}\n" in res.out
+    assert f"ok: [w1] => w1=['web'] ungrouped={ungrouped}\n" in res.out
+    if name.endswith(".yml"):  # put in `ungrouped` by name: the same
+        assert f"ok: [listed] => listed=['ungrouped'] ungrouped={ungrouped}\n" in res.out
+
+
+def test_a_host_given_on_the_command_line_is_ungrouped(tmp_path: Path) -> None:
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "gather_facts": False, "vars": {"connection": "local"},
+                                           "tasks": [{"debug": {"msg": "names={{ group_names }}"}}]}])
+    res = cli("play", str(pb), "-i", "solo,", cwd=tmp_path)
+    assert res.rc == 0, res.err
+    assert "ok: [solo] => names=['ungrouped']\n" in res.out
 
 
 def test_group_precedence_stays_parent_before_child(tmp_path: Path) -> None:
