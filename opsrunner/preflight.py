@@ -26,6 +26,7 @@ from opsrunner.errors import ModuleFailure, Problem, SourcePos, TemplateError, V
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file
 from opsrunner.inventory import Inventory, PatternError
+from opsrunner.localfiles import directory_problems
 from opsrunner.modules import template as template_file
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
@@ -132,7 +133,7 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
     if not problems and not partial:
         problems += [Problem(getattr(task.args, "pos", task.pos), msg, task.module)
                      for msg in get_module(task.module).sanity(args)]
-    return TaskArgs(args, problems)
+    return TaskArgs(args, problems or directory_problems(task, args))
 
 
 #: Checks already made in one preflight: (task, rendered arguments) -> problems. Hosts usually

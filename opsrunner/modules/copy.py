@@ -20,9 +20,7 @@ class CopyModule(Module):
             value = args["content"]
             content = value.encode("utf-8") if isinstance(value, str) else str(value).encode("utf-8")
         else:
-            src = ctx.resolve_local(str(args["src"]))
-            if src.is_dir():
-                raise ModuleFailure(f"copy: src {src} is a directory; deploy_code copies directories")
+            src = ctx.resolve_local(str(args["src"]))  # a directory is refused before (localfiles.py)
             if not src.is_file():
                 raise ModuleFailure(f"copy: src {args['src']} not found (looked in "
                                     f"{', '.join(str(d) for d in ctx.task.search_dirs('files'))})")
