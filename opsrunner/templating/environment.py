@@ -1,7 +1,7 @@
 """Jinja2 templating: sandboxed, StrictUndefined, lazy variables, native single expressions.
 
 A string that is exactly one `{{ expr }}` evaluates to the expression's native value
-(a list stays a list); anything else renders to a string. Variables are resolved
+(a list stays a list); anything else renders to a string, its None parts left out (_concat). Variables are resolved
 lazily, so a var may refer to other vars, and an unrelated undefined var is no error.
 """
 
@@ -138,13 +138,19 @@ def check_syntax(source: str) -> str | None:
 
 
 def _concat(parts: Iterator[Any]) -> Any:
+    """ansible-core 2.19's: a template that is one expression gives its value, None included;
+    otherwise None parts are left out (`a{{ none }}b` is `ab`, not `aNoneb`), one part left keeps
+    its type, more are joined as text. A template that outputs nothing at all stays ''."""
     items = list(parts)
     for item in items:
         if isinstance(item, jinja2.Undefined):
             str(item)  # StrictUndefined raises UndefinedError naming the variable
     if len(items) == 1:
         return items[0]
-    return "".join(str(i) for i in items)
+    kept = [i for i in items if i is not None]
+    if len(kept) == 1 or (items and not kept):
+        return kept[0] if kept else None
+    return "".join(str(i) for i in kept)
 
 
 class LazyVars(Mapping[str, Any]):

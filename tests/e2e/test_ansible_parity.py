@@ -340,3 +340,23 @@ def test_role_vars_are_visible_to_later_tasks_of_the_play(tmp_path: Path, inv: P
 """)
     assert rc == 0, out
     assert [e["msg"] for e in task_ends(ev, "after role")] == ["role value"]
+
+
+def test_a_none_renders_as_ansible_core_renders_it(tmp_path: Path, inv: Path) -> None:
+    # ansible-core 2.19: a template that is only `{{ x }}` gives None itself; around text, or
+    # beside another expression, a None part is left out (`a{{ x }}b` is "ab", never "aNoneb").
+    rc, out, ev = play(tmp_path, inv, """
+- hosts: h1
+  vars: {x: null, n: 5}
+  tasks:
+    - {name: alone, debug: {msg: "{{ x }}"}}
+    - {name: around, debug: {msg: "a{{ x }}b"}}
+    - {name: cmd, command: "echo a{{ x }}b {{ x }}", register: r}
+    - name: typed
+      set_fact: {alone: "{{ x }}", around: "a{{ x }}b", one_left: "{{ x }}{{ n }}", both: "{{ x }}{{ x }}"}
+    - {name: show, debug: {msg: "{{ [r.stdout, alone, around, one_left, both, x ~ 'z'] | to_json }}"}}
+""")
+    assert rc == 0, out
+    msgs = {e["task"]: e["msg"] for e in task_ends(ev)}
+    assert (msgs["alone"], msgs["around"]) == ("null", "ab")
+    assert msgs["show"] == '["ab", null, "ab", 5, null, "Nonez"]'  # `~` is Jinja's own str(): as in ansible-core
