@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from opsrunner.argcheck import Memo, TaskArgs, memo_check
 from opsrunner.connections.base import Connection
 from opsrunner.deadlines import module_default, seconds
 from opsrunner.errors import ConnectionFailed, ModuleFailure, TemplateError
@@ -12,7 +13,7 @@ from opsrunner.ledger import CheckLedger
 from opsrunner.modules.base import TaskContext, TimedOut
 from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Task
-from opsrunner.preflight import Memo, TaskArgs, keyword_number, memo_check
+from opsrunner.preflight import keyword_number
 from opsrunner.results import Status, TaskResult
 from opsrunner.templating import LazyVars, mark_unsafe, template_value, truthy
 from opsrunner.templating.filters import flatten

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from opsrunner.argcheck import Memo
 from opsrunner.connections.base import ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.errors import Problem
@@ -18,7 +19,6 @@ from opsrunner.hostvars import VariableManager
 from opsrunner.inventory import Inventory
 from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task
-from opsrunner.preflight import Memo
 from opsrunner.results import RunSummary, TaskResult
 from opsrunner.secrets import Masker
 from opsrunner.selection import RunOptions

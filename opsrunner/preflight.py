@@ -19,6 +19,7 @@ from typing import Any
 
 import jinja2.meta
 
+from opsrunner.argcheck import Memo, TaskArgs, arg_pos, memo_check, origin
 from opsrunner.coercion import coerce_args, show_value
 from opsrunner.deadline_fit import grace_problems
 from opsrunner.deadlines import COMMAND_MODULES, DEFAULT_TIMEOUT_VAR, module_default, seconds
@@ -26,16 +27,13 @@ from opsrunner.errors import ModuleFailure, Problem, SourcePos, TemplateError, V
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file
 from opsrunner.inventory import Inventory, PatternError
-from opsrunner.localfiles import directory_problems
 from opsrunner.modules import template as template_file
-from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
 from opsrunner.taskconnection import delegate_refusal
 from opsrunner.taskflags import task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
-from opsrunner.validation import schema_problems
 
 _UNDEFINED_RE = re.compile(r"'(\w+)' is undefined")
 #: Task keywords that must be numbers once rendered.
@@ -44,15 +42,6 @@ _NUMERIC_KEYWORDS = ("timeout", "retries", "delay")
 
 class Deferred(Exception):
     """A value that depends on what only exists at run time (registered results, loop items)."""
-
-
-@dataclass
-class TaskArgs:
-    """A task's arguments rendered and converted for one host, and the problems found."""
-
-    args: dict[str, Any]
-    problems: list[Problem] = field(default_factory=list)
-    deferred: bool = False  # some arguments could not be rendered yet
 
 
 def _names(source: str) -> frozenset[str]:
@@ -97,70 +86,6 @@ def _runtime_undefined(exc: TemplateError, deferred: frozenset[str]) -> bool:
     return match is not None and (match.group(1) in deferred or match.group(1).startswith("ansible_"))
 
 
-def _arg_pos(task: Task, arg: str) -> SourcePos:
-    top = re.split(r"[.\[]", arg, maxsplit=1)[0]
-    at = getattr(task.args, "at", None)
-    return at(top) if callable(at) else task.pos
-
-
-def _origin(task: Task, arg: str) -> str:
-    """Where a bad value came from, when it came through a template: the template's text."""
-    raw = task.args.get(re.split(r"[.\[]", arg, maxsplit=1)[0])
-    return f" (from {raw})" if isinstance(raw, str) and is_template(raw) else ""
-
-
-@lru_cache(maxsize=64)
-def _partial_schema(module: str) -> dict[str, Any]:
-    """A module's schema without the rules on which arguments must be present."""
-    return {k: v for k, v in module_info(module).schema.items() if k not in ("required", "anyOf", "oneOf", "allOf")}
-
-
-def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -> TaskArgs:
-    """Convert rendered arguments to their types, then validate them (schema, module sanity).
-
-    `partial`: some arguments are missing because they are deferred, so the rules about
-    which arguments must be present are left to run time."""
-    info = module_info(task.module)
-    args, refusals = coerce_args(rendered, info.schema)
-    problems = [Problem(_arg_pos(task, r.arg), r.message(task.module) + _origin(task, r.arg),
-                        f"{task.module}.{r.arg}") for r in refusals]
-    if problems:
-        return TaskArgs(args, problems)
-    schema = _partial_schema(task.module) if partial else info.schema
-    for p in schema_problems(args, schema, str(task.pos.file)):
-        path = f"{task.module}.{p.key_path}" if p.key_path else task.module
-        problems.append(Problem(_arg_pos(task, p.key_path) if p.key_path else task.pos, p.message, path))
-    if not problems and not partial:
-        problems += [Problem(getattr(task.args, "pos", task.pos), msg, task.module)
-                     for msg in get_module(task.module).sanity(args)]
-    return TaskArgs(args, problems or directory_problems(task, args))
-
-
-#: Checks already made in one preflight: (task, rendered arguments) -> problems. Hosts usually
-#: render a task to the same arguments, and the schema check is the expensive part.
-#: The run keeps them (PlayRun.checked_args) and checks a task's arguments at run time through
-#: it too: where they render as preflight rendered them, that check is made already. The task
-#: is kept with its check: a task of a dynamic include may reuse the id of a freed one.
-Memo = dict[tuple[int, bool, str], tuple[Task, TaskArgs]]
-#: Checks a memo keeps (then it starts again: a long loop's items each render differently).
-MEMO_MAX = 4096
-
-
-def memo_check(task: Task, rendered: dict[str, Any], partial: bool, memo: Memo | None) -> TaskArgs:
-    """check_args, once per distinct rendering of a task's arguments where there is a memo."""
-    if memo is None:
-        return check_args(task, rendered, partial)
-    key = (id(task), partial, repr(rendered))
-    found = memo.get(key)
-    if found is None or found[0] is not task:
-        if len(memo) >= MEMO_MAX:
-            memo.clear()
-        checked = check_args(task, rendered, partial)
-        checked.deferred = partial
-        found = memo[key] = (task, checked)
-    return found[1]
-
-
 def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = frozenset(),
                 memo: Memo | None = None) -> TaskArgs:
     """Render each argument (deferred ones are left out), then convert and validate them."""
@@ -174,7 +99,7 @@ def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = froz
             partial = True
             continue
         except TemplateError as exc:
-            problems.append(Problem(_arg_pos(task, key), f"{exc.bare_message}{_origin(task, key)}",
+            problems.append(Problem(arg_pos(task, key), f"{exc.bare_message}{origin(task, key)}",
                                     f"{task.module}.{key}"))
             continue
         if value != OMIT:
@@ -196,9 +121,9 @@ def _template_file_problems(task: Task, args: dict[str, Any], variables: LazyVar
         if _runtime_undefined(exc, deferred):
             return []
         line = exc.in_file if exc.in_file is not None and exc.in_file.line else None  # else the file alone
-        pos = SourcePos(line.file, line.line, 1) if line else _arg_pos(task, "src")
+        pos = SourcePos(line.file, line.line, 1) if line else arg_pos(task, "src")
         message = exc.detail if line else exc.bare_message
-        return [Problem(pos, f"{message} (in the template src at {_arg_pos(task, 'src')})", "template.src")]
+        return [Problem(pos, f"{message} (in the template src at {arg_pos(task, 'src')})", "template.src")]
     return []
 
 

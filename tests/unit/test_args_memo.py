@@ -3,9 +3,9 @@ task with the same rendered arguments."""
 
 from __future__ import annotations
 
+from opsrunner.argcheck import Memo, memo_check
 from opsrunner.errors import SourcePos
 from opsrunner.playbook import Task
-from opsrunner.preflight import Memo, memo_check
 
 
 def pause(name: str) -> Task:
