@@ -11,9 +11,12 @@ import time
 from .guards import Refused
 from .reads import read_json, read_small
 
+#: The supervisor's command line starts with this (launch.py); it never names the job.
+SUPERVISOR_NAME = "opsrunner-supervisor"
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Mapping, Protocol, TypedDict
+    from typing import Callable, Mapping, Protocol, TypedDict
 
     from .protocol_jobs import ExitRecord, LaunchRecord
 
@@ -94,6 +97,9 @@ def as_launch_record(raw: Mapping[str, object]) -> LaunchRecord:
         record["boot_id"] = _text(raw["boot_id"])
     if "supervisor" in raw:
         record["supervisor"] = [_int(v) for v in sup] if isinstance(sup, list) else None
+    earlier = raw.get("earlier_supervisors")
+    if isinstance(earlier, list):
+        record["earlier_supervisors"] = [[_int(v) for v in pair] for pair in earlier if isinstance(pair, list)]
     if isinstance(error, str):
         record["error"] = error
     env = raw.get("env")
@@ -191,3 +197,21 @@ def launch_offset(pidfile: str | None, log: str | None) -> tuple[LaunchRecord | 
     if not meta or meta.get("log") != log:
         return meta, 0
     return meta, meta.get("log_offset") or 0
+
+def live_supervisors(meta: LaunchRecord | None, lookup: Callable[[int], Proc | None]) -> list[list[int]]:
+    """[pid, start] of the supervisors a launch record names (its launch's and those of earlier
+    launches it carried: earlier_supervisors) that still live: each found by `lookup` with its
+    recorded start time and the supervisor's command line, in the record's boot.
+
+    A supervisor is its job's child subreaper: what the job's tree daemonized (fork, setsid,
+    fork) is its child, and it lives on while such a helper does, after the job has ended."""
+    if not meta or meta.get("boot_id") not in (None, boot_id()):
+        return []
+    found: list[list[int]] = []
+    for pair in [meta.get("supervisor"), *(meta.get("earlier_supervisors") or [])]:
+        if not pair or len(pair) != 2 or pair[0] is None or pair[1] is None:
+            continue
+        proc = lookup(pair[0])
+        if proc is not None and proc.start == pair[1] and proc.cmdline.startswith(SUPERVISOR_NAME):
+            found.append([pair[0], pair[1]])
+    return found

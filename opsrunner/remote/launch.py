@@ -6,17 +6,26 @@ import select
 import time
 
 from .atomic import create_temp_beside, write_atomic
-from .jobfiles import as_exit_record, boot_id, pidfile_paths, read_pidfile
+from .jobfiles import (
+    SUPERVISOR_NAME,
+    as_exit_record,
+    boot_id,
+    launch_record,
+    live_supervisors,
+    pidfile_paths,
+    read_pidfile,
+)
 from .procs import alive, read_proc, send_signal
 from .programs import resolve_program
 from .reads import check_regular, file_size, read_json, tail_lines
 from .releases import resolve_release_link
-from .watchdog import open_pidfd
+from .watchdog import PR_SET_CHILD_SUBREAPER, load_prctl, open_pidfd
 from .wire import json_dumps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from _ctypes import CFuncPtr
     from typing import NoReturn
 
     from .jobfiles import JobPaths
@@ -55,6 +64,7 @@ def op_launch(args: LaunchArgs) -> LaunchReply:
             return {"error": problem}
         return {"changed": True, "would_launch": args["argv"], "program": program}
     log_offset = (file_size(args["log"]) or 0) if args.get("log") else 0
+    earlier = _earlier_supervisors(paths["pid"]) if paths else []
     if paths:
         for path in (paths["exit"], paths["meta"]):
             if os.path.lexists(path):
@@ -66,6 +76,8 @@ def op_launch(args: LaunchArgs) -> LaunchReply:
                             "env": dict(args.get("env") or {}), "chdir": args.get("chdir"),
                             "umask": args.get("umask")}
     record.update(release)
+    if earlier:
+        record["earlier_supervisors"] = earlier
     if problem:
         return _failed_launch(paths, record, problem)
     pid, error, record["supervisor"] = _spawn(args, paths["exit"] if paths else None)
@@ -150,6 +162,16 @@ def _failed_launch(paths: JobPaths | None, record: LaunchRecord, problem: str) -
     return {"error": problem}
 
 
+def _earlier_supervisors(pidfile: str) -> list[list[int | None]]:
+    """[pid, start] of the supervisors the current launch record names that still live: the
+    last job has ended (or it would be running), but a helper it daemonized has not, and its
+    supervisor holds it. The new record carries them, so kill_old still stops those helpers."""
+    def lookup(pid: int) -> Proc | None:
+        p = read_proc(pid)
+        return p if p is not None and p.state != "Z" else None
+    return [[pid, start] for pid, start in live_supervisors(launch_record(pidfile), lookup)]
+
+
 def _writable_dir(path: str, check: bool) -> str | None:
     """None when files can be created in directory `path` (created unless check), else the error."""
     probe = path
@@ -230,10 +252,20 @@ def supervisor_code() -> str:
     return binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")
 
 
+_PRCTL: list[CFuncPtr | None] = []
+
+
+def _prctl() -> CFuncPtr | None:
+    """prctl(2), looked up once per worker (the watchdog's load_prctl), or None."""
+    if not _PRCTL:
+        _PRCTL.append(load_prctl())
+    return _PRCTL[0]
+
+
 def _supervisor_argv(env: dict[str, str]) -> list[str]:
     """A command line that names no job: the supervisor part's code comes in env."""
     env["OPSRUNNER_SUPERVISOR_CODE"] = supervisor_code()
-    return ["opsrunner-supervisor", "-S", "-c", SUPERVISOR_BOOT]
+    return [SUPERVISOR_NAME, "-S", "-c", SUPERVISOR_BOOT]
 
 
 def _spawn(args: LaunchArgs, exit_file: str | None) -> tuple[int | None, str | None, list[int | None] | None]:
@@ -264,12 +296,12 @@ def _spawn(args: LaunchArgs, exit_file: str | None) -> tuple[int | None, str | N
     # 128 KiB (MAX_ARG_STRLEN): ~96 KiB of spec (the job's argv and env).
     spec = dict(args, exit_file=exit_file, handshake_fd=w)  # protocol_jobs.py's LaunchSpec
     env["OPSRUNNER_SPEC"] = binascii.b2a_base64(marshal.dumps(spec), newline=False).decode("ascii")
-    argv, exe = _supervisor_argv(env), os.readlink("/proc/self/exe")
+    argv, exe, prctl = _supervisor_argv(env), os.readlink("/proc/self/exe"), _prctl()
     null = os.open(os.devnull, os.O_RDWR)
     try:
         child = os.fork()
         if child == 0:
-            _exec_supervisor(null, w, exe, argv, env)
+            _exec_supervisor(null, w, exe, argv, env, prctl)
     except OSError as exc:
         os.close(r)
         return None, f"cannot start the supervisor: {exc.strerror or exc}", None
@@ -281,10 +313,14 @@ def _spawn(args: LaunchArgs, exit_file: str | None) -> tuple[int | None, str | N
     return pid, error, [child, sup.start if sup is not None else None]
 
 
-def _exec_supervisor(null: int, w: int, exe: str, argv: list[str], env: dict[str, str]) -> NoReturn:
-    """In the forked child: its own session, /dev/null as 0, 1 and 2, the handshake pipe; never returns."""
+def _exec_supervisor(null: int, w: int, exe: str, argv: list[str], env: dict[str, str],
+                     prctl: CFuncPtr | None) -> NoReturn:
+    """In the forked child: its own session, /dev/null as 0, 1 and 2, the handshake pipe, and
+    a child subreaper (the attribute survives the exec; supervisor.py says why); never returns."""
     try:
         os.setsid()
+        if prctl is not None:  # where it fails, orphans of the job's tree go to init, as before
+            prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.set_inheritable(w, True)

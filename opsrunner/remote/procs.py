@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from .jobfiles import trusted_pid
+from .jobfiles import SUPERVISOR_NAME, launch_record, live_supervisors, trusted_pid
 from .reads import NotRegular, read_small
 from .watchdog import ignored, open_pidfd, walk
 
@@ -20,7 +20,7 @@ else:
 
 #: "opsrunner-lock-keeper": the job lock's keeper of earlier opsrunner versions (a run of an older
 #: controller may still hold one on a target): never mistaken for a job.
-AGENT_MARKERS = ("opsrunner-agent", "opsrunner-supervisor", "opsrunner-watchdog", "opsrunner-lock-keeper")
+AGENT_MARKERS = ("opsrunner-agent", SUPERVISOR_NAME, "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 
 class Proc:
@@ -151,10 +151,11 @@ def uid_of(user: str | int | None) -> int | None:
 
 
 def select(args: Selector, procs: Mapping[int, Proc], tree: bool = True) -> tuple[list[int], list[int]]:
-    """Selected processes: by pidfile (pid, its group, its descendants) and/or pattern.
+    """Selected processes: by pidfile (pid, its group, its descendants, and every descendant
+    of the supervisors its launch record names: what the job daemonized) and/or pattern.
 
-    Never: this agent, its ancestors, opsrunner's own helpers, or PID 1. A process group is
-    taken only when a selected job leads it.
+    Never: this agent, its ancestors, opsrunner's own helpers (the supervisors themselves), or
+    PID 1. A process group is taken only when a selected job leads it.
     Returns (selected pids, main pids) where main pids are the pidfile pid / pattern matches.
     """
     protected = ancestors(procs)
@@ -178,6 +179,9 @@ def select(args: Selector, procs: Mapping[int, Proc], tree: bool = True) -> tupl
         groups = set(procs[pid].pgid for pid in main if procs[pid].pgid == pid)
         selected |= set(p.pid for p in procs.values() if p.pgid in groups)
         selected |= descendants(procs, main)
+        if pidfile:  # also once the job has ended: a helper it daemonized may live on
+            keepers = live_supervisors(launch_record(pidfile), procs.get)
+            selected |= descendants(procs, [pair[0] for pair in keepers])
     selected = set(pid for pid in selected if pid in procs and _eligible(procs[pid], protected, uid))
     return sorted(selected), sorted(main)
 

@@ -54,8 +54,13 @@ if TYPE_CHECKING:
         log_offset: int
         started_at: float
         boot_id: str | None
-        #: [pid, start] of the job's supervisor (a JSON array).
+        #: [pid, start] of the job's supervisor (a JSON array): the job's child subreaper, alive
+        #: while the job or anything its tree daemonized lives.
         supervisor: list[int | None] | None
+        #: [[pid, start], ...] of the supervisors of earlier launches from this pidfile that were
+        #: still alive at this launch (their jobs had ended, helpers they daemonized had not):
+        #: kill_old stops what they hold too.
+        earlier_supervisors: list[list[int | None]]
         #: Why the launch failed (the job never started).
         error: str
         #: The launch's extra environment and directory (0600 file: env may hold secrets).

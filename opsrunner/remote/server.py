@@ -32,7 +32,7 @@ from .protocol import (
     frame_size,
     package_digest_input,
 )
-from .watchdog import ignored, kill_descendants, load_prctl
+from .watchdog import PR_SET_CHILD_SUBREAPER, ignored, kill_descendants, load_prctl
 from .wire import json_dumps, json_loads, read_frame, write_all
 
 # typing and the annotations' types are imported by the type checker alone: never at run time
@@ -137,7 +137,7 @@ def _orphaned(_sig: int, _frame_: FrameType | None) -> NoReturn:
 def _worker_setup(payload_r: int, agent: int) -> None:
     signal.signal(signal.SIGTERM, _orphaned)
     if _PRCTL is not None:
-        _PRCTL(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         _PRCTL(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: see _orphaned
     if os.getppid() != agent:  # it died before PDEATHSIG was set (not `== 1`: the agent may be
         os._exit(0)  # PID 1 of its own PID namespace, behind `unshare --pid` in a wrapper chain)

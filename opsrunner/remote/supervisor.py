@@ -3,8 +3,11 @@
 # A module of the agent's package that imports nothing of it: launch.py sends its compiled
 # code (from the package's bytecode cache) to a fresh Python, which runs it alone as
 # `opsrunner-supervisor`, in the job's new session: it starts the job, waits for it and
-# records how it ended. It imports no json, re or signal (which bring enum), so it starts in
-# ~8 ms of CPU where importing the whole agent took ~20 ms, once per launch on every host.
+# records how it ended. launch.py makes it a child subreaper (prctl before its exec), so what
+# the job's tree daemonizes (fork, setsid, fork) is reparented to it, not to init: it reaps
+# those orphans, and lives on while one does, so that kill_old still finds them (below).
+# It imports no json, re or signal (which bring enum), so it starts in ~8 ms of CPU where
+# importing the whole agent took ~20 ms, once per launch on every host.
 # The spec comes marshalled, in base64, in OPSRUNNER_SPEC.
 from __future__ import annotations
 
@@ -105,7 +108,8 @@ def _write_exit_record(path: str, record: ExitRecord) -> None:
 
 
 def supervise() -> None:
-    """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit."""
+    """Runs as `opsrunner-supervisor`: starts the job, waits for it, records its exit, then
+    reaps what the job left behind (see _reap_adopted)."""
     import binascii
     import marshal
     spec: Spec = marshal.loads(binascii.a2b_base64(os.environ.pop("OPSRUNNER_SPEC")))
@@ -115,18 +119,7 @@ def supervise() -> None:
     if job == 0:
         _exec_job(spec, w)
     os.close(w)
-    start = None
-    try:  # the job's start time, read before it is reaped, identifies it in the exit record
-        os.waitid(os.P_PID, job, os.WEXITED | os.WNOWAIT)
-        start = _proc_start(job)
-    except (OSError, AttributeError):
-        pass
-    while True:
-        try:
-            _, status = os.waitpid(job, 0)
-            break
-        except InterruptedError:
-            continue
+    status, start = _wait_job(job)
     exit_file = spec.get("exit_file")
     if exit_file:
         record: ExitRecord = {"pid": job, "start": start, "ended_at": time.time(), "returncode": None,
@@ -140,6 +133,46 @@ def supervise() -> None:
             if oom_before is not None and oom_after is not None:
                 record["oom_kills"] = oom_after - oom_before
         _write_exit_record(exit_file, record)
+    _reap_adopted()
+
+
+def _wait_job(job: int) -> tuple[int, int | None]:
+    """(the job's wait status, its start time) once it has exited. Orphans of its tree that
+    this subreaper adopted and that exit first are reaped as they go (no zombies pile up under
+    a job that runs for weeks); their statuses are not the job's and are not recorded."""
+    while True:
+        exited, start = -1, None
+        try:  # which child exited, left unreaped: the job's start time is read before it is reaped
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+            if info is not None:
+                exited = info.si_pid
+                if exited == job:
+                    start = _proc_start(job)
+        except (OSError, AttributeError):  # no waitid: the next child to exit, whichever it is
+            pass
+        try:
+            pid, status = os.waitpid(exited, 0)
+        except InterruptedError:
+            continue
+        if pid == job:
+            return status, start
+
+
+def _reap_adopted() -> None:
+    """After the job's exit: reap the orphans of its tree still alive (helpers it daemonized)
+    until none is left, then return (the supervisor exits).
+
+    Kept alive rather than leaving a list of their pids: its children stay findable by their
+    parent (kill_old stops the descendants of the supervisors a launch record names), and so
+    does whatever they daemonize in turn, with no pid to go stale. It costs one idle process
+    per ended job whose helpers outlive it, and nothing to a job that leaves none."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
 
 
 def _exec_job(spec: Spec, w: int) -> NoReturn:

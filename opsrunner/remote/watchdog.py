@@ -34,6 +34,10 @@ else:
     import _signal as signal  # the C module: `signal` imports enum (~3 ms at every start)
 
 
+#: prctl(2) option: orphans of the caller's descendants are reparented to it, not to init.
+PR_SET_CHILD_SUBREAPER = 36
+
+
 def load_prctl() -> CFuncPtr | None:
     """prctl(2) from the C library through _ctypes, or None where that is not possible."""
     try:
@@ -287,7 +291,7 @@ def main() -> NoReturn:
     if deadline is not None:  # not around an agent: a job it launches must be able to leave
         prctl = load_prctl()
         if prctl is not None:
-            prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+            prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     watch(start_command(argv), deadline)
 
 
