@@ -2,7 +2,7 @@
 #
 # A module of the agent's package that imports nothing of it: launch.py sends its compiled
 # code (from the package's bytecode cache) to a fresh Python, which runs it alone as
-# `opsrunner-supervisor`, in the job's new session: it starts the job, waits for it and
+# `opsrunner-supervisor`, in a session of its own (the job gets another): it starts the job, waits for it and
 # records how it ended. launch.py makes it a child subreaper (prctl before its exec), so what
 # the job's tree daemonizes (fork, setsid, fork) is reparented to it, not to init: it reaps
 # those orphans, and lives on while one does, so that kill_old still finds them (below).
