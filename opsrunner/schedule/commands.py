@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
-from opsrunner.schedule.spec import SpecError, every_to_calendar, parse_calendar, to_cron
+from opsrunner.schedule.spec import SEARCH_DAYS, SpecError, every_to_calendar, parse_calendar, to_cron
 
 if TYPE_CHECKING:
+    from opsrunner.schedule.cron import CronSpec
     from opsrunner.schedule.store import Schedule
 
 
@@ -96,9 +97,19 @@ def _spec(args: argparse.Namespace) -> tuple[str, str | None]:
         refused = systemd_verdict(calendar) if calendar else None
         if refused:
             raise SpecError(f"systemd-analyze calendar refuses {calendar!r}: {refused}")
+        _check_fires(cron, calendar)
     except SpecError as exc:
         raise ValidationError([Problem(SourcePos(f"<{option}>"), str(exc), option)]) from None
     return calendar, cron.text if cron else None
+
+
+def _check_fires(cron: CronSpec | None, calendar: str) -> None:
+    """A schedule that never runs is a mistake (`0 3 31 2 *`: there is no 31 February)."""
+    now = dt.datetime.now().replace(microsecond=0)
+    if cron is not None and cron.next_run(now) is None:
+        raise SpecError(f"cron expression {cron.text!r} never fires: no date matches it")
+    if cron is None and parse_calendar(calendar).next_run(now) is None:
+        raise SpecError(f"{calendar!r} never fires: no date in the next {SEARCH_DAYS // 366} years matches it")
 
 
 def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:

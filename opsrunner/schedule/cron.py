@@ -29,9 +29,13 @@ class CronSpec:
     text: str
 
     def next_run(self, after: dt.datetime) -> dt.datetime | None:
+        """The first time strictly after `after`; None where no date matches (`0 3 31 2 *`)."""
         from croniter import croniter
 
-        found: dt.datetime = croniter(self.text, after).get_next(dt.datetime)
+        try:
+            found: dt.datetime = croniter(self.text, after).get_next(dt.datetime)
+        except (ValueError, OverflowError):  # croniter's CroniterBadDateError is a ValueError
+            return None
         return found
 
 

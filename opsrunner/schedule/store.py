@@ -62,12 +62,16 @@ class Schedule:
         return f"--every {self.every}" if self.every else self.cron or self.on_calendar
 
     def next_run(self, after: dt.datetime | None = None) -> dt.datetime | None:
+        """When it runs next; None when no date matches (`0 3 31 2 *`: it never runs)."""
         now = after or dt.datetime.now().replace(microsecond=0)
-        if self.cron:
-            from opsrunner.schedule.cron import parse_cron
+        try:
+            if self.cron:
+                from opsrunner.schedule.cron import parse_cron
 
-            return parse_cron(self.cron).next_run(now)
-        return parse_calendar(self.on_calendar).next_run(now)
+                return parse_cron(self.cron).next_run(now)
+            return parse_calendar(self.on_calendar).next_run(now)
+        except (ValueError, OverflowError):  # SpecError too: a file edited by hand is listed, never a crash
+            return None
 
     def play_args(self) -> list[str]:
         """The `opsrunner play` arguments of one run (run in `project`)."""
