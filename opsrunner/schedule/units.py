@@ -200,7 +200,8 @@ def timer_active(schedule: Schedule) -> bool:
             lines, _ = _read_crontab()
         except (OSError, subprocess.SubprocessError):
             return False
-        return any(ln.endswith(CRON_TAG + schedule.name) for ln in lines)
+        # a line commented out (`# 0 3 * * * ...`) is one cron does not run
+        return any(ln.endswith(CRON_TAG + schedule.name) and not ln.lstrip().startswith("#") for ln in lines)
     if os.environ.get("OPSRUNNER_UNIT_DIR") or not (shutil.which("systemctl") and Path("/run/systemd/system").is_dir()):
         return False
     user = os.geteuid() != 0
