@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     when = add.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="SPEC", help="systemd OnCalendar expression: daily, 'Sun 03:00', "
                       "'*-*-* 04:00:00', 'Mon..Fri 08:30'; or a 5-field cron expression: '*/15 9-17 * * 1-5'")
-    when.add_argument("--every", metavar="INTERVAL", help="15m, 6h, 1d (must divide an hour or a day)")
+    when.add_argument("--every", metavar="INTERVAL", help="15m, 6h, 1d: minutes that divide an hour (1m..60m) or "
+                      "whole hours that divide a day (1h..24h)")
     add.add_argument("--git-pull", action="store_true",
                      help="fast-forward the project first; refuse to run on a dirty or diverged tree")
     add.add_argument("--notify", action="append", default=[], metavar="URL",

@@ -176,18 +176,24 @@ _EVERY = re.compile(r"^(\d+)\s*(m|min|minutes?|h|hours?|d|days?)$")
 
 
 def every_to_calendar(every: str) -> str:
-    """`--every 6h` as an OnCalendar expression (so Persistent= and cron work the same way)."""
+    """`--every 6h` as an OnCalendar expression (so Persistent= and cron work the same way):
+    minutes that divide an hour (1m..60m), whole hours that divide a day (1h..24h), or 1d."""
     m = _EVERY.match(every.strip().lower())
     if not m:
         raise SpecError(f"--every {every!r}: expected a number and a unit, e.g. 15m, 6h, 1d")
-    n, unit = int(m.group(1)), m.group(2)[0]
-    if unit == "m" and n >= 1 and 60 % n == 0:
-        return "*-*-* *:*:00" if n == 1 else f"*-*-* *:00/{n}:00"
-    if unit == "h" and n >= 1 and 24 % n == 0:
-        return "*-*-* *:00:00" if n == 1 else f"*-*-* 00/{n}:00:00"
-    if unit == "d" and n == 1:
+    minutes = int(m.group(1)) * {"m": 1, "h": 60, "d": 24 * 60}[m.group(2)[0]]
+    if minutes == 1:
+        return "*-*-* *:*:00"
+    if minutes == 60:  # hourly: 00/60 is no minute step systemd takes
+        return "*-*-* *:00:00"
+    if minutes == 24 * 60:  # daily: likewise 00/24 for hours
         return "*-*-* 00:00:00"
-    raise SpecError(f"--every {every}: the interval must divide an hour (minutes) or a day (hours), or be 1d; "
+    if 0 < minutes < 60 and 60 % minutes == 0:
+        return f"*-*-* *:00/{minutes}:00"
+    if 0 < minutes < 24 * 60 and minutes % 60 == 0 and (24 * 60) % minutes == 0:
+        return f"*-*-* 00/{minutes // 60}:00:00"
+    raise SpecError(f"--every {every}: the interval must divide an hour (minutes) or a day (hours), or be 1d: "
+                    "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60 minutes, 1, 2, 3, 4, 6, 8, 12 or 24 hours; "
                     "use --at with an OnCalendar expression for anything else")
 
 
