@@ -121,6 +121,9 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     target = store.path_of(folder, name)
     if target.exists():
         raise UsageError(f"schedule {name!r} already exists ({target}); remove it first")
+    from opsrunner.schedule.units import UnitTarget, check_installable
+
+    check_installable(args.cron, None if args.cron else UnitTarget.choose(args.unit_dir))
     project = Path.cwd()
     _check_notify(args.notify)
     if args.git_pull:

@@ -117,9 +117,27 @@ def _systemctl(target: UnitTarget, *args: str) -> None:
         raise InstallError(f"{shlex.join(argv)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
+NO_SYSTEMD = "systemd is not running here: use --cron, or --unit-dir DIR to only write the units"
+NO_CRONTAB = ("crontab is not installed here (no crontab command): install cron, or leave out --cron for a "
+              "systemd timer")
+
+
+def check_installable(cron: bool, target: UnitTarget | None) -> None:
+    """InstallError where this machine cannot install the schedule: checked before anything
+    is written."""
+    if cron and not os.environ.get("OPSRUNNER_CRONTAB") and shutil.which("crontab") is None:
+        raise InstallError(NO_CRONTAB)
+    if not cron and target is not None and target.activate and not _systemd_running():
+        raise InstallError(NO_SYSTEMD)
+
+
+def _systemd_running() -> bool:
+    return bool(shutil.which("systemctl")) and Path("/run/systemd/system").is_dir()
+
+
 def install_systemd(schedule: Schedule, schedules: Path, target: UnitTarget) -> list[Path]:
-    if target.activate and not (shutil.which("systemctl") and Path("/run/systemd/system").is_dir()):
-        raise InstallError("systemd is not running here: use --cron, or --unit-dir DIR to only write the units")
+    if target.activate and not _systemd_running():
+        raise InstallError(NO_SYSTEMD)
     target.folder.mkdir(parents=True, exist_ok=True)
     base = target.folder / unit_name(schedule.name)
     service, timer = base.with_suffix(".service"), base.with_suffix(".timer")
@@ -162,6 +180,7 @@ def _read_crontab() -> tuple[list[str], Path | None]:
     if custom:
         path = Path(custom)
         return (path.read_text().splitlines() if path.exists() else []), path
+    check_installable(True, None)
     proc = subprocess.run(["crontab", "-l"], capture_output=True, text=True, timeout=30)
     return (proc.stdout.splitlines() if proc.returncode == 0 else []), None
 
@@ -198,11 +217,11 @@ def timer_active(schedule: Schedule) -> bool:
     if schedule.installer == "cron":
         try:
             lines, _ = _read_crontab()
-        except (OSError, subprocess.SubprocessError):
+        except (OSError, subprocess.SubprocessError, InstallError):  # no crontab here: nothing runs it
             return False
         # a line commented out (`# 0 3 * * * ...`) is one cron does not run
         return any(ln.endswith(CRON_TAG + schedule.name) and not ln.lstrip().startswith("#") for ln in lines)
-    if os.environ.get("OPSRUNNER_UNIT_DIR") or not (shutil.which("systemctl") and Path("/run/systemd/system").is_dir()):
+    if os.environ.get("OPSRUNNER_UNIT_DIR") or not _systemd_running():
         return False
     user = os.geteuid() != 0
     argv = ["systemctl", *(["--user"] if user else []), "is-active", "--quiet", f"{unit_name(schedule.name)}.timer"]
