@@ -97,13 +97,27 @@ def path_of(folder: Path, name: str) -> Path:
 
 
 def save(folder: Path, schedule: Schedule) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+    """The schedule file, readable by its owner only (0600, in a 0700 folder): it holds what
+    the run needs, secrets too (`-e db_password=...`, webhook URLs, the history's URL)."""
+    _private_folder(folder)
     path = path_of(folder, schedule.name)
     data = {k: v for k, v in asdict(schedule).items() if v not in (None, [], "")}
+    text = HEADER.format(name=schedule.name) + yaml.safe_dump(data, sort_keys=False)
     tmp = path.with_suffix(".yml.tmp")
-    tmp.write_text(HEADER.format(name=schedule.name) + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    tmp.unlink(missing_ok=True)  # left by a crash, perhaps with another mode: made anew
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)  # whatever the umask
+        f.write(text)
     tmp.replace(path)
     return path
+
+
+def _private_folder(folder: Path) -> None:
+    """The schedules folder, 0700: made so, and one of ours made before made so too."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_uid == os.geteuid() and folder.stat().st_mode & 0o077:
+        folder.chmod(0o700)
 
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
