@@ -27,8 +27,20 @@ def resolve(url: str) -> str:
     import apprise
 
     if re.match(r"^https?://", url, re.I) and apprise.Apprise.instantiate(url, suppress_exceptions=True) is None:
-        return ("jsons" if url[4].lower() == "s" else "json") + url[url.index("://"):]
+        return _as_json(url)
     return url
+
+
+def _as_json(url: str) -> str:
+    """A plain web hook as apprise's json:// URL. Its query is the hook's own (`?token=...`):
+    each parameter becomes one apprise sends as a GET parameter (`-token=...`), so it is
+    posted to with the query it was given, never read as one of apprise's options."""
+    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    pairs = [(f"-{k}", v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    query = urlencode(pairs, quote_via=quote)  # a blank as %20: apprise reads a + as itself
+    return urlunsplit(("jsons" if parts.scheme.lower() == "https" else "json", parts.netloc, parts.path, query, ""))
 
 
 def check_url(url: str) -> str | None:
@@ -43,13 +55,26 @@ def check_url(url: str) -> str | None:
         or "not a URL apprise knows"
 
 
+#: How a label shows the value of a web hook's query parameter (apprise's mask of a password).
+QUERY_MASK = "****"
+
+
 def label(url: str) -> str:
     """The URL as notes and warnings show it: apprise's privacy form (passwords and tokens
-    elided), without its options."""
+    elided), without its options; a web hook's own query parameters are named, their values
+    masked (`?token=****`: a hook's query often is its credential)."""
     import apprise
+    from apprise.plugins.custom_form import NotifyForm
+    from apprise.plugins.custom_json import NotifyJSON
+    from apprise.plugins.custom_xml import NotifyXML
 
     plugin = apprise.Apprise.instantiate(resolve(url), suppress_exceptions=True)
-    return plugin.url(privacy=True).split("?", 1)[0] if plugin is not None else "(an unusable URL)"
+    if plugin is None:
+        return "(an unusable URL)"
+    shown: str = plugin.url(privacy=True).split("?", 1)[0]
+    if isinstance(plugin, NotifyJSON | NotifyXML | NotifyForm) and plugin.params:
+        shown += "?" + "&".join(f"{name}={QUERY_MASK}" for name in plugin.params)
+    return shown
 
 
 @dataclass(frozen=True)
