@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, Val
 from opsrunner.schedule.spec import SEARCH_DAYS, SpecError, every_to_calendar, parse_calendar, to_cron
 
 if TYPE_CHECKING:
+    from opsrunner.history.store import HistoryStore
     from opsrunner.schedule.cron import CronSpec
     from opsrunner.schedule.store import Schedule
 
@@ -239,25 +241,71 @@ def next_run(schedule: Schedule) -> str:
 
 
 def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
-    from opsrunner.history.location import is_postgres, resolve
-    from opsrunner.history.views import open_for_reading
+    from opsrunner.history.location import resolve
     from opsrunner.schedule import store
     from opsrunner.schedule.units import timer_active
 
-    where = resolve(args.history)  # a file not yet written: no run recorded; a URL is read
-    history = open_for_reading(where) if is_postgres(where) or Path(where).exists() else None
+    history = _LastRuns(resolve(args.history), sys.stderr)
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
-    for s in store.all_schedules(folder):
-        upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing
-        last = history.runs(schedule=s.name, limit=1) if history else []
-        when = dt.datetime.fromtimestamp(last[0].started).strftime("%Y-%m-%d %H:%M:%S") if last else "-"
-        result = f"{last[0].result} ({last[0].id})" if last else "-"
-        rows.append((s.name, s.spec, upcoming, when,
-                     result, s.playbook))
+    try:
+        for s in store.all_schedules(folder):
+            upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing
+            rows.append((s.name, s.spec, upcoming, *history.last(s), s.playbook))
+    finally:
+        history.close()
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
     return 0
+
+
+class _LastRuns:
+    """The last run of each schedule, read from the run history. A history that cannot be read
+    (a corrupt file, a database that does not answer) is told once, as a warning, and the last
+    runs it holds are `unknown`: the schedules and their next runs are listed all the same."""
+
+    UNKNOWN = ("unknown", "unknown")
+
+    def __init__(self, where: str, err: IO[str]) -> None:
+        self.where = where
+        self.err = err
+        self.store: HistoryStore | None = None
+        self.failed = False
+
+    def last(self, schedule: Schedule) -> tuple[str, str]:
+        """(LAST RUN, RESULT) of the schedule: `-` where none is recorded."""
+        from opsrunner.history.location import is_postgres
+
+        if self.failed:
+            return self.UNKNOWN
+        if not is_postgres(self.where) and not Path(self.where).exists():
+            return "-", "-"  # a file not yet written: no run recorded (and none is made here)
+        try:
+            if self.store is None:
+                from opsrunner.history.store import HistoryStore
+
+                self.store = HistoryStore(self.where)
+            found = self.store.runs(schedule=schedule.name, limit=1)
+        except Exception as exc:  # whatever the database driver raises
+            self._warn(exc)
+            return self.UNKNOWN
+        if not found:
+            return "-", "-"
+        started = dt.datetime.fromtimestamp(found[0].started).strftime("%Y-%m-%d %H:%M:%S")
+        return started, f"{found[0].result} ({found[0].id})"
+
+    def _warn(self, exc: Exception) -> None:
+        from opsrunner.history.location import display, scrub
+
+        self.failed = True
+        cause = scrub(f"{type(exc).__name__}: {str(exc).strip()}", self.where)
+        self.err.write(f"WARNING: cannot read the run history {display(self.where)}: {cause}; "
+                       "LAST RUN and RESULT are unknown\n")
+
+    def close(self) -> None:
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                self.store.close()
 
 
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:

@@ -1,0 +1,43 @@
+"""A run history that cannot be read (a corrupt file) does not hide the schedules: `schedule
+list` lists each with its next run, LAST RUN and RESULT `unknown`, one warning naming the
+history and the cause, exit 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_yaml
+from tests.helpers import ProjectEnv
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> ProjectEnv:
+    e = ProjectEnv(tmp_path)
+    write_yaml(e.project / "site.yml", [{"hosts": "all", "tasks": [{"debug": {"msg": "hi"}}]}])
+    write_yaml(e.project / "inv.yml", {"all": {"hosts": {"node1": {"connection": "local"}}}})
+    return e
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x17 not a database at all " * 200,
+                                     b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_list_with_a_corrupt_history_lists_every_schedule(env: ProjectEnv, garbage: bytes) -> None:
+    for name, when in (("nightly", "0 3 * * *"), ("hourly-check", "0 * * * *")):
+        added = env.run("schedule", "add", name, "site.yml", "-i", "inv.yml", "--at", when, "--cron")
+        assert added.rc == 0, added.err
+    assert env.run("schedule", "run", "nightly").rc == 0
+    env.history_db.write_bytes(garbage)
+    for f in env.root.glob("history.db-*"):  # its WAL and shared memory go with it
+        f.unlink()
+    res = env.run("schedule", "list")
+    assert res.rc == 0, res.err
+    rows = [line.split() for line in res.out.splitlines()]
+    assert rows[0] == ["NAME", "SPEC", "NEXT", "RUN", "LAST", "RUN", "RESULT", "PLAYBOOK"]
+    by_name = {r[0]: r for r in rows[1:]}
+    assert sorted(by_name) == ["hourly-check", "nightly"]
+    for name in by_name:
+        assert by_name[name][6].startswith("20") and by_name[name][8:] == ["unknown", "unknown", "site.yml"]
+    [warning] = res.err.splitlines()
+    assert warning.startswith(f"WARNING: cannot read the run history {env.history_db}: ")
+    assert warning.endswith("; LAST RUN and RESULT are unknown")
