@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import os
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
+from opsrunner.history.location import display
 from opsrunner.schedule.spec import SEARCH_DAYS, SpecError, every_to_calendar, parse_calendar, to_cron
 
 if TYPE_CHECKING:
@@ -48,9 +50,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      "(also $OPSRUNNER_UNIT_DIR)")
     add.add_argument("--dry-run", action="store_true",
                      help="check everything and print the schedule file and the units (or crontab line); write nothing")
+    add.add_argument("--history", metavar="PATH_OR_URL",
+                     help="run history its runs are recorded in: a SQLite file or postgresql://user@host:port/db "
+                     "(default $OPSRUNNER_HISTORY or ~/.local/state/opsrunner/history.db); kept in the schedule file, "
+                     "without a password")
     lst = ssub.add_parser("list", help="schedules with their next and last run")
     lst.add_argument("--history", metavar="PATH_OR_URL",
-                     help="run history to read last runs from (a SQLite file or a postgresql:// URL)")
+                     help="run history to read last runs from where a schedule file names none (a SQLite file or "
+                     "a postgresql:// URL; default $OPSRUNNER_HISTORY or ~/.local/state/opsrunner/history.db)")
     rm = ssub.add_parser("remove", help="uninstall the timer (or cron entry) and delete the schedule file")
     rm.add_argument("name", help="the schedule to remove")
     rm.add_argument("--unit-dir", metavar="DIR", help="where its units were written, if not where the schedule "
@@ -76,7 +83,11 @@ def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
         return _remove(args, folder, out)
     from opsrunner.schedule.runner import run_schedule
 
-    return run_schedule(store.load(folder, args.name), out, sys.stderr)
+    schedule = store.load(folder, args.name)
+    history = history_of(schedule)
+    if history:  # its runs are recorded where `add` said, whatever the timer's environment
+        os.environ["OPSRUNNER_HISTORY"] = history
+    return run_schedule(schedule, out, sys.stderr)
 
 
 def _spec(args: argparse.Namespace) -> tuple[str, str | None]:
@@ -126,6 +137,7 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule.units import UnitTarget, check_installable
 
     check_installable(args.cron, None if args.cron else UnitTarget.choose(args.unit_dir))
+    history = _history(args.history)
     project = Path.cwd()
     _check_notify(args.notify)
     if args.git_pull:
@@ -139,7 +151,10 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
         installer="cron" if args.cron else "systemd", dashboard=args.dashboard, cron=cron,
-        unit_dir=str(Path(args.unit_dir).expanduser().resolve()) if args.unit_dir and not args.cron else None)
+        unit_dir=str(Path(args.unit_dir).expanduser().resolve()) if args.unit_dir and not args.cron else None,
+        history=without_password(history))
+    if history != schedule.history:
+        sys.stderr.write(f"WARNING: {NO_PASSWORD}\n")
     if args.dry_run:
         out.write(_dry_run(schedule, folder, args))
         return 0
@@ -151,7 +166,62 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         raise
     out.write(f"schedule {name}: {args.playbook} at {args.at or calendar!r}, next run {next_run(schedule)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
+    out.write(f"  its runs are recorded in {schedule.history}\n")
     return 0
+
+
+NO_PASSWORD = ("the run history's password is not kept in the schedule file: its runs read it where libpq does "
+               "(~/.pgpass, $PGPASSWORD), or from $OPSRUNNER_HISTORY where that names the same database")
+
+
+def _history(option: str | None) -> str:
+    """The run history the schedule's runs are recorded in, as `opsrunner play` picks it:
+    --history, else $OPSRUNNER_HISTORY, else the user's file; resolved now (a path made
+    absolute), as the timer runs elsewhere with another environment."""
+    import re
+
+    from opsrunner.history.location import is_postgres, resolve
+
+    given, source = (option, "--history") if option else (os.environ.get("OPSRUNNER_HISTORY"), "$OPSRUNNER_HISTORY")
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", given or "")
+    if given and scheme and not is_postgres(given):
+        raise ValidationError([Problem(SourcePos(f"<{source}>"), f"a {scheme.group(1)}:// URL is no run history: "
+                                       "give a SQLite file or a postgresql:// URL", source)])
+    return resolve(given)  # a path made absolute here, a URL as given; neither: the user's file
+
+
+def without_password(location: str) -> str:
+    """A postgresql:// URL without its password (in the user part or a password= parameter),
+    the rest as given; a path as it is. opsrunner stores no history password anywhere."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    from opsrunner.history.location import is_postgres
+
+    if not is_postgres(location):
+        return location
+    parts = urlsplit(location)
+    netloc, query = parts.netloc, parts.query
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(k == "password" for k, _ in pairs):
+        query = urlencode([(k, v) for k, v in pairs if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def history_of(schedule: Schedule, *given: str | None) -> str | None:
+    """Where the schedule's runs are recorded (None: its file names none). Its PostgreSQL URL
+    has no password: one comes from a location given here or in $OPSRUNNER_HISTORY that names
+    the same database with one, else libpq finds it (~/.pgpass, $PGPASSWORD)."""
+    from opsrunner.history.location import is_postgres
+
+    recorded = schedule.history_location()
+    if recorded and is_postgres(recorded):
+        for other in (*given, os.environ.get("OPSRUNNER_HISTORY")):
+            if other and is_postgres(other) and without_password(other) == without_password(recorded):
+                return other
+    return recorded
 
 
 def _check_notify(urls: list[str]) -> None:
@@ -245,7 +315,7 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store
     from opsrunner.schedule.units import timer_active
 
-    history = _LastRuns(resolve(args.history), sys.stderr)
+    history = _LastRuns(resolve(args.history), args.history, sys.stderr)
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
     try:
         for s in store.all_schedules(folder):
@@ -260,52 +330,55 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
 
 
 class _LastRuns:
-    """The last run of each schedule, read from the run history. A history that cannot be read
-    (a corrupt file, a database that does not answer) is told once, as a warning, and the last
-    runs it holds are `unknown`: the schedules and their next runs are listed all the same."""
+    """The last run of each schedule, read from the run history its runs are recorded in (its
+    file's `history`, else `default`). A history that cannot be read (a corrupt file, a
+    database that does not answer) is told once, as a warning, and the last runs it holds are
+    `unknown`: the schedules and their next runs are listed all the same."""
 
     UNKNOWN = ("unknown", "unknown")
 
-    def __init__(self, where: str, err: IO[str]) -> None:
-        self.where = where
+    def __init__(self, default: str, given: str | None, err: IO[str]) -> None:
+        self.default = default  # for schedule files that name none
+        self.given = given  # --history: also the password of a schedule's PostgreSQL history
         self.err = err
-        self.store: HistoryStore | None = None
-        self.failed = False
+        self.stores: dict[str, HistoryStore] = {}
+        self.failed: set[str] = set()
 
     def last(self, schedule: Schedule) -> tuple[str, str]:
         """(LAST RUN, RESULT) of the schedule: `-` where none is recorded."""
         from opsrunner.history.location import is_postgres
 
-        if self.failed:
+        where = history_of(schedule, self.given) or self.default
+        if where in self.failed:
             return self.UNKNOWN
-        if not is_postgres(self.where) and not Path(self.where).exists():
+        if not is_postgres(where) and not Path(where).exists():
             return "-", "-"  # a file not yet written: no run recorded (and none is made here)
         try:
-            if self.store is None:
+            if where not in self.stores:
                 from opsrunner.history.store import HistoryStore
 
-                self.store = HistoryStore(self.where)
-            found = self.store.runs(schedule=schedule.name, limit=1)
+                self.stores[where] = HistoryStore(where)
+            found = self.stores[where].runs(schedule=schedule.name, limit=1)
         except Exception as exc:  # whatever the database driver raises
-            self._warn(exc)
+            self._warn(where, exc)
             return self.UNKNOWN
         if not found:
             return "-", "-"
         started = dt.datetime.fromtimestamp(found[0].started).strftime("%Y-%m-%d %H:%M:%S")
         return started, f"{found[0].result} ({found[0].id})"
 
-    def _warn(self, exc: Exception) -> None:
-        from opsrunner.history.location import display, scrub
+    def _warn(self, where: str, exc: Exception) -> None:
+        from opsrunner.history.location import scrub
 
-        self.failed = True
-        cause = scrub(f"{type(exc).__name__}: {str(exc).strip()}", self.where)
-        self.err.write(f"WARNING: cannot read the run history {display(self.where)}: {cause}; "
+        self.failed.add(where)
+        cause = " ".join(scrub(f"{type(exc).__name__}: {exc}", where).split())  # one line
+        self.err.write(f"WARNING: cannot read the run history {display(where)}: {cause}; "
                        "LAST RUN and RESULT are unknown\n")
 
     def close(self) -> None:
-        if self.store is not None:
+        for store in self.stores.values():
             with contextlib.suppress(Exception):
-                self.store.close()
+                store.close()
 
 
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:

@@ -55,6 +55,9 @@ class Schedule:
     cron: str | None = None
     #: The unit directory `--unit-dir` installed the units in (remove finds them there).
     unit_dir: str | None = None
+    #: The run history its runs are recorded in (`--history` or $OPSRUNNER_HISTORY at add): a
+    #: SQLite file or a postgresql:// URL, without its password (opsrunner stores none).
+    history: str | None = None
 
     @property
     def spec(self) -> str:
@@ -72,6 +75,16 @@ class Schedule:
             return parse_calendar(self.on_calendar).next_run(now)
         except (ValueError, OverflowError):  # SpecError too: a file edited by hand is listed, never a crash
             return None
+
+    def history_location(self) -> str | None:
+        """The run history its runs go to, as `add` recorded it (None: the runner's default); a
+        relative path (a file edited by hand) is the project's, as its other paths."""
+        from opsrunner.history.location import is_postgres
+
+        if not self.history or is_postgres(self.history):
+            return self.history or None
+        path = Path(self.history).expanduser()
+        return str(path if path.is_absolute() else Path(self.project) / path)
 
     def play_args(self) -> list[str]:
         """The `opsrunner play` arguments of one run (run in `project`)."""
@@ -98,7 +111,7 @@ def path_of(folder: Path, name: str) -> Path:
 
 def save(folder: Path, schedule: Schedule) -> Path:
     """The schedule file, readable by its owner only (0600, in a 0700 folder): it holds what
-    the run needs, secrets too (`-e db_password=...`, webhook URLs, the history's URL)."""
+    the run needs, secrets too (`-e db_password=...`, webhook URLs)."""
     _private_folder(folder)
     path = path_of(folder, schedule.name)
     data = {k: v for k, v in asdict(schedule).items() if v not in (None, [], "")}
@@ -123,7 +136,7 @@ def _private_folder(folder: Path) -> None:
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "name": str, "project": str, "playbook": str, "on_calendar": str, "every": str, "inventory": list,
     "extra_vars": list, "limit": str, "git_pull": bool, "notify": list, "notify_on": str,
-    "randomized_delay": int, "installer": str, "dashboard": str, "cron": str, "unit_dir": str,
+    "randomized_delay": int, "installer": str, "dashboard": str, "cron": str, "unit_dir": str, "history": str,
 }
 
 

@@ -57,7 +57,7 @@ def test_add_writes_reviewable_file_and_units(env: Env) -> None:
     assert (schedule_file.read_text().split("\n", 2)[2] ==
             f"name: nightly\nproject: {env.project}\nplaybook: site.yml\non_calendar: Sun 03:00\n"
             "inventory:\n- inv.yml\nextra_vars:\n- version=v1\ngit_pull: false\nnotify:\n- http://127.0.0.1:9/hook\n"
-            "notify_on: failure\nrandomized_delay: 120\ninstaller: systemd\n")
+            f"notify_on: failure\nrandomized_delay: 120\ninstaller: systemd\nhistory: {env.history_db}\n")
     service = (units / "opsrunner-nightly.service").read_text()
     user = "" if os.geteuid() else "User=root\n"
     assert service.split("\n", 1)[1] == (
