@@ -20,6 +20,7 @@ file:line:column; exit 4), NoHostsToTarget (exit 1), UsageError (exit 5), RunLoc
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from opsrunner.secrets import mask_error
 from opsrunner.selection import RunOptions, TaskConfirm
 
 if TYPE_CHECKING:
-    from opsrunner.history.recorder import HistoryRecorder
+    from opsrunner.history.recorder import HistoryRecorder, PlayRun
     from opsrunner.inventory import Inventory
     from opsrunner.locks.run_lock import RunLock
     from opsrunner.playbook import Playbook
@@ -177,6 +178,11 @@ def split_tags(values: Sequence[str]) -> frozenset[str]:
 def load(request: PlayRequest) -> RunInputs:
     """Load and validate the playbook, the inventory and the extra vars; every problem of the
     three in one ValidationError."""
+    return _load(request, None)
+
+
+def _load(request: PlayRequest, known: _Unstarted | None) -> RunInputs:
+    """load(), telling `known` the secrets it found before it raises (to mask what is recorded)."""
     from opsrunner.extravars import parse_extra_vars
     from opsrunner.inventory import load_inventory, localhost_inventory
     from opsrunner.playbook import load_playbook
@@ -208,14 +214,16 @@ def load(request: PlayRequest) -> RunInputs:
         options = request.options(extra)
     except ValidationError as exc:  # a bad --slice: told with the files' problems
         problems += exc.problems
+    masker = masker_for(inventory if inventory is not None else _NoHosts(), extra)
+    masker.add(request.become.password)  # typed at -K: masked wherever it would show
+    if known is not None:
+        known.learn(extra, masker)
     if problems or playbook is None or inventory is None:
         raise ValidationError(problems)
     if options.start_at_task is not None:
         from opsrunner.startat import check_start_at
 
         check_start_at(playbook, options.start_at_task)
-    masker = masker_for(inventory, extra)
-    masker.add(request.become.password)  # typed at -K: masked wherever it would show
     return RunInputs(playbook, inventory, extra, options, masker)
 
 
@@ -237,18 +245,16 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
     called once the inputs are loaded and checked, just before the first task."""
     from opsrunner.events import Notice
     from opsrunner.history.recorder import new_run_id
-    from opsrunner.targets import require_targets
 
-    inputs = load(request)
     run_id = (request.run_id or new_run_id()) if request.history else None
-    inputs = dataclasses.replace(inputs, options=dataclasses.replace(inputs.options, run_id=run_id))
+    known = _Unstarted(request, run_id)
     try:
-        empty_slice = require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host
-        lock = _run_lock(request, run_id) if request.run_lock else None
-    except OpsrunnerError as exc:  # a pattern or --limit may quote a variable's value
-        raise mask_error(exc, inputs.masker) from None
+        inputs, empty_slice, lock = _prepare(request, run_id, known)
+    except BaseException as exc:  # ended before its play began: recorded too, with why
+        known.record(exit_code_of(exc), reason_of(exc), _outcome(exc))
+        raise
     try:
-        recorder = _recorder(request, inputs) if request.history else None
+        recorder = _recorder(request, inputs, known.started) if request.history else None
         subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]
         try:
             if empty_slice:
@@ -259,7 +265,7 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
             summary = _run_engine(inputs, subscribers)
         except BaseException as exc:  # every way out closes the run's history row, with its exit code
             if recorder is not None:
-                recorder.finish(exit_code_of(exc))
+                recorder.finish(exit_code_of(exc), reason=reason_of(exc))
             if isinstance(exc, OpsrunnerError):
                 raise mask_error(exc, inputs.masker) from None
             raise
@@ -270,6 +276,68 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         if lock is not None:
             lock.release()
     return RunResult(summary.exit_code(), summary, recorder.run.id if recorder else None)
+
+
+def _prepare(request: PlayRequest, run_id: str | None,
+             known: _Unstarted) -> tuple[RunInputs, str | None, RunLock | None]:
+    """The run's inputs, loaded and checked, its targets and its run lock: what must hold
+    before any host is touched."""
+    from opsrunner.targets import require_targets
+
+    inputs = _load(request, known)
+    inputs = dataclasses.replace(inputs, options=dataclasses.replace(inputs.options, run_id=run_id))
+    known.options = inputs.options
+    try:
+        empty_slice = require_targets(inputs.playbook, inputs.inventory, inputs.options)  # before any host
+        lock = _run_lock(request, run_id) if request.run_lock else None
+    except OpsrunnerError as exc:  # a pattern or --limit may quote a variable's value
+        raise mask_error(exc, inputs.masker) from None
+    return inputs, empty_slice, lock
+
+
+def record_not_run(request: PlayRequest, exc: BaseException) -> str | None:
+    """Record a run that `exc` ended before its files were even loaded (a scheduled run whose
+    `git pull` refused a dirty checkout, a command line that could not start it): its
+    history row, closed with the exit code and why. Its id, or None (history off, or not
+    writable: a warning)."""
+    from opsrunner.extravars import parse_extra_vars
+    from opsrunner.history.recorder import new_run_id
+    from opsrunner.secrets import masker_for
+
+    known = _Unstarted(request, (request.run_id or new_run_id()) if request.history else None)
+    try:
+        extra = {**parse_extra_vars(request.extra_vars), **request.variables}
+    except ValidationError:
+        extra = dict(request.variables)
+    known.learn(extra, masker_for(_NoHosts(), extra))
+    return known.record(exit_code_of(exc), reason_of(exc), _outcome(exc))
+
+
+def reason_of(exc: BaseException) -> str:
+    """Why a run ended without its recap, as its history row says it (masked when recorded)."""
+    from opsrunner.errors import Terminated
+
+    if isinstance(exc, Terminated):
+        return f"terminated ({exc.signal_name})"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(exc, OpsrunnerError):
+        return str(exc)
+    return f"unexpected {type(exc).__name__}: {exc}"
+
+
+def _outcome(exc: BaseException) -> str | None:
+    """What a run stopped before its play was, where its exit code alone would mislead: a
+    held run lock exits 2 as a failed run does, though nothing ran."""
+    from opsrunner.locks.run_lock import RunLockedError
+    from opsrunner.targets import NoHostsToTarget
+
+    said = getattr(exc, "history_outcome", None)  # an error that says it (schedule/runner.py)
+    if isinstance(said, str):
+        return said
+    if isinstance(exc, RunLockedError):
+        return "refused"
+    return "no hosts" if isinstance(exc, NoHostsToTarget) else None
 
 
 def _run_engine(inputs: RunInputs, reporters: list[Reporter]) -> RunSummary:
@@ -288,19 +356,68 @@ def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:
                             run_id)
 
 
-def _recorder(request: PlayRequest, inputs: RunInputs) -> HistoryRecorder:
+def _history_options(request: PlayRequest) -> dict[str, Any]:
+    """The run's options as its history row records them."""
+    return {"limit": request.limit, "tags": sorted(split_tags(request.tags)),
+            "skip_tags": sorted(split_tags(request.skip_tags)), "diff": request.diff, "forks": request.forks}
+
+
+def _play_run(request: PlayRequest, playbook: Path, extra_vars: dict[str, Any], run_id: str | None,
+              started: float, options: RunOptions | None) -> PlayRun:
     from opsrunner.history.groups import run_group_for
+    from opsrunner.history.recorder import PlayRun
+
+    host_slice = options.host_slice if options is not None else None
+    return PlayRun(playbook, [str(i) for i in request.inventory], extra_vars, request.command_line(),
+                   schedule=request.schedule, run_id=run_id, check_mode=request.check,
+                   options=_history_options(request), started=started,
+                   slice_text=str(host_slice) if host_slice else request.host_slice or None,
+                   run_group=run_group_for(request.run_group, host_slice, playbook))
+
+
+def _recorder(request: PlayRequest, inputs: RunInputs, started: float) -> HistoryRecorder:
     from opsrunner.history.recorder import recorder_for_play
 
-    opts = inputs.options
-    options = {"limit": opts.limit, "tags": sorted(opts.tags), "skip_tags": sorted(opts.skip_tags), "diff": opts.diff,
-               "forks": opts.forks}
-    return recorder_for_play(inputs.playbook.path, [str(i) for i in request.inventory], inputs.extra_vars,
-                             request.command_line(), request.history_path, masker=inputs.masker,
-                             schedule=request.schedule, run_id=opts.run_id, check_mode=opts.check,
-                             options=options, slice_text=str(opts.host_slice) if opts.host_slice else None,
-                             run_group=run_group_for(request.run_group, opts.host_slice, inputs.playbook.path),
-                             required=request.history_required)
+    play = _play_run(request, inputs.playbook.path, inputs.extra_vars, inputs.options.run_id, started, inputs.options)
+    return recorder_for_play(play, request.history_path, masker=inputs.masker, required=request.history_required)
+
+
+class _Unstarted:
+    """What is known of a run until its play begins, to record it if it ends there: when it
+    started, its extra vars and the secrets found so far, its options once checked."""
+
+    def __init__(self, request: PlayRequest, run_id: str | None) -> None:
+        from opsrunner.secrets import Masker
+
+        self.request = request
+        self.run_id = run_id
+        self.started = time.time()
+        self.extra_vars: dict[str, Any] = {}
+        self.masker = Masker()
+        self.options: RunOptions | None = None
+
+    def learn(self, extra_vars: dict[str, Any], masker: Masker) -> None:
+        self.extra_vars, self.masker = extra_vars, masker
+
+    def record(self, code: int, reason: str, outcome: str | None) -> str | None:
+        """The run's history row, closed with `code`; None where the run is not recorded."""
+        from opsrunner.history.recorder import record_unstarted
+        from opsrunner.project import resolve_playbook
+
+        if self.run_id is None:
+            return None
+        playbook = resolve_playbook(str(self.request.playbook), Path.cwd())
+        play = _play_run(self.request, playbook, self.extra_vars, self.run_id, self.started, self.options)
+        return record_unstarted(play, self.request.history_path, code, reason, masker=self.masker, outcome=outcome)
+
+
+class _NoHosts:
+    """The inventory of a run whose inventory did not load: its extra vars' secrets alone."""
+
+    hosts: dict[str, Any] = {}
+
+    def var_layers(self, hostname: str) -> list[Mapping[str, Any]]:
+        return []
 
 
 class _Callback:

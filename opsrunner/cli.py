@@ -133,9 +133,11 @@ def _ask_become_pass() -> str:
     return getpass.getpass("BECOME password: ")
 
 
-def _request(args: argparse.Namespace) -> PlayRequest:
-    """The library's request for what the command line asks (play, check and logs)."""
+def _request(args: argparse.Namespace, ask_become_pass: bool = True) -> PlayRequest:
+    """The library's request for what the command line asks (play, check and logs);
+    `ask_become_pass` False: without -K's password (never asked)."""
     from opsrunner.api import PlayRequest
+    from opsrunner.becomeopts import BecomeDefaults
 
     return PlayRequest(
         playbook=args.playbook, inventory=args.inventory, extra_vars=args.extra_vars,
@@ -146,7 +148,7 @@ def _request(args: argparse.Namespace) -> PlayRequest:
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
         history_path=getattr(args, "history", None), argv=args.argv, host_slice=getattr(args, "host_slice", None),
         run_group=getattr(args, "run_group", None), history_required=getattr(args, "history_required", False),
-        become=_become(args), **play_flag_values(args))
+        become=_become(args) if ask_become_pass else BecomeDefaults(), **play_flag_values(args))
 
 
 def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
@@ -168,7 +170,11 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
 
     if args.syntax_check:
         return _cmd_check(args, out)
-    request = _request(args)
+    try:
+        request = _request(args)
+    except (OpsrunnerError, KeyboardInterrupt) as exc:  # -K without a terminal: a run that ended here
+        _record_not_run(args, exc)
+        raise
     if args.list_hosts or args.list_tasks:
         return _list(request, args, out)
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
@@ -179,7 +185,9 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         try:
             events_stream = out if args.json_events == "-" else open(args.json_events, "w", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
-            raise UsageError(f"--json-events {args.json_events}: {exc.strerror}") from None
+            error = UsageError(f"--json-events {args.json_events}: {exc.strerror}")
+            api.record_not_run(request, error)
+            raise error from None
         reporters.append(JsonEventsReporter(events_stream))
     if args.json_events != "-":
         reporters.append(ConsoleReporter(out, args.verbose, colour=False if args.no_color else None,
@@ -190,6 +198,14 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
         for r in reporters:
             if not (isinstance(r, JsonEventsReporter) and events_stream is out):
                 r.close()
+
+
+def _record_not_run(args: argparse.Namespace, exc: BaseException) -> None:
+    """A `play` that ended before the library was asked to run it: its history row all the same."""
+    from opsrunner import api
+
+    if not (args.list_hosts or args.list_tasks):  # a listing is no run
+        api.record_not_run(_request(args, ask_become_pass=False), exc)
 
 
 def _list(request: PlayRequest, args: argparse.Namespace, out: IO[str]) -> int:

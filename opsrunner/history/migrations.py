@@ -59,6 +59,13 @@ SQLITE: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN slice TEXT;
     CREATE INDEX runs_group ON runs(run_group, started);
     """,
+    # 5: runs that end before their play begins (bad input, no host to target, a refusal)
+    # are recorded too: why the run ended (its error, masked) and, where the exit code alone
+    # would mislead, what happened ("refused": a run lock held, a dirty checkout).
+    """
+    ALTER TABLE runs ADD COLUMN reason TEXT;
+    ALTER TABLE runs ADD COLUMN outcome TEXT;
+    """,
 )
 
 #: The same versions for PostgreSQL. `ord` orders runs started in the same instant by
@@ -102,6 +109,11 @@ POSTGRES: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN run_group TEXT;
     ALTER TABLE runs ADD COLUMN slice TEXT;
     CREATE INDEX runs_group ON runs(run_group, started);
+    """,
+    # IF NOT EXISTS: an older controller sharing the database may have set its version back
+    """
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS reason TEXT;
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS outcome TEXT;
     """,
 )
 

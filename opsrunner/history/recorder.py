@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +116,7 @@ class HistoryRecorder:
         self.store = store
 
     def _cause(self, exc: BaseException) -> str:
-        """What went wrong, masked: the run's secrets and the location's password."""
-        return locations.scrub(self.masker.mask(f"{type(exc).__name__}: {str(exc).strip()}"), self.location)
+        return _cause(exc, self.masker, self.location)
 
     def _guard(self, action: Callable[[], None]) -> None:
         if self._failed or (self.store is None and action != self._open):
@@ -184,14 +184,16 @@ class HistoryRecorder:
             self._writer = None
         self._write_pending()
 
-    def finish(self, code: int, recap: dict[str, Any] | None = None) -> None:
-        """Record the run's end; a run stopped before its recap (preflight, exit 4) ends too."""
+    def finish(self, code: int, recap: dict[str, Any] | None = None, reason: str | None = None) -> None:
+        """Record the run's end; a run stopped before its recap (preflight, exit 4, an error,
+        Ctrl-C) ends too, with `reason`: why (masked here)."""
         if self.finished:
             return
         self.finished = True
         self.flush()
         self._drain()
-        self._guard(lambda: self.store.finish_run(self.run.id, code, recap or {}) if self.store else None)
+        why = None if reason is None else masked_reason(reason, self.masker, self.location)
+        self._guard(lambda: self.store.finish_run(self.run.id, code, recap or {}, why) if self.store else None)
 
     def close(self) -> None:
         self.flush()
@@ -205,21 +207,75 @@ def _warn(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
-def recorder_for_play(playbook: Path, inventories: Sequence[str], extra_vars: dict[str, Any], argv: Sequence[str],
-                      path: str | None = None, *, masker: Masker, schedule: str | None = None,
-                      run_id: str | None = None, check_mode: bool = False, options: dict[str, Any] | None = None,
-                      warn: Warn = _warn, run_group: str | None = None, slice_text: str | None = None,
+def _cause(exc: BaseException, masker: Masker, location: str) -> str:
+    """What went wrong, masked: the run's secrets and the location's password."""
+    return locations.scrub(masker.mask(f"{type(exc).__name__}: {str(exc).strip()}"), location)
+
+
+def masked_reason(reason: str, masker: Masker, location: str) -> str:
+    """Why a run ended, as recorded: masked as every message is, no URL's password, bounded."""
+    text = locations.scrub(masker.mask(reason.strip()), location)
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + " ..."
+
+
+#: The longest reason recorded (a ValidationError lists every problem, one a line).
+REASON_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class PlayRun:
+    """What a run's row says of it before it begins: the command line, playbook, inputs."""
+
+    playbook: Path
+    inventories: Sequence[str]
+    extra_vars: dict[str, Any]
+    argv: Sequence[str]
+    schedule: str | None = None
+    run_id: str | None = None
+    check_mode: bool = False
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    run_group: str | None = None
+    slice_text: str | None = None
+    started: float | None = None
+
+    def row(self, where: str, masker: Masker) -> RunRow:
+        """The row, masked with the run's Masker (secrets.py), no history URL's password in it."""
+        argv = [locations.scrub(a, where) for a in masker.mask_argv(self.argv)]
+        return RunRow(
+            id=self.run_id or new_run_id(), started=self.started or time.time(), user=_user(),
+            controller=os.uname().nodename, command=shlex.join(["opsrunner", *argv]), cwd=os.getcwd(),
+            playbook=str(self.playbook.resolve()), inventory=list(self.inventories),
+            extra_vars=masker.mask_vars(self.extra_vars), schedule=self.schedule, check_mode=self.check_mode,
+            options=masker.mask_value(self.options), run_group=self.run_group, slice=self.slice_text,
+        )
+
+
+def recorder_for_play(play: PlayRun, path: str | None = None, *, masker: Masker, warn: Warn = _warn,
                       required: bool = False) -> HistoryRecorder:
     """The subscriber that records one run (at `path`, a file or a postgresql:// URL, else the
-    default); the command line and extra vars are masked with the run's Masker (secrets.py),
-    and no history URL's password is recorded."""
+    default)."""
     where = locations.resolve(path)
-    argv = [locations.scrub(a, where) for a in masker.mask_argv(argv)]
-    run = RunRow(
-        id=run_id or new_run_id(), started=time.time(), user=_user(), controller=os.uname().nodename,
-        command=shlex.join(["opsrunner", *argv]), cwd=os.getcwd(),
-        playbook=str(playbook.resolve()), inventory=list(inventories),
-        extra_vars=masker.mask_vars(extra_vars), schedule=schedule, check_mode=check_mode,
-        options=masker.mask_value(options or {}), run_group=run_group, slice=slice_text,
-    )
-    return HistoryRecorder(where, run, masker, warn, required=required)
+    return HistoryRecorder(where, play.row(where, masker), masker, warn, required=required)
+
+
+def record_unstarted(play: PlayRun, path: str | None, code: int, reason: str, *, masker: Masker,
+                     outcome: str | None = None, warn: Warn = _warn) -> str | None:
+    """A run that ended before its play began (bad input, no host to target, a run lock held,
+    a dirty checkout): its row, written closed at once with its exit code, why it ended and
+    what happened (`outcome`) where the exit code alone would mislead. Never fails the
+    run: a history that cannot be written is a warning, as for any run. Its id, or None."""
+    where = locations.resolve(path)
+    try:
+        row = play.row(where, masker)
+        commit, dirty = git_state(Path(row.playbook))
+        row = dataclasses.replace(row, ended=time.time(), exit_code=code, outcome=outcome, git_commit=commit,
+                                  git_dirty=dirty, reason=masked_reason(reason, masker, where))
+        store = HistoryStore(where, busy_timeout_s=BUSY_TIMEOUT_S)
+        try:
+            store.start_run(row, ControllerStamp.of_this_process())
+        finally:
+            store.close()
+    except Exception as exc:  # as the recorder: never fatal
+        warn(f"WARNING: run history not recorded in {locations.display(where)}: {_cause(exc, masker, where)}")
+        return None
+    return row.id

@@ -24,7 +24,20 @@ if TYPE_CHECKING:
 
 #: The SQLite schema's versions (history/migrations.py has both backends').
 MIGRATIONS = migrations.SQLITE
-__all__ = ["MIGRATIONS", "HistoryStore", "RunRow", "TaskRow", "default_location", "default_path", "open_history"]
+__all__ = ["MIGRATIONS", "HistoryStore", "RunRow", "TaskRow", "default_location", "default_path", "open_history",
+           "result_of"]
+
+#: What an exit code says, as Ansible's: 1 an error (no host to target among them), 2 a task
+#: failed, 3 a host unreachable, 4 bad input found before any host was touched, 5 bad options.
+EXIT_RESULTS = {0: "ok", 1: "error", 2: "failed", 3: "unreachable", 4: "bad input", 5: "bad options",
+                99: "interrupted", 143: "terminated"}
+
+
+def result_of(exit_code: int, outcome: str | None = None) -> str:
+    """The result word of a run that ended: what the controller recorded it as (`outcome`:
+    "refused", "no hosts"), else what its exit code says."""
+    return outcome or EXIT_RESULTS.get(exit_code, "error")
+
 
 @dataclass
 class TaskRow:
@@ -73,6 +86,11 @@ class RunRow:
     #: This run's slice of the hosts, "I/N" (`play --slice`), or None: every host.
     slice: str | None = None
     controller_stamp: ControllerStamp | None = None
+    #: Why a run ended without its recap (its error, masked), None for a run that reached it.
+    reason: str | None = None
+    #: What happened where the exit code alone would mislead: "refused" (a run lock held, a
+    #: dirty checkout: nothing ran), "no hosts" (nothing to target); None: as the exit code says.
+    outcome: str | None = None
     #: Set by the reader: an unfinished run whose controller is gone (liveness.py).
     aborted: bool = False
 
@@ -80,12 +98,12 @@ class RunRow:
     def result(self) -> str:
         if self.exit_code is None:
             return GONE if self.aborted else "running"
-        return {0: "ok", 2: "failed", 3: "unreachable", 4: "bad input", 99: "interrupted",
-                143: "terminated"}.get(self.exit_code, "error")
+        return result_of(self.exit_code, self.outcome)
 
     @property
     def label(self) -> str:
-        """The result as people read it: ok, failed (exit 2), running, aborted, dry run."""
+        """The result as people read it: ok, failed (exit 2), bad input (exit 4), running,
+        aborted, dry run."""
         if self.exit_code is None:
             text = "aborted" if self.aborted else "running"
         else:
@@ -111,7 +129,7 @@ class RunRow:
 
 _RUN_COLUMNS = ("id", "started", "ended", "user", "controller", "command", "cwd", "playbook", "git_commit",
                 "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes", "heartbeat",
-                "current_task", "check_mode", "options", "run_group", "slice")
+                "current_task", "check_mode", "options", "run_group", "slice", "reason", "outcome")
 _STAMP_COLUMNS = ("controller_pid", "controller_start", "controller_machine")
 
 
@@ -179,10 +197,12 @@ class HistoryStore:
             hosts_sql = self.backend.insert_ignore("run_hosts", "SELECT ?, id, started FROM runs WHERE id = ?")
             self.backend.executemany(hosts_sql, [(host, run_id) for host in sorted({row.host for _, row in rows})])
 
-    def finish_run(self, run_id: str, exit_code: int, recap: dict[str, dict[str, int]]) -> None:
+    def finish_run(self, run_id: str, exit_code: int, recap: dict[str, dict[str, int]],
+                   reason: str | None = None) -> None:
+        """Close the run's row: its exit code, its recap, and why it ended where it had none."""
         with self._tx():
-            self._q("UPDATE runs SET ended = ?, exit_code = ?, recap = ?, current_task = NULL WHERE id = ?",
-                            (time.time(), exit_code, json.dumps(recap), run_id))
+            self._q("UPDATE runs SET ended = ?, exit_code = ?, recap = ?, reason = ?, current_task = NULL WHERE id = ?",
+                    (time.time(), exit_code, json.dumps(recap), reason, run_id))
 
     def add_note(self, run_id: str, note: str) -> None:
         with self._tx(immediate=True):

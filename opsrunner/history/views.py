@@ -154,6 +154,9 @@ def render_show(run: RunRow, group: str | None = None) -> str:
               if k in ("limit", "tags", "skip_tags") and v]
     if chosen:
         lines.append(f"  options   {'; '.join(chosen)}")
+    if run.reason:  # why a run ended without its recap: bad input, no host to target, a refusal, an error
+        first, *more = run.reason.splitlines() or [""]
+        lines += [f"  reason    {first}", *(f"            {line}" for line in more)]
     if run.exit_code is None and run.current_task:
         lines.append(f"  {'was in' if run.aborted else 'now in'}    {run.current_task}")
     for note in run.notes:

@@ -15,15 +15,18 @@ import subprocess
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, ValidationError
 from opsrunner.exitcodes import exit_code_of
 from opsrunner.history.location import resolve
 from opsrunner.history.recorder import new_run_id
-from opsrunner.history.store import HistoryStore
+from opsrunner.history.store import HistoryStore, result_of
 from opsrunner.schedule.notify import alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
+
+if TYPE_CHECKING:
+    from opsrunner.api import PlayRequest
 
 EXIT_REFUSED = 2
 
@@ -47,33 +50,53 @@ def git_pull(project: Path) -> str | None:
     return None
 
 
+class GitPullRefused(OpsrunnerError):
+    """`--git-pull` would not bring the checkout up to date (uncommitted changes, diverged,
+    not a checkout): nothing ran. Exit 2; recorded as refused, with why."""
+
+    exit_code = EXIT_REFUSED
+    history_outcome = "refused"
+
+
 def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     run_id = new_run_id()
     started = time.time()
     history = resolve(None)  # before the chdir: a relative OPSRUNNER_HISTORY names one file (or a URL)
     project = Path(schedule.project)
+    request = _request(schedule, run_id, history)
     refused = git_pull(project) if schedule.git_pull else None
     if refused:
         err.write(f"ERROR: {refused}\n")
         code = EXIT_REFUSED
+        from opsrunner import api
+
+        # recorded: `schedule list`, the dashboard and the next run's recovery alert see it
+        with contextlib.chdir(project) if project.is_dir() else contextlib.nullcontext():
+            api.record_not_run(request, GitPullRefused(refused))
     else:
         with contextlib.chdir(project):  # the schedule's paths are the project's, as `play` there
-            code, refused = _play(schedule, run_id, history, out, err)
+            code, refused = _play(request, out, err)
     summary = run_summary(schedule, run_id, code, started, refused, history)
     _notify(schedule, summary, err, history)
     return code
 
 
-def _play(schedule: Schedule, run_id: str, history: str, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
+def _request(schedule: Schedule, run_id: str, history: str) -> PlayRequest:
+    from opsrunner import api
+
+    return api.PlayRequest(schedule.playbook, inventory=schedule.inventory, extra_vars=schedule.extra_vars,
+                           limit=schedule.limit, run_lock=True, schedule=schedule.name, run_id=run_id,
+                           history_path=str(history), argv=["play", *schedule.play_args(), "--lock"])
+
+
+def _play(request: PlayRequest, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
     """The schedule's play, reported on `out` as `opsrunner play` would; (exit code, why the
     run did not reach its recap). However the run ends, there is an exit code and a why for
-    the alert: the library masks what its errors say; of anything else only its type is told."""
+    the alert: the library masks what its errors say; of anything else only its type is told.
+    The library records every way it ends in the history (before its play began too)."""
     from opsrunner import api
     from opsrunner.reporting import ConsoleReporter
 
-    request = api.PlayRequest(schedule.playbook, inventory=schedule.inventory, extra_vars=schedule.extra_vars,
-                              limit=schedule.limit, run_lock=True, schedule=schedule.name, run_id=run_id,
-                              history_path=str(history), argv=["play", *schedule.play_args(), "--lock"])
     console = ConsoleReporter(out, 0, colour=False)
     try:
         return api.run(request, [console]).exit_code, None
@@ -99,7 +122,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
     """The structured summary of the alert: from the run history (secrets already masked there)."""
     summary: dict[str, Any] = {
         "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
-        "exit_code": code, "result": {0: "ok", 2: "failed", 3: "unreachable", 99: "interrupted"}.get(code, "error"),
+        "exit_code": code, "result": result_of(code),
         "controller": socket.gethostname(), "started": started, "ended": time.time(), "git_commit": None,
         "recap": {}, "failed_tasks": [], "error": error, "previous_failed": None, "dashboard": schedule.dashboard,
     }
@@ -113,7 +136,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
         summary["previous_failed"] = previous.exit_code != 0 if previous.exit_code is not None else previous.aborted
     if run is not None and run.id == run_id:
         summary.update(run_id=run.id, git_commit=run.git_commit, recap=run.recap, started=run.started,
-                       ended=run.ended or summary["ended"])
+                       ended=run.ended or summary["ended"], result=run.result)
         summary["failed_tasks"] = [{"host": t.host, "task": t.task, "status": t.status, "msg": t.msg,
                                     "diagnosis": t.diagnosis, "log_tail": t.log_tail}
                                    for t in run.tasks if t.status in ("failed", "unreachable", "timed_out")]

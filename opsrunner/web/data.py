@@ -60,7 +60,9 @@ def run_detail(run: RunRow) -> dict[str, Any]:
         "command": _masked_command(run.command, masker), "cwd": run.cwd,
         "extra_vars": masker.mask_vars(run.extra_vars), "limit": options.get("limit"),
         "tags": options.get("tags", []), "skip_tags": options.get("skip_tags", []),
-        "inventory": run.inventory, "notes": [masker.mask(n) for n in run.notes],
+        "inventory": run.inventory, "reason": masker.mask(run.reason) if run.reason else None,
+        # the page lists notes: why the run ended (bad input, a refusal, an error) heads them
+        "notes": [f"ended: {masker.mask(run.reason)}"] * bool(run.reason) + [masker.mask(n) for n in run.notes],
         "current_task": run.current_task if run.exit_code is None else None,
         "recap": run.recap, "tasks": by_host, "finished": run.exit_code is not None or run.aborted,
     }
