@@ -5,12 +5,14 @@ Ctrl-C, SIGTERM, a closed stdout). A controller killed by SIGKILL, the OOM kille
 reboot cannot close it, so readers judge an open row themselves:
 
 - the heartbeat: the controller's history writer stamps the row every HEARTBEAT_S; a row
-  not stamped for STALE_AFTER_S is a run whose controller is gone. This works wherever the
-  reader is, also when several controllers share one history database;
-- a faster check on the controller's own machine: the row names the controller's pid, the
-  start time of that pid (kernel ticks since boot) and the machine (boot id and pid
-  namespace); where these match this reader's machine and no such process exists, the
-  controller is gone at once, without waiting for its heartbeat to go stale.
+  of another machine not stamped for STALE_AFTER_S is a run whose controller is gone. This
+  works wherever the reader is, also when several controllers share one history database;
+- on the controller's own machine its process decides: the row names the controller's pid,
+  the start time of that pid (kernel ticks since boot) and the machine (boot id and pid
+  namespace); where these match this reader's machine, no such process (or another one
+  with that pid) is a controller gone at once, and that very process alive is a run going
+  on, however old its heartbeat (a controller stopped by SIGSTOP or starved of CPU does not
+  beat, and finishes its run once it goes on).
 """
 
 from __future__ import annotations
@@ -43,11 +45,13 @@ def machine_key() -> str:
 
 
 def start_ticks(pid: int) -> int | None:
-    """When process `pid` started, in clock ticks since boot (None: no such process)."""
+    """When process `pid` started, in clock ticks since boot (None: no such process, or one
+    that has exited and is only not yet reaped)."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             stat = fh.read()
-        return int(stat.rsplit(")", 1)[1].split()[19])
+        fields = stat.rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -68,12 +72,18 @@ class ControllerStamp:
 
 def controller_gone(stamp: ControllerStamp | None, heartbeat: float | None, started: float,
                     now: float | None = None) -> bool:
-    """True when the controller of an unfinished run is certainly gone."""
+    """True when the controller of an unfinished run is certainly gone.
+
+    On the controller's own machine its process tells, however old the heartbeat: a
+    controller stopped (SIGSTOP, a debugger), starved or swapped out beats no more, and is
+    running all the same while its pid lives with the start time it was recorded with. Rows
+    of other machines, and rows without a start time, fall back to the heartbeat's age."""
+    if stamp is not None and stamp.machine and stamp.machine == machine_key():
+        ticks = start_ticks(stamp.pid)
+        if ticks is None:
+            return True
+        if stamp.start_ticks is not None:
+            return ticks != stamp.start_ticks  # the same pid, another process: gone
     now = time.time() if now is None else now
     last_sign = heartbeat if heartbeat is not None else started
-    if now - last_sign > STALE_AFTER_S:
-        return True
-    if stamp is None or not stamp.machine or stamp.machine != machine_key():
-        return False  # another machine (or no stamp): only the heartbeat can tell
-    ticks = start_ticks(stamp.pid)
-    return ticks is None or (stamp.start_ticks is not None and ticks != stamp.start_ticks)
+    return now - last_sign > STALE_AFTER_S
