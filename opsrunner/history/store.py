@@ -212,13 +212,29 @@ class HistoryStore:
                 self._q("UPDATE runs SET notes = ? WHERE id = ?", (json.dumps(notes), run_id))
 
     def prune(self, keep_days: float) -> int:
+        """Delete the runs started more than `keep_days` ago (prune_runs); how many."""
+        return self.prune_runs(keep_days)[0]
+
+    def prune_runs(self, keep_days: float) -> tuple[int, int]:
+        """Delete the runs started more than `keep_days` ago, except a run that may still be
+        going on: an open row is deleted only when its controller is gone (liveness.py, as
+        readers judge it), never under a live controller, whose later writes would fail.
+        (deleted, kept because running). Rows are deleted by what they were when read: a run
+        that opens its row meanwhile (PostgreSQL lets it) is open, not among them."""
         cutoff = time.time() - keep_days * 86400
-        with self._tx():
-            ids = [r[0] for r in self._q("SELECT id FROM runs WHERE started < ?", (cutoff,))]
-            self._q("DELETE FROM results WHERE run_id IN (SELECT id FROM runs WHERE started < ?)", (cutoff,))
-            self._q("DELETE FROM run_hosts WHERE run_started < ?", (cutoff,))
-            self._q("DELETE FROM runs WHERE started < ?", (cutoff,))
-        return len(ids)
+        with self._tx(immediate=True):
+            rows = self._q("SELECT id, exit_code, heartbeat, started, controller_pid, controller_start, "
+                           "controller_machine FROM runs WHERE started < ?", (cutoff,))
+            closed = sum(1 for r in rows if r[1] is not None)
+            gone = [r[0] for r in rows if r[1] is None and controller_gone(_stamp(*r[4:]), r[2], r[3])]
+            for part in [gone[i:i + 500] for i in range(0, len(gone), 500)] or [[]]:
+                doomed = f"started < ? AND (exit_code IS NOT NULL OR id IN ({', '.join(['?'] * len(part)) or 'NULL'}))"
+                params = (cutoff, *part)
+                self._q(f"DELETE FROM results WHERE run_id IN (SELECT id FROM runs WHERE {doomed})", params)
+                self._q("DELETE FROM run_hosts WHERE run_started < ? AND "
+                        f"run_id IN (SELECT id FROM runs WHERE {doomed})", (cutoff, *params))
+                self._q(f"DELETE FROM runs WHERE {doomed}", params)
+        return closed + len(gone), len(rows) - closed - len(gone)
 
     # -- reads ------------------------------------------------------------------------------
     def runs(self, playbook: str | None = None, host: str | None = None, failed: bool = False,
@@ -303,8 +319,7 @@ class HistoryStore:
             data[key] = json.loads(data[key]) if data[key] else empty
         data["git_dirty"] = None if data["git_dirty"] is None else bool(data["git_dirty"])
         data["check_mode"] = bool(data["check_mode"])
-        pid, start, machine = row[len(_RUN_COLUMNS):]
-        run = RunRow(**data, controller_stamp=ControllerStamp(pid, start, machine or "") if pid else None)
+        run = RunRow(**data, controller_stamp=_stamp(*row[len(_RUN_COLUMNS):]))
         if run.exit_code is None:
             run.aborted = controller_gone(run.controller_stamp, run.heartbeat, run.started)
         return run
@@ -337,6 +352,11 @@ class HostVerdict:
         if self.counts.get("unreachable"):
             return "unreachable"
         return "failed" if self.counts.get("failed") else "ok"
+
+
+def _stamp(pid: int | None, start: int | None, machine: str | None) -> ControllerStamp | None:
+    """The controller stamp of a row's columns (None: a row of a version that had none)."""
+    return ControllerStamp(pid, start, machine or "") if pid else None
 
 
 def _flag_as_int(value: Any) -> Any:

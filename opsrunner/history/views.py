@@ -88,8 +88,9 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
         if args.keep_days < 0:
             raise UsageError("--keep-days must be 0 or more")
         store = _open(args)
-        removed = store.prune(args.keep_days)
-        out.write(f"removed {removed} run(s) older than {args.keep_days:g} days from {store.path}\n")
+        removed, running = store.prune_runs(args.keep_days)
+        kept = f"; kept {running} still running" if running else ""
+        out.write(f"removed {removed} run(s) older than {args.keep_days:g} days from {store.path}{kept}\n")
         return 0
     if args.limit < 1:
         raise UsageError("-n must be at least 1")
