@@ -363,7 +363,7 @@ def _history_options(request: PlayRequest) -> dict[str, Any]:
 
 
 def _play_run(request: PlayRequest, playbook: Path, extra_vars: dict[str, Any], run_id: str | None,
-              started: float, options: RunOptions | None) -> PlayRun:
+              started: float, options: RunOptions | None, loaded: Playbook | None = None) -> PlayRun:
     from opsrunner.history.groups import run_group_for
     from opsrunner.history.recorder import PlayRun
 
@@ -372,13 +372,35 @@ def _play_run(request: PlayRequest, playbook: Path, extra_vars: dict[str, Any], 
                    schedule=request.schedule, run_id=run_id, check_mode=request.check,
                    options=_history_options(request), started=started,
                    slice_text=str(host_slice) if host_slice else request.host_slice or None,
-                   run_group=run_group_for(request.run_group, host_slice, playbook))
+                   run_group=run_group_for(request.run_group, host_slice, playbook),
+                   reads=_files_read(request, playbook, loaded))
+
+
+def _files_read(request: PlayRequest, path: Path, playbook: Playbook | None) -> tuple[Path, ...]:
+    """What the run reads besides its playbook, for its git state (which of them git does not
+    track): its task files and roles, its inventories, and the vars, templates and files
+    folders beside the playbook and the inventories. Paths that do not exist are left out."""
+    from opsrunner.playbook import iter_tasks
+    from opsrunner.project import default_inventory
+
+    found: set[Path] = set()
+    for play in playbook.plays if playbook is not None else ():
+        for task in [*iter_tasks(play.tasks), *play.handlers]:
+            found.add(Path(task.pos.file))
+            if task.role is not None:
+                found.add(task.role.path)
+    sources = [Path(str(i)) for i in request.inventory] or [default_inventory(Path.cwd())]
+    found.update(sources)
+    for folder in {path.parent, *(s.parent for s in sources)}:
+        found.update(folder / name for name in ("group_vars", "host_vars", "vars", "templates", "files"))
+    return tuple(sorted(p for p in found if p.exists()))
 
 
 def _recorder(request: PlayRequest, inputs: RunInputs, started: float) -> HistoryRecorder:
     from opsrunner.history.recorder import recorder_for_play
 
-    play = _play_run(request, inputs.playbook.path, inputs.extra_vars, inputs.options.run_id, started, inputs.options)
+    play = _play_run(request, inputs.playbook.path, inputs.extra_vars, inputs.options.run_id, started, inputs.options,
+                     inputs.playbook)
     return recorder_for_play(play, request.history_path, masker=inputs.masker, required=request.history_required)
 
 

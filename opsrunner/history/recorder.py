@@ -20,7 +20,7 @@ from typing import Any
 
 from opsrunner.errors import CommandError
 from opsrunner.events import Event, Recap, TaskEnd, TaskStart, TaskTitles
-from opsrunner.gitrepo import run_git
+from opsrunner.gitrepo import GitState, git_state
 from opsrunner.history import location as locations
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow
@@ -49,17 +49,6 @@ def new_run_id() -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(4).hex()}"
 
 
-def git_state(path: Path) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the git repository holding `path`; (None, None) outside one."""
-    head = run_git(path, "rev-parse", "HEAD")
-    if head is None or head.returncode != 0:
-        return None, None
-    status = run_git(path, "status", "--porcelain", "--untracked-files=no")
-    if status is None:
-        return None, None
-    return head.stdout.strip(), bool(status.stdout.strip())
-
-
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -75,10 +64,13 @@ class HistoryRecorder:
     it every WRITE_INTERVAL_S; finish() and close() wait for it. Events arrive masked by the
     engine; what the recorder adds of its own is masked with the run's Masker too."""
 
-    def __init__(self, location: str, run: RunRow, masker: Masker, warn: Warn, required: bool = False) -> None:
+    def __init__(self, location: str, run: RunRow, masker: Masker, warn: Warn, required: bool = False,
+                 reads: Sequence[Path] = ()) -> None:
         """`required`: open the history and record the run's start now, raising
-        HistoryUnavailable when that fails (before any host is touched)."""
+        HistoryUnavailable when that fails (before any host is touched). `reads`: the files
+        and folders the run reads, besides its playbook (git_state tells the untracked)."""
         self.location = location
+        self.reads = reads
         self.path = locations.display(location)  # a URL's password never shows
         self.run = run
         self.masker = masker
@@ -105,8 +97,7 @@ class HistoryRecorder:
         self._writer.start()
 
     def _open(self) -> None:
-        commit, dirty = git_state(Path(self.run.playbook))
-        self.run = dataclasses.replace(self.run, git_commit=commit, git_dirty=dirty)
+        self.run = with_git_state(self.run, git_state(Path(self.run.playbook), self.reads))
         store = HistoryStore(self.location, busy_timeout_s=BUSY_TIMEOUT_S)
         try:
             store.start_run(self.run, ControllerStamp.of_this_process())
@@ -203,6 +194,21 @@ class HistoryRecorder:
             self.store = None
 
 
+#: How many untracked files a run's note names.
+UNTRACKED_NAMED = 10
+
+
+def with_git_state(run: RunRow, state: GitState) -> RunRow:
+    """The row with its commit, dirty flag, and a note naming the files it reads that are
+    not in that commit (untracked): `git_dirty` alone would not say the commit lacks them."""
+    notes = run.notes
+    if state.untracked:
+        named = ", ".join(state.untracked[:UNTRACKED_NAMED])
+        more = f" and {len(state.untracked) - UNTRACKED_NAMED} more" if len(state.untracked) > UNTRACKED_NAMED else ""
+        notes = [*notes, f"untracked in git, not in commit {str(state.commit)[:10]}: {named}{more}"]
+    return dataclasses.replace(run, git_commit=state.commit, git_dirty=state.dirty, notes=notes)
+
+
 def _warn(message: str) -> None:
     sys.stderr.write(message + "\n")
 
@@ -237,6 +243,8 @@ class PlayRun:
     run_group: str | None = None
     slice_text: str | None = None
     started: float | None = None
+    #: Files and folders the run reads besides its playbook (task files, roles, inventories).
+    reads: tuple[Path, ...] = ()
 
     def row(self, where: str, masker: Masker) -> RunRow:
         """The row, masked with the run's Masker (secrets.py), no history URL's password in it."""
@@ -255,7 +263,7 @@ def recorder_for_play(play: PlayRun, path: str | None = None, *, masker: Masker,
     """The subscriber that records one run (at `path`, a file or a postgresql:// URL, else the
     default)."""
     where = locations.resolve(path)
-    return HistoryRecorder(where, play.row(where, masker), masker, warn, required=required)
+    return HistoryRecorder(where, play.row(where, masker), masker, warn, required=required, reads=play.reads)
 
 
 def record_unstarted(play: PlayRun, path: str | None, code: int, reason: str, *, masker: Masker,
@@ -267,9 +275,8 @@ def record_unstarted(play: PlayRun, path: str | None, code: int, reason: str, *,
     where = locations.resolve(path)
     try:
         row = play.row(where, masker)
-        commit, dirty = git_state(Path(row.playbook))
-        row = dataclasses.replace(row, ended=time.time(), exit_code=code, outcome=outcome, git_commit=commit,
-                                  git_dirty=dirty, reason=masked_reason(reason, masker, where))
+        row = dataclasses.replace(with_git_state(row, git_state(Path(row.playbook), play.reads)), ended=time.time(),
+                                  exit_code=code, outcome=outcome, reason=masked_reason(reason, masker, where))
         store = HistoryStore(where, busy_timeout_s=BUSY_TIMEOUT_S)
         try:
             store.start_run(row, ControllerStamp.of_this_process())
