@@ -66,6 +66,11 @@ SQLITE: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN reason TEXT;
     ALTER TABLE runs ADD COLUMN outcome TEXT;
     """,
+    # 6: a run whose history failed during it (a full disk) is closed later, from the outcome
+    # it kept aside (outcomes.py): what its row lacks, and why.
+    """
+    ALTER TABLE runs ADD COLUMN record_gap TEXT;
+    """,
 )
 
 #: The same versions for PostgreSQL. `ord` orders runs started in the same instant by
@@ -114,6 +119,9 @@ POSTGRES: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS reason TEXT;
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS outcome TEXT;
+    """,
+    """
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS record_gap TEXT;
     """,
 )
 

@@ -23,7 +23,8 @@ from opsrunner.events import Event, Recap, TaskEnd, TaskStart, TaskTitles
 from opsrunner.gitrepo import GitState, git_state
 from opsrunner.history import location as locations
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
-from opsrunner.history.store import HistoryStore, RunRow, TaskRow
+from opsrunner.history.outcomes import Reservation
+from opsrunner.history.store import HistoryStore, RunRow, TaskRow, row_fields
 from opsrunner.secrets import Masker
 
 Warn = Callable[[str], object]
@@ -35,6 +36,8 @@ WRITE_INTERVAL_S = 0.2
 #: How long a write waits for another writer (a locked database) before recording gives up
 #: with a warning: the run itself never waits longer than this for its history.
 BUSY_TIMEOUT_S = 5.0
+#: How long the end of a run whose history failed waits for it once more before it is kept aside.
+LATE_TIMEOUT_S = 1.0
 
 
 class HistoryUnavailable(CommandError):
@@ -77,7 +80,12 @@ class HistoryRecorder:
         self.warn = warn
         self.store: HistoryStore | None = None
         self._failed = False  # after the first database error: recording stopped for this run
+        self._failure = ""  # when and why it stopped (masked), for the row's record_gap
+        self._opened = False  # the run's row was written
+        self._reservation: Reservation | None = None  # room for the run's end, beside the database
+        self._stamp = ControllerStamp.of_this_process()
         self._seq = 0
+        self._written = 0  # task results recorded
         self._rows: list[tuple[int, TaskRow]] = []
         self._pending: list[tuple[int, TaskRow]] = []  # handed to the writer thread, not yet written
         self._pending_lock = threading.Lock()
@@ -90,6 +98,7 @@ class HistoryRecorder:
             try:
                 self._open()
             except Exception as exc:
+                self._release()
                 raise HistoryUnavailable(f"run history {self.path} unavailable (--history-required): "
                                          f"{self._cause(exc)}; nothing was run") from None
         self._writer: threading.Thread | None = threading.Thread(
@@ -98,16 +107,24 @@ class HistoryRecorder:
 
     def _open(self) -> None:
         self.run = with_git_state(self.run, git_state(Path(self.run.playbook), self.reads))
+        self._reservation = Reservation.make(self.location, self.run.id)  # while there is room
         store = HistoryStore(self.location, busy_timeout_s=BUSY_TIMEOUT_S)
         try:
-            store.start_run(self.run, ControllerStamp.of_this_process())
+            store.start_run(self.run, self._stamp)
         except BaseException:
             store.close()
             raise
         self.store = store
+        self._opened = True
 
     def _cause(self, exc: BaseException) -> str:
         return _cause(exc, self.masker, self.location)
+
+    def _release(self) -> None:
+        """The room reserved for the run's end is not needed: its row says it."""
+        if self._reservation is not None:
+            self._reservation.release()
+            self._reservation = None
 
     def _guard(self, action: Callable[[], None]) -> None:
         if self._failed or (self.store is None and action != self._open):
@@ -117,6 +134,7 @@ class HistoryRecorder:
         except Exception as exc:  # sqlite3.Error, psycopg.Error, OSError (full disk), anything: never fatal
             self.warn(f"WARNING: run history not recorded in {self.path}: {self._cause(exc)}; the run goes on")
             self._failed = True
+            self._failure = f"from {time.strftime('%H:%M:%S')} on: {self._cause(exc)}"
             if self.store is not None:
                 self.store.close()
             self.store = None
@@ -160,11 +178,16 @@ class HistoryRecorder:
         with self._pending_lock:
             rows, self._pending = self._pending, []
         if rows:
-            self._guard(lambda: self.store.add_tasks(self.run.id, rows) if self.store else None)
+            self._guard(lambda: self._add_tasks(rows))
         current = self._current
         if current is not None and current != self._current_written and not self.finished:
             self._current_written = current  # what a reader shows of a run whose controller died in it
             self._guard(lambda: self.store.set_current_task(self.run.id, current) if self.store else None)
+
+    def _add_tasks(self, rows: list[tuple[int, TaskRow]]) -> None:
+        if self.store is not None:
+            self.store.add_tasks(self.run.id, rows)
+            self._written += len(rows)
 
     def _drain(self) -> None:
         """Stop the writer thread once it has recorded the run's start, then write what is
@@ -185,6 +208,37 @@ class HistoryRecorder:
         self._drain()
         why = None if reason is None else masked_reason(reason, self.masker, self.location)
         self._guard(lambda: self.store.finish_run(self.run.id, code, recap or {}, why) if self.store else None)
+        if not self._failed:
+            self._release()
+            return
+        gap = f"{self._written} of {self._seq} task results recorded; the history could not be written {self._failure}"
+        self._record_late(dataclasses.replace(self.run, ended=time.time(), exit_code=code, recap=recap or {},
+                                              reason=why, record_gap=gap, current_task=None))
+
+    def _record_late(self, run: RunRow) -> None:
+        """The end of a run whose history failed during it (a full disk, a lost server): its
+        open row closed now if the history takes it (room freed meanwhile), else kept in the
+        room reserved beside the database for whoever opens it next (outcomes.py). Never the
+        open row a reader would take for a controller that died."""
+        if self._opened:  # a history that never took the run's start is not waited for again
+            try:
+                store = HistoryStore(self.location, busy_timeout_s=LATE_TIMEOUT_S)
+                try:
+                    store.record_outcome(row_fields(run, self._stamp))
+                finally:
+                    store.close()
+                self.warn(f"WARNING: run history {self.path}: run {run.id} recorded with its end after all; "
+                          f"its record is incomplete: {run.record_gap}")
+                self._release()
+                return
+            except Exception:  # still failing: kept aside
+                pass
+        if self._reservation is not None and self._reservation.keep(row_fields(run, self._stamp)):
+            self.warn(f"WARNING: run history {self.path}: the end of run {run.id} is kept in "
+                      f"{self._reservation.path} and recorded once the history can be written")
+        elif self._opened:
+            self.warn(f"WARNING: run history {self.path}: the end of run {run.id} could not be kept either: "
+                      "the history will show it as aborted (controller gone)")
 
     def close(self) -> None:
         self.flush()

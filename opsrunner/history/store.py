@@ -7,130 +7,38 @@ backend from the location: a postgresql:// URL or a file path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opsrunner.history import migrations
-from opsrunner.history.liveness import GONE, ControllerStamp, controller_gone
+from opsrunner.history import migrations, outcomes
+from opsrunner.history.liveness import ControllerStamp, controller_gone
 from opsrunner.history.location import default_location, default_path, is_postgres
+from opsrunner.history.rows import (
+    RESULTS,
+    RUN_COLUMNS,
+    STAMP_COLUMNS,
+    HostVerdict,
+    RunFilter,
+    RunRow,
+    TaskRow,
+    matches,
+    result_of,
+    row_fields,
+    stamp_of,
+)
 
 if TYPE_CHECKING:
     from opsrunner.history.backend import Backend
 
 #: The SQLite schema's versions (history/migrations.py has both backends').
 MIGRATIONS = migrations.SQLITE
-__all__ = ["MIGRATIONS", "HistoryStore", "RunRow", "TaskRow", "default_location", "default_path", "open_history",
-           "result_of"]
-
-#: What an exit code says, as Ansible's: 1 an error (no host to target among them), 2 a task
-#: failed, 3 a host unreachable, 4 bad input found before any host was touched, 5 bad options.
-EXIT_RESULTS = {0: "ok", 1: "error", 2: "failed", 3: "unreachable", 4: "bad input", 5: "bad options",
-                99: "interrupted", 143: "terminated"}
-
-
-def result_of(exit_code: int, outcome: str | None = None) -> str:
-    """The result word of a run that ended: what the controller recorded it as (`outcome`:
-    "refused", "no hosts"), else what its exit code says."""
-    return outcome or EXIT_RESULTS.get(exit_code, "error")
-
-
-@dataclass
-class TaskRow:
-    play: str
-    task: str
-    module: str
-    host: str
-    status: str
-    changed: bool
-    handler: bool
-    msg: str
-    diagnosis: str
-    duration: float
-    #: The last lines of the job's log that a failed verify (or launch) saw.
-    log_tail: str = ""
-
-
-@dataclass
-class RunRow:
-    id: str
-    started: float
-    ended: float | None = None
-    user: str = ""
-    controller: str = ""
-    command: str = ""
-    cwd: str = ""
-    playbook: str = ""
-    git_commit: str | None = None
-    git_dirty: bool | None = None
-    inventory: list[str] = field(default_factory=list)
-    extra_vars: dict[str, Any] = field(default_factory=dict)
-    schedule: str | None = None
-    exit_code: int | None = None
-    recap: dict[str, dict[str, int]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    tasks: list[TaskRow] = field(default_factory=list)
-    heartbeat: float | None = None
-    #: A dry run (`--check`): nothing was changed.
-    check_mode: bool = False
-    #: The run's options as the command line gave them: limit, tags, skip_tags, diff, forks.
-    options: dict[str, Any] = field(default_factory=dict)
-    #: The task an unfinished run is in (its hosts' last TaskStart), for a run that never ends.
-    current_task: str | None = None
-    #: The run group that ties the slices of one logical run together (docs/scale-out.md).
-    run_group: str | None = None
-    #: This run's slice of the hosts, "I/N" (`play --slice`), or None: every host.
-    slice: str | None = None
-    controller_stamp: ControllerStamp | None = None
-    #: Why a run ended without its recap (its error, masked), None for a run that reached it.
-    reason: str | None = None
-    #: What happened where the exit code alone would mislead: "refused" (a run lock held, a
-    #: dirty checkout: nothing ran), "no hosts" (nothing to target); None: as the exit code says.
-    outcome: str | None = None
-    #: Set by the reader: an unfinished run whose controller is gone (liveness.py).
-    aborted: bool = False
-
-    @property
-    def result(self) -> str:
-        if self.exit_code is None:
-            return GONE if self.aborted else "running"
-        return result_of(self.exit_code, self.outcome)
-
-    @property
-    def label(self) -> str:
-        """The result as people read it: ok, failed (exit 2), bad input (exit 4), running,
-        aborted, dry run."""
-        if self.exit_code is None:
-            text = "aborted" if self.aborted else "running"
-        else:
-            text = "ok" if self.exit_code == 0 else f"{self.result} (exit {self.exit_code})"
-        if self.check_mode:
-            return "dry run" if text == "ok" else f"dry run {text}"
-        return text
-
-    @property
-    def hosts(self) -> list[str]:
-        """The run's hosts: its recap's, or for a run that never reached it, those of its task rows."""
-        return list(self.recap) or sorted({t.host for t in self.tasks})
-
-    def as_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k not in ("tasks", "controller_stamp", "aborted")}
-        stamp = self.controller_stamp
-        data["controller_pid"] = stamp.pid if stamp else None
-        data["result"] = self.result
-        data["label"] = self.label
-        data["tasks"] = [t.__dict__ for t in self.tasks]
-        return data
-
-
-_RUN_COLUMNS = ("id", "started", "ended", "user", "controller", "command", "cwd", "playbook", "git_commit",
-                "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes", "heartbeat",
-                "current_task", "check_mode", "options", "run_group", "slice", "reason", "outcome")
-_STAMP_COLUMNS = ("controller_pid", "controller_start", "controller_machine")
+__all__ = ["MIGRATIONS", "RESULTS", "HistoryStore", "HostVerdict", "RunFilter", "RunRow", "TaskRow",
+           "default_location", "default_path", "open_history", "result_of", "row_fields"]
 
 
 def _sql_columns(columns: tuple[str, ...]) -> list[str]:
@@ -138,7 +46,7 @@ def _sql_columns(columns: tuple[str, ...]) -> list[str]:
     return [f'"{c}"' if c == "user" else c for c in columns]
 
 
-_SELECT_RUN = f"SELECT {', '.join(_sql_columns(_RUN_COLUMNS + _STAMP_COLUMNS))} FROM runs"
+_SELECT_RUN = f"SELECT {', '.join(_sql_columns(RUN_COLUMNS + STAMP_COLUMNS))} FROM runs"
 _TASK_COLUMNS = ("play", "task", "module", "host", "status", "changed", "handler", "msg", "diagnosis", "duration",
                  "log_tail")
 _SELECT_TASKS = f"SELECT run_id, {', '.join(_TASK_COLUMNS)} FROM results"
@@ -156,6 +64,37 @@ class HistoryStore:
         self.path = self.backend.shown
         self.db = getattr(self.backend, "db", None)  # the SQLite connection, for tests and tools
         self._order = self.backend.insertion_order
+        #: Outcomes kept beside the database that are not in it yet (outcomes.py): shown as recorded.
+        self.kept: dict[str, dict[str, Any]] = {}
+        self._kept_only: list[RunRow] = []
+        if isinstance(location, Path | str) and outcomes.folder_for(location) is not None:
+            self.kept = self._settle_kept(location, read_only)
+
+    def _settle_kept(self, location: Path | str, read_only: bool) -> dict[str, dict[str, Any]]:
+        """Record the outcomes kept beside the database in their rows and delete their files,
+        where this store may write; those left (read-only, a disk still full) are returned.
+        Blank reservations of runs closed or gone are deleted too."""
+        found, blank = outcomes.kept(location)
+        left: dict[str, dict[str, Any]] = {}
+        for kept in found:
+            try:
+                if read_only:
+                    raise PermissionError("a read-only reader")
+                self.record_outcome(kept.row)
+                outcomes.forget(kept.path)
+            except Exception:  # recorded by a later writer; shown meanwhile
+                left[kept.row["id"]] = kept.row
+        for path in [] if read_only else blank:
+            rows = self._q(f"{_SELECT_RUN} WHERE id = ?", (path.stem,))
+            run = self._run(rows[0]) if rows else None
+            if (run.exit_code is not None or run.aborted) if run else outcomes.older_than_a_day(path):
+                outcomes.forget(path)
+        if left:  # runs whose start never reached the database: shown from what they kept
+            known = {r[0] for r in self._q(f"SELECT id FROM runs WHERE id IN ({', '.join('?' * len(left))})",
+                                           list(left))}
+            self._kept_only = [RunRow(**{c: row[c] for c in RUN_COLUMNS if c in row})
+                               for run_id, row in left.items() if run_id not in known]
+        return left
 
     def _tx(self, immediate: bool = False) -> AbstractContextManager[None]:
         return self.backend.transaction(lock=immediate)
@@ -168,14 +107,30 @@ class HistoryStore:
 
     # -- writes -----------------------------------------------------------------------------
     def start_run(self, run: RunRow, stamp: ControllerStamp | None = None) -> None:
-        values = [json.dumps(getattr(run, c), default=str) if c in _JSON_COLUMNS else _flag_as_int(getattr(run, c))
-                  for c in _RUN_COLUMNS]
-        values[_RUN_COLUMNS.index("heartbeat")] = time.time()
-        values += [stamp.pid, stamp.start_ticks, stamp.machine] if stamp else [None, None, None]
-        columns = _RUN_COLUMNS + _STAMP_COLUMNS
         with self._tx():
-            self._q(f"INSERT INTO runs ({', '.join(_sql_columns(columns))}) VALUES ({', '.join('?' * len(columns))})",
-                    values)
+            self._insert(run, stamp)
+
+    def _insert(self, run: RunRow, stamp: ControllerStamp | None) -> None:
+        values = [json.dumps(getattr(run, c), default=str) if c in _JSON_COLUMNS else _flag_as_int(getattr(run, c))
+                  for c in RUN_COLUMNS]
+        values[RUN_COLUMNS.index("heartbeat")] = time.time()
+        values += [stamp.pid, stamp.start_ticks, stamp.machine] if stamp else [None, None, None]
+        columns = RUN_COLUMNS + STAMP_COLUMNS
+        self._q(f"INSERT INTO runs ({', '.join(_sql_columns(columns))}) VALUES ({', '.join('?' * len(columns))})",
+                values)
+
+    def record_outcome(self, fields: dict[str, Any]) -> None:
+        """Record a run's end kept aside (row_fields, outcomes.py): its open row closed, or its
+        whole row written where its start never was; a row closed meanwhile stays as it is."""
+        run = RunRow(**{c: fields[c] for c in RUN_COLUMNS if c in fields})
+        with self._tx(immediate=True):
+            found = self._q("SELECT exit_code FROM runs WHERE id = ?" + self.backend.for_update, (run.id,))
+            if not found:
+                self._insert(run, stamp_of(*(fields.get(c) for c in STAMP_COLUMNS)))
+            elif found[0][0] is None:
+                self._q("UPDATE runs SET ended = ?, exit_code = ?, recap = ?, reason = ?, outcome = ?, record_gap = ?, "
+                        "current_task = NULL WHERE id = ?", (run.ended, run.exit_code, json.dumps(run.recap),
+                                                             run.reason, run.outcome, run.record_gap, run.id))
 
     def set_current_task(self, run_id: str, task: str) -> None:
         with self._tx():
@@ -226,7 +181,7 @@ class HistoryStore:
             rows = self._q("SELECT id, exit_code, heartbeat, started, controller_pid, controller_start, "
                            "controller_machine FROM runs WHERE started < ?", (cutoff,))
             closed = sum(1 for r in rows if r[1] is not None)
-            gone = [r[0] for r in rows if r[1] is None and controller_gone(_stamp(*r[4:]), r[2], r[3])]
+            gone = [r[0] for r in rows if r[1] is None and controller_gone(stamp_of(*r[4:]), r[2], r[3])]
             for part in [gone[i:i + 500] for i in range(0, len(gone), 500)] or [[]]:
                 doomed = f"started < ? AND (exit_code IS NOT NULL OR id IN ({', '.join(['?'] * len(part)) or 'NULL'}))"
                 params = (cutoff, *part)
@@ -242,7 +197,8 @@ class HistoryStore:
              result: str | None = None, offset: int = 0, group: str | None = None) -> list[RunRow]:
         """Runs newest first, filtered; `with_tasks` loads every task row, otherwise only the
         hosts of runs that never reached a recap are looked up (from their task rows)."""
-        where, params = _where(RunFilter(playbook, host, schedule, result, failed, group))
+        wanted = RunFilter(playbook, host, schedule, result, failed, group)
+        where, params = _where(wanted)
         if host:  # a host's runs, newest first, from its own index; each run looked up by id
             sql = _SELECT_RUN + " JOIN run_hosts ON run_hosts.run_id = runs.id WHERE " + " AND ".join(where)
             sql += " ORDER BY run_hosts.run_started DESC LIMIT ? OFFSET ?"
@@ -252,6 +208,8 @@ class HistoryStore:
         runs = [self._run(r) for r in self._q(sql, [*params, limit, offset])]
         if failed:  # an open row whose controller is gone did not exit 0 either
             runs = [r for r in runs if r.exit_code is not None or r.aborted]
+        if kept := [r for r in self._kept_only if offset == 0 and matches(r, wanted)]:
+            runs = sorted([*runs, *kept], key=lambda r: r.started, reverse=True)[:limit]
         if with_tasks and runs:
             self._load_tasks(runs)
         elif without_recap := [r for r in runs if not r.recap]:
@@ -293,13 +251,18 @@ class HistoryStore:
         return [r[0] for r in rows]
 
     def last_run_id(self) -> str | None:
-        rows = self._q(f"SELECT id FROM runs ORDER BY started DESC, {self._order} DESC LIMIT 1")
-        return str(rows[0][0]) if rows else None
+        rows = self._q(f"SELECT id, started FROM runs ORDER BY started DESC, {self._order} DESC LIMIT 1")
+        newest = max([*self._kept_only, *(RunRow(id=r[0], started=r[1]) for r in rows)],
+                     key=lambda r: r.started, default=None)
+        return newest.id if newest else None
 
     def run(self, run_id: str) -> RunRow | None:
         """A run by id or unique id prefix, with its task results."""
         rows = self._q(f"{_SELECT_RUN} WHERE id LIKE ? LIMIT 2", (_like_prefix(run_id),))
-        if len(rows) != 1:
+        kept = [r for r in self._kept_only if r.id.startswith(run_id)]
+        if len(rows) + len(kept) == 1 and kept:
+            return kept[0]
+        if len(rows) != 1 or kept:
             return None
         run = self._run(rows[0])
         self._load_tasks([run])
@@ -314,49 +277,20 @@ class HistoryStore:
                                              r[9] or "", r[10] or 0.0, r[11] or ""))
 
     def _run(self, row: tuple[Any, ...]) -> RunRow:
-        data = dict(zip(_RUN_COLUMNS, row[:len(_RUN_COLUMNS)], strict=True))
+        data = dict(zip(RUN_COLUMNS, row[:len(RUN_COLUMNS)], strict=True))
         for key, empty in _JSON_COLUMNS.items():
             data[key] = json.loads(data[key]) if data[key] else empty
         data["git_dirty"] = None if data["git_dirty"] is None else bool(data["git_dirty"])
         data["check_mode"] = bool(data["check_mode"])
-        run = RunRow(**data, controller_stamp=_stamp(*row[len(_RUN_COLUMNS):]))
+        run = RunRow(**data, controller_stamp=stamp_of(*row[len(RUN_COLUMNS):]))
+        if run.exit_code is None and run.id in self.kept:  # ended; its end is kept beside the database
+            done = self.kept[run.id]
+            run = dataclasses.replace(run, current_task=None, recap=done.get("recap") or {}, ended=done.get("ended"),
+                                      exit_code=done.get("exit_code"), reason=done.get("reason"),
+                                      outcome=done.get("outcome"), record_gap=done.get("record_gap"))
         if run.exit_code is None:
             run.aborted = controller_gone(run.controller_stamp, run.heartbeat, run.started)
         return run
-
-
-#: What `result` filters on (`history --result`, the dashboard's filter).
-RESULTS = ("ok", "failed", "unfinished", "dry-run")
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    playbook: str | None = None
-    host: str | None = None
-    schedule: str | None = None
-    result: str | None = None
-    failed: bool = False
-    group: str | None = None
-
-
-@dataclass(frozen=True)
-class HostVerdict:
-    host: str
-    playbook: str
-    run_id: str
-    started: float
-    counts: dict[str, int]
-
-    @property
-    def verdict(self) -> str:
-        if self.counts.get("unreachable"):
-            return "unreachable"
-        return "failed" if self.counts.get("failed") else "ok"
-
-
-def _stamp(pid: int | None, start: int | None, machine: str | None) -> ControllerStamp | None:
-    """The controller stamp of a row's columns (None: a row of a version that had none)."""
-    return ControllerStamp(pid, start, machine or "") if pid else None
 
 
 def _flag_as_int(value: Any) -> Any:

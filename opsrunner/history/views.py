@@ -74,7 +74,8 @@ def duration(run: RunRow) -> str:
 
 def result(run: RunRow) -> str:
     text = run.result if run.exit_code is None else f"{run.result} ({run.exit_code})"
-    return text + (", dry run" if run.check_mode else "")
+    incomplete = ", record incomplete" if run.record_gap and run.exit_code is not None else ""
+    return text + (", dry run" if run.check_mode else "") + incomplete
 
 
 def _commit(run: RunRow) -> str:
@@ -158,6 +159,8 @@ def render_show(run: RunRow, group: str | None = None) -> str:
     if run.reason:  # why a run ended without its recap: bad input, no host to target, a refusal, an error
         first, *more = run.reason.splitlines() or [""]
         lines += [f"  reason    {first}", *(f"            {line}" for line in more)]
+    if run.record_gap:  # its history failed during it: its end recorded later, its task results not all
+        lines.append(f"  record    incomplete: {run.record_gap}")
     if run.exit_code is None and run.current_task:
         lines.append(f"  {'was in' if run.aborted else 'now in'}    {run.current_task}")
     for note in run.notes:

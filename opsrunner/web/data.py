@@ -61,8 +61,12 @@ def run_detail(run: RunRow) -> dict[str, Any]:
         "extra_vars": masker.mask_vars(run.extra_vars), "limit": options.get("limit"),
         "tags": options.get("tags", []), "skip_tags": options.get("skip_tags", []),
         "inventory": run.inventory, "reason": masker.mask(run.reason) if run.reason else None,
-        # the page lists notes: why the run ended (bad input, a refusal, an error) heads them
-        "notes": [f"ended: {masker.mask(run.reason)}"] * bool(run.reason) + [masker.mask(n) for n in run.notes],
+        "record_gap": masker.mask(run.record_gap) if run.record_gap else None,
+        # the page lists notes: why the run ended (bad input, a refusal, an error) and what its
+        # record lacks head them
+        "notes": [masker.mask(f"{head}: {text}") for head, text in (("ended", run.reason),
+                                                                    ("record incomplete", run.record_gap)) if text]
+        + [masker.mask(n) for n in run.notes],
         "current_task": run.current_task if run.exit_code is None else None,
         "recap": run.recap, "tasks": by_host, "finished": run.exit_code is not None or run.aborted,
     }
