@@ -86,10 +86,11 @@ class RunRow:
 
     @property
     def label(self) -> str:
-        """The result as people read it: ok, failed (exit 2), bad input (exit 4), running,
-        aborted, dry run."""
+        """The result as people read it (the dashboard's labels, docs/dashboard.md): ok, failed
+        (exit 2), bad input (exit 4), refused (exit 2), running, aborted (controller gone), dry
+        run, and `, record incomplete` after a run whose history failed during it."""
         if self.exit_code is None:
-            text = "aborted" if self.aborted else "running"
+            text = GONE if self.aborted else "running"
         else:
             text = "ok" if self.exit_code == 0 else f"{self.result} (exit {self.exit_code})"
         if self.check_mode:
