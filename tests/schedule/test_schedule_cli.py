@@ -233,7 +233,11 @@ def test_git_pull_fast_forwards_and_refuses_dirty_or_diverged(env: Env, alerts: 
     git(work, "push", "-q", "origin", "HEAD:main")
     diverged = env.run("schedule", "run", "pull")
     assert diverged.rc == 2 and "git pull --ff-only failed" in diverged.err
-    assert len(env.history()) == 1  # neither refused run touched a host
+    runs = env.history()  # newest first: both refused runs are recorded, neither touched a host
+    assert [(r["schedule"], r["exit_code"], r["label"]) for r in runs] == [
+        ("pull", 2, "refused (exit 2)"), ("pull", 2, "refused (exit 2)"), ("pull", 0, "ok")]
+    assert "git pull --ff-only failed" in runs[0]["reason"] and "uncommitted changes" in runs[1]["reason"]
+    assert runs[0]["tasks"] == [] and runs[1]["tasks"] == [] and runs[0]["recap"] == {}
 
 
 def test_scheduled_run_takes_the_run_lock(env: Env, alerts: Alerts) -> None:
