@@ -74,7 +74,11 @@ def test_bad_input_raises_every_problem_with_its_place_and_touches_nothing(proje
     text = [str(p) for p in caught.value.problems]
     assert any(t.startswith("bad.yml:3:7: ") and "'shel'" in t for t in text), text
     assert any("expected key=value" in t for t in text), text
-    assert not (project / "bad").exists() and not (project / "h.db").exists()  # no host, no history row
+    assert not (project / "bad").exists()  # no host touched
+    store = HistoryStore(project / "h.db")  # and the run is recorded as what it was: bad input
+    [run] = store.runs(limit=5)
+    store.close()
+    assert run.exit_code == 4 and run.ended is not None and not run.tasks
 
 
 def test_a_run_that_preflight_refuses_is_recorded_as_bad_input(project: Path) -> None:

@@ -104,7 +104,7 @@ def test_a_version_3_database_migrates_to_run_groups_keeping_its_runs(tmp_path: 
     assert [r.id for r in store.runs(group="g")] == ["new"] and [r.id for r in store.group_runs("g")] == ["new"]
     store.close()
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) >= 4
 
 
 def test_history_locations_mask_a_url_password_everywhere() -> None:
