@@ -1,9 +1,16 @@
 """rollback: put the job's last good run back (remote/rollback.py does it on the target) and
-say in one line what failed and how the rollback went."""
+say in one line what failed and how the rollback went.
+
+In requests of their own, as a restart's tasks: the target stops the job, switches `current`
+and relaunches ("start"), then the relaunched run is verified. A relaunched job is so never
+part of a request that still runs when the controller goes away (the agent ends that request's
+whole tree): it keeps running, as a job launch_detached started does. When the relaunch fails,
+"undo" puts `current` back where it was when nothing runs."""
 
 from __future__ import annotations
 
 import shlex
+import time
 from typing import TYPE_CHECKING, Any, cast
 
 from opsrunner.connections import ops
@@ -15,7 +22,8 @@ from opsrunner.results import Status, TaskResult
 from opsrunner.validation import load_schema
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_jobs import RollbackArgs, RollbackReply, VerifyArgs
+    from opsrunner.remote.protocol_jobs import RollbackReply, VerifyArgs, VerifyReply
+    from opsrunner.remote.rollback import StepArgs, StepReply
 
 #: Characters of a failure's diagnosis kept in the one-line message.
 DIAGNOSIS_CHARS = 300
@@ -29,9 +37,11 @@ def failure_text(failed_task: str | None, failure: dict[str, Any] | None) -> str
     result = failure or {}
     why = str(result.get("diagnosis") or result.get("msg") or "").strip()
     why = why.splitlines()[0] if why else "no message"
-    if len(why) > DIAGNOSIS_CHARS:
-        why = why[:DIAGNOSIS_CHARS] + "..."
-    return f"{failed_task} failed: {why}"
+    return f"{failed_task} failed: {_clip(why)}"
+
+
+def _clip(text: str) -> str:
+    return text[:DIAGNOSIS_CHARS] + "..." if len(text) > DIAGNOSIS_CHARS else text
 
 
 def release_text(release: str | None, commit: str | None) -> str:
@@ -70,6 +80,19 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Stat
     return Status.FAILED, f"rollback to {where} failed{too}: {reply.get('why')}"
 
 
+class _Clock:
+    """The task's time, shared by the rollback's requests."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout, self.t0 = timeout, time.monotonic()
+
+    def took(self) -> float:
+        return round(time.monotonic() - self.t0, 2)
+
+    def left(self) -> float | None:
+        return None if self.timeout is None else max(0.5, self.timeout - (time.monotonic() - self.t0))
+
+
 class RollbackModule(Module):
     name = "rollback"
 
@@ -91,20 +114,15 @@ class RollbackModule(Module):
             hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
         except ModuleFailure as exc:  # another run holds the job: the line names it
             return _result(Status.FAILED, failed, f"rollback failed{too}: {' '.join(str(exc).split())}", {})
-        request: RollbackArgs = {"pidfile": str(args["pidfile"]), "auto": bool(args.get("auto")),
-                                 "grace": float(args.get("grace", 10)), "check_mode": ctx.check_mode}
-        for key in ("release", "pattern"):
-            if args.get(key):
-                request[key] = str(args[key])
-        if args.get("verify"):
-            request["verify"] = cast("VerifyArgs", dict(args["verify"]))
-        if ctx.timeout is not None:
-            request["budget"] = max(ctx.timeout - TIMEOUT_MARGIN_S, ctx.timeout / 2)
+        clock = _Clock(ctx.timeout)
         try:
-            reply = ctx.agent(ops.ROLLBACK, request, timeout=ctx.timeout)
+            reply = _step(ctx, _start_request(ctx, args), clock)
+            if reply.get("outcome") == "launched":
+                status, text = _judge(ctx, args, reply, clock, bool(failed))
+            else:
+                status, text = outcome_text(reply, after_failure=bool(failed))
         except ModuleFailure as exc:
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
-        status, text = outcome_text(reply, after_failure=bool(failed))
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
         if reply.get("outcome") == "would":
@@ -112,6 +130,51 @@ class RollbackModule(Module):
             ctx.ledger.would_launch.append(str(args["pidfile"]))
         detail = status_line(dict(reply["status"])) if reply.get("status") else ""
         return _result(status, failed, text, data, detail)
+
+
+def _start_request(ctx: TaskContext, args: dict[str, Any]) -> StepArgs:
+    request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "start", "auto": bool(args.get("auto")),
+                         "grace": float(args.get("grace", 10)), "check_mode": ctx.check_mode}
+    for key in ("release", "pattern"):
+        if args.get(key):
+            request[key] = str(args[key])
+    return request
+
+
+def _step(ctx: TaskContext, request: StepArgs, clock: _Clock) -> StepReply:
+    return cast("StepReply", ctx.agent(ops.ROLLBACK, request, timeout=clock.left()))
+
+
+def _verify(ctx: TaskContext, args: dict[str, Any], clock: _Clock) -> VerifyReply:
+    """Verify the job the pidfile names now, in a request of its own; passing, it is the last good run."""
+    check = cast("VerifyArgs", dict(args.get("verify") or {"processes": 1}))
+    check["pidfile"] = str(args["pidfile"])
+    check["record_good"] = True
+    left = clock.left()
+    if left is not None:
+        check["budget"] = max(0.2, left - TIMEOUT_MARGIN_S)
+    return ctx.agent(ops.VERIFY, check, timeout=None if left is None else check["budget"] + TIMEOUT_MARGIN_S)
+
+
+def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clock,
+           after_failure: bool) -> tuple[Status, str]:
+    """The target was relaunched: verify it; when it fails, undo."""
+    why = reply.get("why")
+    if not why:
+        verdict = _verify(ctx, args, clock)
+        reply["status"], reply["verified"], reply["took_s"] = verdict["status"], bool(verdict.get("ok")), clock.took()
+        if verdict.get("ok"):
+            reply["outcome"] = "rolled_back"
+            return outcome_text(reply, after_failure)
+        why = f"the relaunched run failed verify: {_clip(str(verdict.get('diagnosis')))}"
+    reply["outcome"], reply["why"] = "failed", why
+    request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
+                         "back_to": reply.get("switched_from")}
+    undone = _step(ctx, request, clock)
+    _, text = outcome_text(reply, after_failure)
+    if undone.get("switched_back"):
+        text += f"; current switched back to {undone['switched_back']}"
+    return Status.FAILED, text
 
 
 def _result(status: Status, failed: str, text: str, data: dict[str, Any], detail: str = "") -> TaskResult:

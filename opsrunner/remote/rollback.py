@@ -1,12 +1,16 @@
-# opsrunner-agent part: rollback. Puts the job's last good run (goodrun.py) back: stops what
-# runs from the pidfile now, switches <dest>/current back to the release, starts the recorded
-# launch again (the same argv, env, chdir, log and umask) and verifies it. All of it happens
-# here, on the target, so the job's environment (which may hold secrets) never travels to
-# the controller: the reply names the release, the commit, the pid and the verdict only.
+# opsrunner-agent part: rollback. Puts the job's last good run (goodrun.py) back in steps, each
+# a request of its own, as a restart does: "start" stops what runs from the pidfile now,
+# switches <dest>/current back to the release and starts the recorded launch again (the same
+# argv, env, chdir, log and umask), then returns; the controller verifies the run (op_verify
+# with record_good) in another request. So the relaunched job is never in the tree of a
+# request that is still running, which server.py kills when the controller goes away.
+# When the relaunch fails, "undo" puts `current` back where it was when nothing runs from
+# the release it was switched to. All of it happens here, on the target, so the job's
+# environment (which may hold secrets) never travels to the controller: the replies name
+# releases, commits and pids only.
 from __future__ import annotations
 
 import os
-import time
 
 from .goodrun import read_good
 from .guards import Refused
@@ -14,11 +18,23 @@ from .jobfiles import pidfile_paths, read_pidfile
 from .launch import op_launch
 from .procs import alive, op_kill
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
-from .verify import op_verify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .protocol_jobs import GoodRun, KillArgs, LaunchArgs, RollbackArgs, RollbackReply, VerifyArgs
+    from .protocol_jobs import GoodRun, KillArgs, LaunchArgs, RollbackArgs, RollbackReply
+
+    class StepArgs(RollbackArgs, total=False):
+        """RollbackArgs and what the steps add (their place is protocol_jobs.py's RollbackArgs)."""
+        #: "start" (the default: stop, switch, relaunch) or "undo" (after the relaunch failed).
+        step: str
+        #: undo: the release `current` pointed to before the rollback.
+        back_to: str | None
+
+    class StepReply(RollbackReply, total=False):
+        """RollbackReply and what the steps add. outcome: start "launched" (verify it next; `why`
+        when it failed at once); undo "failed"."""
+        #: undo: `current` was switched back to this release.
+        switched_back: str
 
 
 class Target:
@@ -29,10 +45,6 @@ class Target:
                  chdir: str | None, env: dict[str, str]) -> None:
         self.release, self.release_dir, self.commit = release, release_dir, commit
         self.argv, self.chdir, self.env = argv, chdir, env
-
-
-#: Seconds kept at the end of the budget for the reply to travel back.
-MARGIN_S = 1.0
 
 
 def _moved(value: str | None, old: str | None, new: str | None) -> str | None:
@@ -69,7 +81,7 @@ def check_intact(release: str | None, release_dir: str | None) -> None:
 
 def target_of(good: GoodRun, wanted: str | None) -> Target:
     """The release to roll back to (the good run's, "previous", or a name) and its launch;
-    ValueError when it is changed in place."""
+    ValueError when there is none to go to or it is changed in place."""
     argv, chdir, env = list(good.get("argv") or []), good.get("chdir"), dict(good.get("env") or {})
     link, good_dir = good.get("link"), good.get("release_dir")
     if not wanted:
@@ -90,8 +102,16 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
                   dict((key, str(_moved(value, good_dir, folder))) for key, value in env.items()))
 
 
-def op_rollback(args: RollbackArgs) -> RollbackReply:
-    t0 = time.time()
+def op_rollback(args: StepArgs) -> StepReply:
+    if args.get("step") == "undo":
+        return undo(args)
+    if args.get("step", "start") != "start":
+        return {"error": f"unknown rollback step {args.get('step')!r}"}
+    return start(args)
+
+
+def start(args: StepArgs) -> StepReply:
+    """Stop the job, switch current, start the target's launch; the controller verifies it."""
     pidfile = args["pidfile"]
     good = read_good(pidfile)
     if good is None:
@@ -101,11 +121,12 @@ def op_rollback(args: RollbackArgs) -> RollbackReply:
         target = target_of(good, args.get("release"))
     except (ValueError, OSError) as exc:
         return {"outcome": "failed", "why": str(exc)}
-    reply: RollbackReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
-                            "chdir": target.chdir}
-    pid, start = read_pidfile(pidfile)
+    reply: StepReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
+                        "chdir": target.chdir}
+    pid, begun = read_pidfile(pidfile)
     link = good.get("link") if target.release_dir else None
-    if args.get("auto") and pid and pid == good.get("pid") and start == good.get("start") and alive(pid, start):
+    running = bool(pid and alive(pid, begun))
+    if args.get("auto") and running and pid == good.get("pid") and begun == good.get("start"):
         reply["outcome"] = "nothing"
         reply["pid"] = pid
         return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
@@ -117,21 +138,19 @@ def op_rollback(args: RollbackArgs) -> RollbackReply:
     try:
         stopped = op_kill(stop)
     except Refused as exc:
-        reply["outcome"] = "failed"
-        reply["why"] = f"cannot stop the job: {exc}"
+        reply["outcome"], reply["why"] = "failed", f"cannot stop the job: {exc}"
         return reply
     reply["stopped"] = [p["pid"] for p in stopped.get("killed", [])]
     if args.get("check_mode"):
         reply["outcome"] = "would"
         return reply
     if stopped.get("error"):
-        reply["outcome"] = "failed"
-        reply["why"] = f"cannot stop the job: {stopped['error']}"
+        reply["outcome"], reply["why"] = "failed", f"cannot stop the job: {stopped['error']}"
         return reply
-    return _relaunch(args, good, target, link, reply, t0)
+    return _relaunch(good, target, link, reply, pidfile)
 
 
-def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, check_mode: bool) -> RollbackReply:
+def _keep_good_current(reply: StepReply, target: Target, link: str | None, check_mode: bool) -> StepReply:
     """The good run still runs: `current` goes back to its release where a deploy switched it
     to another (one never verified), so the next launch through it is the good code."""
     if not link or not target.release_dir or check_mode:
@@ -143,14 +162,24 @@ def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, c
     return reply
 
 
-def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | None, reply: RollbackReply,
-              t0: float) -> RollbackReply:
-    """Switch current back, start the good run's launch again, verify it."""
-    pidfile = args["pidfile"]
+def _relaunch(good: GoodRun, target: Target, link: str | None, reply: StepReply, pidfile: str) -> StepReply:
+    """Switch current to the target's release and start its launch; not verified here."""
     if link and target.release_dir:
         switch_link(link, target.release_dir)
-    launch: LaunchArgs = {"argv": target.argv, "env": target.env, "pidfile": pidfile}
-    chdir, log, umask = target.chdir, good.get("log"), good.get("umask")
+    pid, why = _start(pidfile, target.argv, target.env, target.chdir, good.get("log"), good.get("umask"), link)
+    reply["outcome"] = "launched"
+    if pid:
+        reply["pid"] = pid
+    if why:
+        reply["why"] = why
+    return reply
+
+
+def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None, log: str | None,
+           umask: str | None, link: str | None) -> tuple[int | None, str | None]:
+    """Launch as launch_detached does (its own supervisor, in a session of its own): (its
+    pid, why it failed at once or None)."""
+    launch: LaunchArgs = {"argv": argv, "env": env, "pidfile": pidfile}
     if chdir:
         launch["chdir"] = chdir
     if log:
@@ -161,39 +190,26 @@ def _relaunch(args: RollbackArgs, good: GoodRun, target: Target, link: str | Non
         launch["release_link"] = link
     started = op_launch(launch)
     if started.get("error") or "pid" not in started:
-        return _failed(reply, f"the relaunch failed: {started.get('error')}", link, pidfile)
-    reply["pid"] = started["pid"]
+        return None, f"the relaunch failed: {started.get('error')}"
     ended = started.get("exited")
     if ended:
         how = f"signal {ended['signal']}" if ended.get("signal") else f"code {ended.get('returncode')}"
-        return _failed(reply, f"the relaunched job (pid {started['pid']}) exited at once with {how}", link, pidfile)
-    wanted: VerifyArgs = args.get("verify") or {"processes": 1}
-    check = wanted.copy()
-    check["pidfile"] = pidfile
-    check["record_good"] = True
-    if args.get("budget"):
-        check["budget"] = max(1.0, float(args["budget"]) - (time.time() - t0) - MARGIN_S)
-    verdict = op_verify(check)
-    reply["status"] = verdict["status"]
-    reply["verified"] = bool(verdict.get("ok"))
-    reply["took_s"] = round(time.time() - t0, 2)
-    if verdict.get("ok"):
-        reply["outcome"] = "rolled_back"
-        return reply
-    return _failed(reply, f"the relaunched run failed verify: {verdict.get('diagnosis')}", link, pidfile)
+        return started["pid"], f"the relaunched job (pid {started['pid']}) exited at once with {how}"
+    return started["pid"], None
 
 
-def _failed(reply: RollbackReply, why: str, link: str | None, pidfile: str) -> RollbackReply:
-    """A failed relaunch: `current` goes back to where it was when nothing runs from the
-    release it was switched to (a hung relaunch still runs from it: it stays)."""
-    reply["outcome"], reply["why"] = "failed", why
-    before = reply.get("switched_from")
-    if not link or not before or before == reply.get("release"):
+def undo(args: StepArgs) -> StepReply:
+    """The rollback's relaunch failed (at once, or its verify): put `current` back where it
+    was when nothing runs from the release it was switched to (a hung relaunch still runs from
+    it: it stays)."""
+    pidfile = args["pidfile"]
+    reply: StepReply = {"outcome": "failed"}
+    link, before = (read_good(pidfile) or {}).get("link"), args.get("back_to")
+    pid, begun = read_pidfile(pidfile)
+    if (pid and alive(pid, begun)) or not link or not before or before == current_release(os.path.dirname(link)):
         return reply
-    pid, start = read_pidfile(pidfile)
     before_dir = os.path.join(releases_dir(os.path.dirname(link)), before)
-    if (pid and alive(pid, start)) or not os.path.isdir(before_dir):
-        return reply
-    switch_link(link, before_dir)
-    reply["why"] = f"{why}; current switched back to {before}"
+    if os.path.isdir(before_dir):
+        switch_link(link, before_dir)
+        reply["switched_back"] = before
     return reply
