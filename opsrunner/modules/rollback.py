@@ -166,6 +166,9 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clo
         if verdict.get("ok"):
             reply["outcome"] = "rolled_back"
             return outcome_text(reply, after_failure)
+        if verdict.get("cut_short"):
+            reply["outcome"] = "timed_out"
+            return Status.TIMED_OUT, _out_of_time(reply, verdict, clock)
         why = f"the relaunched run failed verify: {_clip(str(verdict.get('diagnosis')))}"
     reply["outcome"], reply["why"] = "failed", why
     request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
@@ -175,6 +178,17 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clo
     if undone.get("switched_back"):
         text += f"; current switched back to {undone['switched_back']}"
     return Status.FAILED, text
+
+
+def _out_of_time(reply: StepReply, verdict: VerifyReply, clock: _Clock) -> str:
+    """The rollback's verify was cut short by the task's timeout: what state it left."""
+    where = release_text(reply.get("release"), reply.get("commit"))
+    state = str(verdict["status"].get("state"))
+    current = f"; current -> {reply.get('release')}" if reply.get("release") else ""
+    return (f"rollback to {where} ran out of time: the task's timeout ({clock.timeout:g}s) came "
+            f"{verdict.get('waited_s', 0):g}s into verifying the relaunched run (pid {reply.get('pid')}), before "
+            f"its checks could pass for long enough; it is {state}, not verified (not recorded as the last good "
+            f"run){current}. Give the rollback more time (its timeout) than verify's within + stable_for + log_grows")
 
 
 def _result(status: Status, failed: str, text: str, data: dict[str, Any], detail: str = "") -> TaskResult:
