@@ -5,7 +5,7 @@ In requests of their own, as a restart's tasks: the target stops the job, switch
 and relaunches ("start"), then the relaunched run is verified. A relaunched job is so never
 part of a request that still runs when the controller goes away (the agent ends that request's
 whole tree): it keeps running, as a job launch_detached started does. When the relaunch fails,
-"undo" puts `current` back where it was when nothing runs."""
+"undo", after a hand rollback, starts what ran before again, which is verified in turn."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: Characters of a failure's diagnosis kept in the one-line message.
 DIAGNOSIS_CHARS = 300
+#: States of a verified job that mean it still runs.
+ALIVE_STATES = ("running", "hung")
 
 
 def failure_text(failed_task: str | None, failure: dict[str, Any] | None) -> str:
@@ -114,17 +116,18 @@ class RollbackModule(Module):
             hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
         except ModuleFailure as exc:  # another run holds the job: the line names it
             return _result(Status.FAILED, failed, f"rollback failed{too}: {' '.join(str(exc).split())}", {})
-        clock = _Clock(ctx.timeout)
+        clock, extra = _Clock(ctx.timeout), dict[str, Any]()
         try:
             reply = _step(ctx, _start_request(ctx, args), clock)
             if reply.get("outcome") == "launched":
-                status, text = _judge(ctx, args, reply, clock, bool(failed))
+                status, text = _judge(ctx, args, reply, clock, bool(failed), extra)
             else:
                 status, text = outcome_text(reply, after_failure=bool(failed))
         except ModuleFailure as exc:
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
+        data.update(extra)
         if reply.get("outcome") == "would":
             ctx.ledger.would_stop.update(reply.get("stopped") or [])
             ctx.ledger.would_launch.append(str(args["pidfile"]))
@@ -156,9 +159,10 @@ def _verify(ctx: TaskContext, args: dict[str, Any], clock: _Clock) -> VerifyRepl
     return ctx.agent(ops.VERIFY, check, timeout=None if left is None else check["budget"] + TIMEOUT_MARGIN_S)
 
 
-def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clock,
-           after_failure: bool) -> tuple[Status, str]:
-    """The target was relaunched: verify it; when it fails, undo."""
+def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clock, after_failure: bool,
+           extra: dict[str, Any]) -> tuple[Status, str]:
+    """The target was relaunched: verify it; when it fails, undo (and verify what undo restarted,
+    in extra["restored"])."""
     why = reply.get("why")
     if not why:
         verdict = _verify(ctx, args, clock)
@@ -172,12 +176,42 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clo
         why = f"the relaunched run failed verify: {_clip(str(verdict.get('diagnosis')))}"
     reply["outcome"], reply["why"] = "failed", why
     request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
-                         "back_to": reply.get("switched_from")}
+                         "back_to": reply.get("switched_from"), "grace": float(args.get("grace", 10))}
     undone = _step(ctx, request, clock)
     _, text = outcome_text(reply, after_failure)
+    if undone.get("outcome") == "restoring" or undone.get("restore_error"):
+        return Status.FAILED, text + _restored(ctx, args, reply, undone, clock, extra)
     if undone.get("switched_back"):
         text += f"; current switched back to {undone['switched_back']}"
-    return Status.FAILED, text
+    if undone.get("running"):
+        return Status.FAILED, text + f"; pid {undone['running']} still runs from it, not verified"
+    before = "" if args.get("auto") else "; nothing was running before the rollback either"
+    return Status.FAILED, text + before + "; nothing is running"
+
+
+def _restored(ctx: TaskContext, args: dict[str, Any], reply: StepReply, undone: StepReply, clock: _Clock,
+              extra: dict[str, Any]) -> str:
+    """The part of the line saying how what ran before the rollback was started again, and
+    what runs now."""
+    where, pid = release_text(undone.get("release"), undone.get("commit")), undone.get("pid")
+    back = f"; current switched back to {undone['switched_back']}" if undone.get("switched_back") else ""
+    extra["restored"] = restored = {"release": undone.get("release"), "pid": pid, "verified": False}
+    if undone.get("outcome") != "restoring":
+        now = (f"pid {undone['running']} (the failed relaunch) still runs" if undone.get("running")
+               else "nothing is running")
+        return f"; starting what ran before ({where}) again failed: {undone.get('restore_error')}{back}; {now}"
+    verdict = _verify(ctx, args, clock)
+    reply["took_s"] = clock.took()
+    if verdict.get("ok"):
+        restored["verified"] = True
+        return f"; what ran before is running again: {where}, pid {pid}, verified{back}"
+    state = str(verdict["status"].get("state"))
+    if verdict.get("cut_short"):
+        return (f"; what ran before was started again ({where}, pid {pid}) but the time ran out verifying it: "
+                f"it is {state}, not verified{back}")
+    now = f"pid {pid} still runs, not verified" if state in ALIVE_STATES else "nothing is running"
+    return (f"; what ran before was started again ({where}, pid {pid}) but failed verify too: "
+            f"{_clip(str(verdict.get('diagnosis')))}{back}; {now}")
 
 
 def _out_of_time(reply: StepReply, verdict: VerifyReply, clock: _Clock) -> str:

@@ -2,6 +2,8 @@
 # record): the release and the exact launch (argv, env, chdir, log, umask) of the last run
 # that verify passed with record_good, which rollback starts again. 0600: env may hold
 # secrets. Written atomically (temp file + rename), never read from a FIFO or device.
+# A hand rollback's prior run (<pidfile base>.rollback-prior.json, 0600): the launch that ran
+# before it, started again when the rollback's own target fails.
 from __future__ import annotations
 
 import os
@@ -11,15 +13,17 @@ from .atomic import write_atomic
 from .jobfiles import boot_id, launch_record, pidfile_paths, read_pidfile
 from .procs import alive
 from .reads import read_json
+from .watchdog import ignored
 from .wire import json_dumps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping
 
-    from .protocol_jobs import GoodRun, GoodRunRef
+    from .protocol_jobs import GoodRun, GoodRunRef, LaunchRecord
 
 GOOD_MODE = 0o600
+PRIOR_SUFFIX = ".rollback-prior.json"
 
 
 def _text(value: object) -> str | None:
@@ -72,4 +76,32 @@ def record_good(pidfile: str) -> GoodRunRef | None:
         "launched_at": meta.get("started_at"), "verified_at": time.time(), "boot_id": boot_id(),
     }
     write_atomic(pidfile_paths(pidfile)["good"], json_dumps(good).encode(), GOOD_MODE)
+    drop_prior(pidfile)  # a run verified since: a rollback's prior run is no longer wanted
     return {"release": good["release"], "commit": good["commit"]}
+
+
+def prior_path(pidfile: str) -> str:
+    base = pidfile[:-4] if pidfile.endswith(".pid") else pidfile
+    return base + PRIOR_SUFFIX
+
+
+def save_prior(pidfile: str, meta: LaunchRecord) -> None:
+    """Keep the launch of the run a hand rollback is about to stop (as a good run's record)."""
+    prior = {"release": meta.get("release"), "release_dir": meta.get("release_dir"), "commit": meta.get("commit"),
+             "link": link_of(meta.get("release_dir")), "argv": list(meta.get("argv") or []),
+             "env": dict(meta.get("env") or {}), "chdir": meta.get("chdir"), "log": meta.get("log"),
+             "umask": meta.get("umask"), "pid": meta.get("pid"), "start": meta.get("start"),
+             "launched_at": meta.get("started_at")}
+    write_atomic(prior_path(pidfile), json_dumps(prior).encode(), GOOD_MODE)
+
+
+def take_prior(pidfile: str) -> GoodRun | None:
+    """The prior run a hand rollback kept (the file is removed), or None."""
+    raw = read_json(prior_path(pidfile), "rollback's prior run")
+    drop_prior(pidfile)
+    return None if raw is None or not raw.get("argv") else as_good_run(raw)
+
+
+def drop_prior(pidfile: str) -> None:
+    with ignored(FileNotFoundError):
+        os.unlink(prior_path(pidfile))

@@ -4,17 +4,17 @@
 # argv, env, chdir, log and umask), then returns; the controller verifies the run (op_verify
 # with record_good) in another request. So the relaunched job is never in the tree of a
 # request that is still running, which server.py kills when the controller goes away.
-# When the relaunch fails, "undo" puts `current` back where it was when nothing runs from
-# the release it was switched to. All of it happens here, on the target, so the job's
-# environment (which may hold secrets) never travels to the controller: the replies name
-# releases, commits and pids only.
+# When the relaunch fails, "undo", after a hand rollback, starts the run that was running
+# before it again (kept by "start"), for the controller to verify. All of it happens here,
+# on the target, so the job's environment (which may hold secrets) never travels to the
+# controller: the replies name releases, commits and pids only.
 from __future__ import annotations
 
 import os
 
-from .goodrun import read_good
+from .goodrun import drop_prior, read_good, save_prior, take_prior
 from .guards import Refused
-from .jobfiles import pidfile_paths, read_pidfile
+from .jobfiles import launch_record, pidfile_paths, read_pidfile
 from .launch import op_launch
 from .procs import alive, op_kill
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
@@ -32,9 +32,14 @@ if TYPE_CHECKING:
 
     class StepReply(RollbackReply, total=False):
         """RollbackReply and what the steps add. outcome: start "launched" (verify it next; `why`
-        when it failed at once); undo "failed"."""
+        when it failed at once); undo "restoring" (the run before the rollback was started
+        again: verify it next) or "failed"."""
+        #: undo: the pid of the failed relaunch where it still runs (it is left so), else None.
+        running: int | None
         #: undo: `current` was switched back to this release.
         switched_back: str
+        #: undo: why the run before the rollback could not be started again.
+        restore_error: str
 
 
 class Target:
@@ -131,6 +136,7 @@ def start(args: StepArgs) -> StepReply:
         reply["pid"] = pid
         return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
     reply["switched_from"] = current_release(os.path.dirname(link)) if link else None
+    before = launch_record(pidfile) if running and not args.get("auto") else None
     stop: KillArgs = {"pidfile": pidfile, "grace": float(args.get("grace", 10)),
                       "check_mode": bool(args.get("check_mode"))}
     if args.get("pattern"):
@@ -147,6 +153,10 @@ def start(args: StepArgs) -> StepReply:
     if stopped.get("error"):
         reply["outcome"], reply["why"] = "failed", f"cannot stop the job: {stopped['error']}"
         return reply
+    if before and before.get("pid") == pid and before.get("argv"):
+        save_prior(pidfile, before)  # started again should the target fail (undo)
+    else:
+        drop_prior(pidfile)
     return _relaunch(good, target, link, reply, pidfile)
 
 
@@ -199,17 +209,64 @@ def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None
 
 
 def undo(args: StepArgs) -> StepReply:
-    """The rollback's relaunch failed (at once, or its verify): put `current` back where it
-    was when nothing runs from the release it was switched to (a hung relaunch still runs from
-    it: it stays)."""
+    """The rollback's relaunch failed (at once, or its verify): after a hand rollback, start
+    what was running before again (the controller verifies it); else put `current` back where
+    it was when nothing runs from the release it was switched to."""
     pidfile = args["pidfile"]
-    reply: StepReply = {"outcome": "failed"}
-    link, before = (read_good(pidfile) or {}).get("link"), args.get("back_to")
+    prior = None if args.get("auto") else take_prior(pidfile)
+    if prior is None:
+        return _switch_back(pidfile, (read_good(pidfile) or {}).get("link"), args.get("back_to"))
+    return _restore(args, prior)
+
+
+def _switch_back(pidfile: str, link: str | None, before: str | None) -> StepReply:
+    """`current` back to where it was, unless the failed relaunch still runs from the release
+    it was switched to (a hung relaunch): then it and `current` stay."""
+    reply: StepReply = {"outcome": "failed", "running": None}
     pid, begun = read_pidfile(pidfile)
-    if (pid and alive(pid, begun)) or not link or not before or before == current_release(os.path.dirname(link)):
+    if pid and alive(pid, begun):
+        reply["running"] = pid
+        return reply
+    if not link or not before or before == current_release(os.path.dirname(link)):
         return reply
     before_dir = os.path.join(releases_dir(os.path.dirname(link)), before)
     if os.path.isdir(before_dir):
         switch_link(link, before_dir)
         reply["switched_back"] = before
+    return reply
+
+
+def _restore(args: StepArgs, prior: GoodRun) -> StepReply:
+    """Stop the failed relaunch, switch current back to the prior run's release, start the
+    prior run's recorded launch again."""
+    pidfile = args["pidfile"]
+    reply: StepReply = {"outcome": "failed", "release": prior.get("release"), "commit": prior.get("commit"),
+                        "running": None}
+    stop: KillArgs = {"pidfile": pidfile, "grace": float(args.get("grace", 10))}
+    try:
+        stopped = op_kill(stop)
+        error = stopped.get("error")
+    except Refused as exc:
+        error = str(exc)
+    if error:
+        pid, begun = read_pidfile(pidfile)
+        reply["running"] = pid if pid and alive(pid, begun) else None
+        reply["restore_error"] = f"cannot stop the failed relaunch: {error}"
+        return reply
+    link, folder = prior.get("link"), prior.get("release_dir")
+    if link and folder:
+        if not os.path.isdir(folder):
+            reply["restore_error"] = f"its release {prior.get('release')} is gone ({folder} is missing)"
+            return reply
+        if current_release(os.path.dirname(link)) != prior.get("release"):
+            switch_link(link, folder)
+            reply["switched_back"] = str(prior.get("release"))
+    pid, why = _start(pidfile, list(prior.get("argv") or []), dict(prior.get("env") or {}), prior.get("chdir"),
+                      prior.get("log"), prior.get("umask"), link if folder else None)
+    if pid:
+        reply["pid"] = pid
+    if why:
+        reply["restore_error"] = why
+        return reply
+    reply["outcome"] = "restoring"
     return reply
