@@ -5,12 +5,14 @@ In requests of their own, as a restart's tasks: the target stops the job, switch
 and relaunches ("start"), then the relaunched run is verified. A relaunched job is so never
 part of a request that still runs when the controller goes away (the agent ends that request's
 whole tree): it keeps running, as a job launch_detached started does. When the relaunch fails,
-"undo", after a hand rollback, starts what ran before again, which is verified in turn."""
+"undo" records its release as failed and, after a hand rollback, starts what ran before
+again, which is verified in turn."""
 
 from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from opsrunner.connections import ops
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Characters of a failure's diagnosis kept in the one-line message.
 DIAGNOSIS_CHARS = 300
+#: The failed task's modules after which the restart's new launch is recorded as failed.
+LAUNCH_MODULES = ("launch_detached", "verify")
 #: States of a verified job that mean it still runs.
 ALIVE_STATES = ("running", "hung")
 
@@ -118,7 +122,7 @@ class RollbackModule(Module):
             return _result(Status.FAILED, failed, f"rollback failed{too}: {' '.join(str(exc).split())}", {})
         clock, extra = _Clock(ctx.timeout), dict[str, Any]()
         try:
-            reply = _step(ctx, _start_request(ctx, args), clock)
+            reply = _step(ctx, _start_request(ctx, args, failed), clock)
             if reply.get("outcome") == "launched":
                 status, text = _judge(ctx, args, reply, clock, bool(failed), extra)
             else:
@@ -128,19 +132,31 @@ class RollbackModule(Module):
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
         data.update(extra)
+        if reply.get("known_failed"):
+            data["known_failed"] = reply["known_failed"]
         if reply.get("outcome") == "would":
             ctx.ledger.would_stop.update(reply.get("stopped") or [])
             ctx.ledger.would_launch.append(str(args["pidfile"]))
+        if reply.get("known_failed") and reply.get("outcome") in ("rolled_back", "would", "timed_out"):
+            text += f"; warning: {_known_failed(reply)}"
         detail = status_line(dict(reply["status"])) if reply.get("status") else ""
-        return _result(status, failed, text, data, detail)
+        result = _result(status, failed, text, data, detail)
+        if reply.get("known_failed"):
+            result.warnings.append(f"release {reply.get('release')} was recorded as failed: {reply['known_failed']}; "
+                                   "the rollback goes to it because it was named")
+        return result
 
 
-def _start_request(ctx: TaskContext, args: dict[str, Any]) -> StepArgs:
+def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> StepArgs:
     request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "start", "auto": bool(args.get("auto")),
                          "grace": float(args.get("grace", 10)), "check_mode": ctx.check_mode}
     for key in ("release", "pattern"):
         if args.get(key):
             request[key] = str(args[key])
+    failed_task = ctx.variables.get("ansible_failed_task")
+    if (failed and args.get("auto") and isinstance(failed_task, Mapping)
+            and failed_task.get("action") in LAUNCH_MODULES):
+        request["failed"] = failed  # the restart's new launch failed: its release is recorded as failed
     return request
 
 
@@ -174,9 +190,12 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clo
             reply["outcome"] = "timed_out"
             return Status.TIMED_OUT, _out_of_time(reply, verdict, clock)
         why = f"the relaunched run failed verify: {_clip(str(verdict.get('diagnosis')))}"
-    reply["outcome"], reply["why"] = "failed", why
+    reply["outcome"] = "failed"
+    reply["why"] = f"{why} (warning: {_known_failed(reply)})" if reply.get("known_failed") else why
     request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
-                         "back_to": reply.get("switched_from"), "grace": float(args.get("grace", 10))}
+                         "why": why, "back_to": reply.get("switched_from"), "grace": float(args.get("grace", 10))}
+    if reply.get("release"):
+        request["release"] = str(reply.get("release"))
     undone = _step(ctx, request, clock)
     _, text = outcome_text(reply, after_failure)
     if undone.get("outcome") == "restoring" or undone.get("restore_error"):
@@ -187,6 +206,10 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clo
         return Status.FAILED, text + f"; pid {undone['running']} still runs from it, not verified"
     before = "" if args.get("auto") else "; nothing was running before the rollback either"
     return Status.FAILED, text + before + "; nothing is running"
+
+
+def _known_failed(reply: StepReply) -> str:
+    return f"release {reply.get('release')} was known to have failed: {_clip(str(reply.get('known_failed')))}"
 
 
 def _restored(ctx: TaskContext, args: dict[str, Any], reply: StepReply, undone: StepReply, clock: _Clock,

@@ -2,6 +2,10 @@
 # record): the release and the exact launch (argv, env, chdir, log, umask) of the last run
 # that verify passed with record_good, which rollback starts again. 0600: env may hold
 # secrets. Written atomically (temp file + rename), never read from a FIFO or device.
+# A release's verdict (<dest>/releases/<name>.verdict.json, beside its manifest): the last
+# time a run of it passed verify (record_good) or failed (a restart rolled back from it, a
+# rollback's relaunch of it failed), so that a rollback never picks a release known to be
+# bad by default.
 # A hand rollback's prior run (<pidfile base>.rollback-prior.json, 0600): the launch that ran
 # before it, started again when the rollback's own target fails.
 from __future__ import annotations
@@ -18,9 +22,17 @@ from .wire import json_dumps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Mapping
+    from typing import Mapping, TypedDict
 
     from .protocol_jobs import GoodRun, GoodRunRef, LaunchRecord
+
+    class Verdict(TypedDict):
+        """A release's last verdict: "passed" (verify recorded a run of it as the last good
+        run) or "failed"; when, the run's pid, and why it failed."""
+        state: str
+        at: float
+        pid: int | None
+        why: str | None
 
 GOOD_MODE = 0o600
 PRIOR_SUFFIX = ".rollback-prior.json"
@@ -76,8 +88,43 @@ def record_good(pidfile: str) -> GoodRunRef | None:
         "launched_at": meta.get("started_at"), "verified_at": time.time(), "boot_id": boot_id(),
     }
     write_atomic(pidfile_paths(pidfile)["good"], json_dumps(good).encode(), GOOD_MODE)
+    mark_release(good["release_dir"], "passed", pid)
     drop_prior(pidfile)  # a run verified since: a rollback's prior run is no longer wanted
     return {"release": good["release"], "commit": good["commit"]}
+
+
+VERDICT_SUFFIX = ".verdict.json"
+
+
+def verdict_path(release_dir: str) -> str:
+    return release_dir.rstrip("/") + VERDICT_SUFFIX
+
+
+def mark_release(release_dir: str | None, state: str, pid: int | None, why: str | None = None) -> None:
+    """Record a release's verdict (replacing the one before): "passed" or "failed"."""
+    if not release_dir or not os.path.isdir(release_dir):
+        return
+    verdict: Verdict = {"state": state, "at": time.time(), "pid": pid, "why": why}
+    write_atomic(verdict_path(release_dir), json_dumps(verdict).encode())
+
+
+def release_verdict(release_dir: str) -> Verdict | None:
+    """A release's last verdict, or None when no run of it was ever judged."""
+    raw = read_json(verdict_path(release_dir), "release verdict")
+    if raw is None or raw.get("state") not in ("passed", "failed"):
+        return None
+    at, pid, why = raw.get("at"), raw.get("pid"), raw.get("why")
+    return {"state": str(raw["state"]), "at": float(at) if isinstance(at, (int, float)) else 0.0,
+            "pid": pid if isinstance(pid, int) else None, "why": why if isinstance(why, str) else None}
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """`failed at 2026-12-04 21:37:10 (pid N): WHY` / `passed verify at ...`."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(verdict["at"]))
+    pid = f" (pid {verdict['pid']})" if verdict["pid"] else ""
+    if verdict["state"] == "passed":
+        return f"passed verify at {when}{pid}"
+    return f"failed at {when}{pid}" + (f": {verdict['why']}" if verdict["why"] else "")
 
 
 def prior_path(pidfile: str) -> str:

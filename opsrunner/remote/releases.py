@@ -4,7 +4,8 @@
 # with the same content and mode are hard links to it. <dest>/current is a symlink switched
 # atomically (a new link under a temporary name renamed over it), so a job launched through
 # it names one whole release, never a mix. Old releases are pruned past `keep`, never the
-# current one, the running job's, the last good run's or one a live process uses.
+# current one, the running job's, the last good run's or one a live process uses. A release's
+# verdict (goodrun.py: whether a run of it last passed verify or failed) lies beside it.
 from __future__ import annotations
 
 import errno
@@ -14,7 +15,7 @@ import time
 
 from .atomic import write_atomic
 from .files import file_digest
-from .goodrun import read_good
+from .goodrun import read_good, verdict_path
 from .guards import Context, Refused, guard_path, remove
 from .jobfiles import launch_record, read_pidfile
 from .procs import alive
@@ -89,7 +90,8 @@ def unique_name(folder: str, name: str) -> str:
     deploys within one second)."""
     stamp, sep, rest = name.partition("-")
     candidate, n = name, 1
-    while os.path.lexists(os.path.join(folder, candidate)) or os.path.lexists(manifest_path(folder, candidate)):
+    while any(os.path.lexists(path) for path in (os.path.join(folder, candidate), manifest_path(folder, candidate),
+                                                 verdict_path(os.path.join(folder, candidate)))):
         n += 1
         candidate = f"{stamp}.{n}{sep}{rest}"
     return candidate
@@ -336,9 +338,9 @@ def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list
     folder = releases_dir(dest)
     for name in doomed:
         remove(guard_path(os.path.join(folder, name), "delete", dest=folder, ctx=ctx))
-        manifest = manifest_path(folder, name)
-        if os.path.lexists(manifest):
-            os.unlink(manifest)
+        for path in (manifest_path(folder, name), verdict_path(os.path.join(folder, name))):
+            if os.path.lexists(path):
+                os.unlink(path)
     return doomed, spared
 
 

@@ -4,15 +4,15 @@
 # argv, env, chdir, log and umask), then returns; the controller verifies the run (op_verify
 # with record_good) in another request. So the relaunched job is never in the tree of a
 # request that is still running, which server.py kills when the controller goes away.
-# When the relaunch fails, "undo", after a hand rollback, starts the run that was running
-# before it again (kept by "start"), for the controller to verify. All of it happens here,
-# on the target, so the job's environment (which may hold secrets) never travels to the
-# controller: the replies name releases, commits and pids only.
+# When the relaunch fails, "undo" records its release as failed and, after a hand rollback,
+# starts the run that was running before it again (kept by "start"), for the controller to
+# verify. All of it happens here, on the target, so the job's environment (which may hold
+# secrets) never travels to the controller: the replies name releases, commits and pids only.
 from __future__ import annotations
 
 import os
 
-from .goodrun import drop_prior, read_good, save_prior, take_prior
+from .goodrun import drop_prior, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
 from .guards import Refused
 from .jobfiles import launch_record, pidfile_paths, read_pidfile
 from .launch import op_launch
@@ -21,12 +21,19 @@ from .releases import changed_in_place, current_release, list_releases, release_
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Dict, Optional
+
+    from .goodrun import Verdict
     from .protocol_jobs import GoodRun, KillArgs, LaunchArgs, RollbackArgs, RollbackReply
 
     class StepArgs(RollbackArgs, total=False):
         """RollbackArgs and what the steps add (their place is protocol_jobs.py's RollbackArgs)."""
         #: "start" (the default: stop, switch, relaunch) or "undo" (after the relaunch failed).
         step: str
+        #: start, auto: why the restart failed after its launch (that launch's release is recorded as failed).
+        failed: str
+        #: undo: why the rollback's relaunch failed (its release, `release`, is recorded as failed).
+        why: str
         #: undo: the release `current` pointed to before the rollback.
         back_to: str | None
 
@@ -34,6 +41,8 @@ if TYPE_CHECKING:
         """RollbackReply and what the steps add. outcome: start "launched" (verify it next; `why`
         when it failed at once); undo "restoring" (the run before the rollback was started
         again: verify it next) or "failed"."""
+        #: start: the release gone to was recorded as failed before (verdict_text).
+        known_failed: str
         #: undo: the pid of the failed relaunch where it still runs (it is left so), else None.
         running: int | None
         #: undo: `current` was switched back to this release.
@@ -41,15 +50,24 @@ if TYPE_CHECKING:
         #: undo: why the run before the rollback could not be started again.
         restore_error: str
 
+    #: {release name: its verdict, None where no run of it was judged}
+    Verdicts = Dict[str, Optional[Verdict]]
+
 
 class Target:
     """Where a rollback goes: the release (None without releases) and the launch to start."""
-    __slots__ = ("argv", "chdir", "commit", "env", "release", "release_dir")
+    __slots__ = ("argv", "chdir", "commit", "env", "known_failed", "release", "release_dir")
 
     def __init__(self, release: str | None, release_dir: str | None, commit: str | None, argv: list[str],
                  chdir: str | None, env: dict[str, str]) -> None:
         self.release, self.release_dir, self.commit = release, release_dir, commit
         self.argv, self.chdir, self.env = argv, chdir, env
+        verdict = release_verdict(release_dir) if release_dir else None
+        self.known_failed = verdict_text(verdict) if verdict and verdict["state"] == "failed" else None
+
+
+#: Characters of a failure's reason kept per release in a refusal's list of releases.
+WHY_CHARS = 120
 
 
 def _moved(value: str | None, old: str | None, new: str | None) -> str | None:
@@ -61,16 +79,50 @@ def _moved(value: str | None, old: str | None, new: str | None) -> str | None:
     return value.replace(old + "/", new + "/")
 
 
-def choose_previous(names: list[str], current: str | None) -> str:
-    """The release before `current` (names oldest first); ValueError when there is none."""
+def choose_previous(names: list[str], current: str | None, verdicts: Verdicts | None = None) -> str:
+    """The release before `current` (names oldest first); with verdicts, the newest one
+    before it that last passed verify (never one that failed or was never verified).
+    ValueError, saying why, when there is none."""
     if current is None:
         raise ValueError("there is no current release to go back from")
     if current not in names:
         raise ValueError(f"the current release {current} is not among the releases")
-    at = names.index(current)
-    if at == 0:
+    before = names[:names.index(current)]
+    if not before:
         raise ValueError(f"there is no release before {current}")
-    return names[at - 1]
+    if verdicts is None:
+        return before[-1]
+    for name in reversed(before):
+        verdict = verdicts.get(name)
+        if verdict is not None and verdict["state"] == "passed":
+            return name
+    raise _refusal(current, [f"{name} {_short(verdicts.get(name))}" for name in reversed(before)])
+
+
+def _short(verdict: Verdict | None) -> str:
+    if verdict is None:
+        return "was never verified"
+    text = verdict_text(verdict)
+    return text if len(text) <= WHY_CHARS else text[:WHY_CHARS] + "..."
+
+
+def _refusal(current: str, seen: list[str]) -> ValueError:
+    listed = "; ".join(seen[:5]) + (f"; and {len(seen) - 5} older" if len(seen) > 5 else "")
+    return ValueError(f"no release before the current one ({current}) passed verify, so there is none to go back "
+                     f"to ({listed}); nothing was stopped. Name the release to go to (release=NAME) to start "
+                     "one anyway")
+
+
+def verdicts_of(dest: str, good: GoodRun) -> Verdicts:
+    """Each release's last verdict; the last good run's release passed where none is recorded
+    (a release verified before verdicts were kept)."""
+    folder = releases_dir(dest)
+    found: Verdicts = dict((r["name"], release_verdict(os.path.join(folder, r["name"]))) for r in list_releases(dest))
+    name = good.get("release")
+    if name in found and found[name] is None:
+        found[str(name)] = {"state": "passed", "at": good.get("verified_at") or 0.0, "pid": good.get("pid"),
+                            "why": None}
+    return found
 
 
 def check_intact(release: str | None, release_dir: str | None) -> None:
@@ -99,7 +151,8 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
                          f"there is no release {wanted!r} to go to")
     dest = os.path.dirname(link)
     if wanted == "previous":
-        wanted = choose_previous([r["name"] for r in list_releases(dest)], current_release(dest))
+        wanted = choose_previous([r["name"] for r in list_releases(dest)], current_release(dest),
+                                 verdicts_of(dest, good))
     folder, commit = release_dir_of(dest, wanted)
     check_intact(wanted, folder)
     return Target(wanted, folder, commit, [str(_moved(a, good_dir, folder)) for a in argv],
@@ -122,12 +175,16 @@ def start(args: StepArgs) -> StepReply:
     if good is None:
         return {"outcome": "no_good_run", "why": "no last good run is recorded for this job "
                 f"({pidfile_paths(pidfile)['good']} is missing): a run is recorded when verify passes"}
+    if args.get("failed") and args.get("auto") and not args.get("check_mode"):
+        _mark_failed_launch(pidfile, good, args["failed"])
     try:
         target = target_of(good, args.get("release"))
     except (ValueError, OSError) as exc:
         return {"outcome": "failed", "why": str(exc)}
     reply: StepReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
                         "chdir": target.chdir}
+    if target.known_failed:
+        reply["known_failed"] = target.known_failed
     pid, begun = read_pidfile(pidfile)
     link = good.get("link") if target.release_dir else None
     running = bool(pid and alive(pid, begun))
@@ -158,6 +215,19 @@ def start(args: StepArgs) -> StepReply:
     else:
         drop_prior(pidfile)
     return _relaunch(good, target, link, reply, pidfile)
+
+
+def _mark_failed_launch(pidfile: str, good: GoodRun, why: str) -> None:
+    """After a restart failed at its launch or verify: record the release that launch ran as
+    failed, where it is a launch made since the last good run was verified (not that run's)."""
+    meta = launch_record(pidfile)
+    if not meta or not meta.get("release_dir"):
+        return
+    if meta.get("pid") is not None and meta.get("pid") == good.get("pid") and meta.get("start") == good.get("start"):
+        return
+    if (meta.get("started_at") or 0.0) <= (good.get("verified_at") or 0.0):
+        return
+    mark_release(meta.get("release_dir"), "failed", meta.get("pid"), why)
 
 
 def _keep_good_current(reply: StepReply, target: Target, link: str | None, check_mode: bool) -> StepReply:
@@ -209,10 +279,13 @@ def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None
 
 
 def undo(args: StepArgs) -> StepReply:
-    """The rollback's relaunch failed (at once, or its verify): after a hand rollback, start
-    what was running before again (the controller verifies it); else put `current` back where
-    it was when nothing runs from the release it was switched to."""
+    """The rollback's relaunch failed (at once, or its verify): record its release as failed;
+    after a hand rollback, start what was running before again (the controller verifies it);
+    else put `current` back where it was when nothing runs from the release it was switched to."""
     pidfile = args["pidfile"]
+    meta = launch_record(pidfile) or {}
+    if args.get("release") and meta.get("release") == args.get("release"):
+        mark_release(meta.get("release_dir"), "failed", meta.get("pid"), args.get("why"))
     prior = None if args.get("auto") else take_prior(pidfile)
     if prior is None:
         return _switch_back(pidfile, (read_good(pidfile) or {}).get("link"), args.get("back_to"))

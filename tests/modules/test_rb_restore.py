@@ -63,6 +63,7 @@ def test_a_failed_hand_rollback_starts_the_run_before_it_again(target: Target, c
         assert failed["msg"].split("\n")[0].endswith(
             f"; what ran before is running again: release {good2} (no git commit), pid {pid}, verified; "
             f"current switched back to {good2}"), failed["msg"]
+        assert f" (warning: release {crash} was known to have failed: failed at " in failed["msg"]
         assert failed["data"]["restored"] == {"release": good2, "pid": pid, "verified": True}
 
         host_pid = target.host_pid(job.demo / "train.pid")
