@@ -14,7 +14,7 @@ import os
 
 from .goodrun import drop_prior, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
 from .guards import Refused
-from .jobfiles import launch_record, pidfile_paths, read_pidfile
+from .jobfiles import launch_record, pidfile_paths, read_pidfile, when
 from .launch import op_launch
 from .procs import alive, op_kill
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
@@ -136,6 +136,18 @@ def check_intact(release: str | None, release_dir: str | None) -> None:
                          "shared with other releases; deploy a fix instead of editing one in place)")
 
 
+def _not_from_a_release(good: GoodRun, wanted: str) -> str:
+    """Why a release cannot be gone to when the last good run was a plain deploy's."""
+    what = "the previous release" if wanted == "previous" else f"release {wanted!r}"
+    launch = " ".join(good.get("argv") or [])[:150] + (f" in {good['chdir']}" if good.get("chdir") else "")
+    return (f"cannot roll back to {what}: the last good run (pid {good.get('pid')}, verified at "
+            f"{when(good.get('verified_at'))}) was launched from a plain deploy, not from a release ({launch}), "
+            "so there is no release launch to start it with: a rollback to a release starts the last good run's "
+            "launch with its paths moved to that release, and needs a last good run launched through "
+            "<dest>/current (deploy_code releases: true). Restart with releases first, or roll back without "
+            "a release (the last good run as it was)")
+
+
 def target_of(good: GoodRun, wanted: str | None) -> Target:
     """The release to roll back to (the good run's, "previous", or a name) and its launch;
     ValueError when there is none to go to or it is changed in place."""
@@ -147,8 +159,7 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
         check_intact(good.get("release"), good_dir)
         return Target(good.get("release"), good_dir, good.get("commit"), argv, chdir, env)
     if not link or not good_dir:
-        raise ValueError("the last good run was not launched from a release (deploy_code releases: true): "
-                         f"there is no release {wanted!r} to go to")
+        raise ValueError(_not_from_a_release(good, wanted))
     dest = os.path.dirname(link)
     if wanted == "previous":
         wanted = choose_previous([r["name"] for r in list_releases(dest)], current_release(dest),
