@@ -8,20 +8,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_yaml
 from tests.helpers import ProjectEnv
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> ProjectEnv:
-    e = ProjectEnv(tmp_path)
-    write_yaml(e.project / "site.yml", [{"hosts": "all", "tasks": [{"debug": {"msg": "hi"}}]}])
-    write_yaml(e.project / "inv.yml", {"all": {"hosts": {"node1": {"connection": "local"}}}})
-    return e
 
 
 @pytest.mark.parametrize(("every", "calendar", "cron"), [

@@ -7,13 +7,11 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from tests.conftest import write_yaml
 from tests.helpers import ProjectEnv
 
 TOKEN = "TOK123-a9f2"
@@ -52,12 +50,6 @@ def hook() -> Iterator[Hook]:
         h.server.server_close()
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> ProjectEnv:
-    e = ProjectEnv(tmp_path)
-    write_yaml(e.project / "site.yml", [{"hosts": "all", "tasks": [{"debug": {"msg": "hi"}}]}])
-    write_yaml(e.project / "inv.yml", {"all": {"hosts": {"node1": {"connection": "local"}}}})
-    return e
 
 
 def test_a_plain_web_hook_keeps_its_query_and_the_note_masks_it(env: ProjectEnv, hook: Hook) -> None:
