@@ -100,12 +100,17 @@ def verdict_path(release_dir: str) -> str:
     return release_dir.rstrip("/") + VERDICT_SUFFIX
 
 
-def mark_release(release_dir: str | None, state: str, pid: int | None, why: str | None = None) -> None:
-    """Record a release's verdict (replacing the one before): "passed" or "failed"."""
+def mark_release(release_dir: str | None, state: str, pid: int | None, why: str | None = None) -> bool:
+    """Record a release's verdict (replacing the one before): "passed" or "failed". False when
+    it cannot be written: a verdict never fails the verify or rollback that records it."""
     if not release_dir or not os.path.isdir(release_dir):
-        return
+        return False
     verdict: Verdict = {"state": state, "at": time.time(), "pid": pid, "why": why}
-    write_atomic(verdict_path(release_dir), json_dumps(verdict).encode())
+    try:
+        write_atomic(verdict_path(release_dir), json_dumps(verdict).encode())
+    except OSError:
+        return False
+    return True
 
 
 def release_verdict(release_dir: str) -> Verdict | None:
@@ -132,14 +137,19 @@ def prior_path(pidfile: str) -> str:
     return base + PRIOR_SUFFIX
 
 
-def save_prior(pidfile: str, meta: LaunchRecord) -> None:
-    """Keep the launch of the run a hand rollback is about to stop (as a good run's record)."""
+def save_prior(pidfile: str, meta: LaunchRecord) -> str | None:
+    """Keep the launch of the run a hand rollback is about to stop (as a good run's record);
+    why it cannot be written, or None."""
     prior = {"release": meta.get("release"), "release_dir": meta.get("release_dir"), "commit": meta.get("commit"),
              "link": link_of(meta.get("release_dir")), "argv": list(meta.get("argv") or []),
              "env": dict(meta.get("env") or {}), "chdir": meta.get("chdir"), "log": meta.get("log"),
              "umask": meta.get("umask"), "pid": meta.get("pid"), "start": meta.get("start"),
              "launched_at": meta.get("started_at")}
-    write_atomic(prior_path(pidfile), json_dumps(prior).encode(), GOOD_MODE)
+    try:
+        write_atomic(prior_path(pidfile), json_dumps(prior).encode(), GOOD_MODE)
+    except OSError as exc:
+        return f"{exc.filename or prior_path(pidfile)}: {exc.strerror} (errno {exc.errno})"
+    return None
 
 
 def take_prior(pidfile: str) -> GoodRun | None:
@@ -150,5 +160,5 @@ def take_prior(pidfile: str) -> GoodRun | None:
 
 
 def drop_prior(pidfile: str) -> None:
-    with ignored(FileNotFoundError):
+    with ignored(OSError):  # absent; or not a file: take_prior never reads it then
         os.unlink(prior_path(pidfile))

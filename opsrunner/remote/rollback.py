@@ -204,7 +204,10 @@ def start(args: StepArgs) -> StepReply:
         reply["pid"] = pid
         return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
     reply["switched_from"] = current_release(os.path.dirname(link)) if link else None
-    before = launch_record(pidfile) if running and not args.get("auto") else None
+    problem = None if args.get("check_mode") else _keep_prior(pidfile, pid, running and not args.get("auto"))
+    if problem:
+        reply["outcome"], reply["why"] = "failed", problem
+        return reply
     stop: KillArgs = {"pidfile": pidfile, "grace": float(args.get("grace", 10)),
                       "check_mode": bool(args.get("check_mode"))}
     if args.get("pattern"):
@@ -221,11 +224,19 @@ def start(args: StepArgs) -> StepReply:
     if stopped.get("error"):
         reply["outcome"], reply["why"] = "failed", f"cannot stop the job: {stopped['error']}"
         return reply
-    if before and before.get("pid") == pid and before.get("argv"):
-        save_prior(pidfile, before)  # started again should the target fail (undo)
-    else:
-        drop_prior(pidfile)
     return _relaunch(good, target, link, reply, pidfile)
+
+
+def _keep_prior(pidfile: str, pid: int | None, keep: bool) -> str | None:
+    """A hand rollback keeps the launch of the run it stops, to start it again should its own
+    target fail (undo); why it cannot, before anything is stopped, or None."""
+    before = launch_record(pidfile) if keep else None
+    if not before or before.get("pid") != pid or not before.get("argv"):
+        drop_prior(pidfile)
+        return None
+    problem = save_prior(pidfile, before)
+    return (f"cannot keep the launch of the running job (pid {pid}) to start it again should the rollback fail: "
+            f"{problem}; nothing was stopped") if problem else None
 
 
 def _mark_failed_launch(pidfile: str, good: GoodRun, why: str) -> None:
