@@ -1,0 +1,114 @@
+"""Per-task cost of two checkouts side by side, over the bench's private sshd on 127.0.0.1.
+
+For each checkout (a directory holding an `opsrunner` package), alternating, PAIRS times:
+(T[301 tasks] - T[1 task]) / 300 of `opsrunner play` on one host (`command: true`), and the
+controller's CPU for the same difference. Then the engine's own CPU a task: the main thread's
+CPU outside the agent calls, from a probe around AgentSession.call, over 1,000 tasks.
+
+    .venv/bin/python bench/per_task_ab.py OLD_TREE NEW_TREE [--pairs 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench import Bench  # noqa: E402
+
+PROBE = r"""
+import json, os, sys, threading, time
+from opsrunner.connections import agent
+inside = [0.0]
+call = agent.AgentSession.call
+def timed(self, *a, **k):
+    if threading.current_thread() is not threading.main_thread():
+        return call(self, *a, **k)
+    t = time.thread_time()
+    try:
+        return call(self, *a, **k)
+    finally:
+        inside[0] += time.thread_time() - t
+agent.AgentSession.call = timed
+import atexit
+atexit.register(lambda: open(os.environ["PROBE_OUT"], "w").write(json.dumps(
+    {"main": time.thread_time(), "inside": inside[0]})))
+from opsrunner.cli import run
+sys.argv = ["opsrunner", "play", sys.argv[1] + "/pb.yml", "-i", sys.argv[1] + "/inv.yml", "-f", "1"]
+run()
+"""
+
+
+def play(tree: str, d: Path, probe: Path | None = None) -> tuple[float, float]:
+    env = dict(os.environ, PYTHONPATH=tree)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    argv = [sys.executable, "-m", "opsrunner", "play", str(d / "pb.yml"), "-i", str(d / "inv.yml"), "-f", "1"]
+    if probe is not None:
+        env["PROBE_OUT"] = str(probe)
+        argv = [sys.executable, "-c", PROBE, str(d)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=d, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise SystemExit(f"{tree}: opsrunner play failed ({status})")
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trees", nargs=2)
+    parser.add_argument("--pairs", type=int, default=9)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="opsrunner-ab-"))
+    bench = Bench(work, Path(sys.executable).parent.parent, [1], 1, True)
+    try:
+        hosts = bench.hosts(1)
+        dirs = {}
+        for count in (1, 301, 1001):
+            d = work / f"t{count}"
+            bench.prepare("opsrunner", "trivial", hosts, d)
+            (d / "pb.yml").write_text("- hosts: all\n  tasks:\n" + "".join(
+                f"    - {{name: t{i}, command: 'true'}}\n" for i in range(count)))
+            dirs[count] = d
+        wall: dict[str, list[float]] = {t: [] for t in args.trees}
+        cpu: dict[str, list[float]] = {t: [] for t in args.trees}
+        for tree in args.trees:
+            play(tree, dirs[1]), play(tree, dirs[301])  # warm: caches, bytecode, the agent's copy
+        for i in range(args.pairs):
+            for tree in args.trees if i % 2 == 0 else args.trees[::-1]:
+                many, many_cpu = play(tree, dirs[301])
+                one, one_cpu = play(tree, dirs[1])
+                wall[tree].append((many - one) / 300 * 1000)
+                cpu[tree].append((many_cpu - one_cpu) / 300 * 1000)
+        for tree in args.trees:
+            engine = []
+            for _ in range(5):
+                got = {}
+                for count in (1, 1001):
+                    play(tree, dirs[count], work / "probe.json")
+                    got[count] = json.loads((work / "probe.json").read_text())
+                engine.append(((got[1001]["main"] - got[1001]["inside"]) - (got[1]["main"] - got[1]["inside"]))
+                              / 1000 * 1000)
+            print(f"{tree}: per-task {statistics.median(wall[tree]):.3f} ms (pairs: "
+                  f"{' '.join(f'{x:.2f}' for x in sorted(wall[tree]))}), controller CPU "
+                  f"{statistics.median(cpu[tree]):.3f} ms, engine CPU (main thread outside the agent calls) "
+                  f"{statistics.median(engine):.3f} ms")
+        print(f"load average {os.getloadavg()[0]:.1f}")
+    finally:
+        bench.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
