@@ -59,12 +59,31 @@ def display(location: str | Path) -> str:
     if not is_postgres(text):
         return text
     parts = urlsplit(text)
-    netloc = parts.netloc
-    if parts.password is not None:
-        userinfo, host = netloc.rsplit("@", 1)
-        netloc = f"{userinfo.split(':', 1)[0]}:{MASK}@{host}"
+    netloc = _user_at_host(parts.netloc, MASK) if parts.password is not None else parts.netloc
     query = urlencode([(k, MASK if k == "password" else v) for k, v in parse_qsl(parts.query)], safe="*/:")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def without_password(location: str) -> str:
+    """A postgresql:// URL without its password (in the user part or a password= parameter),
+    the rest as given; a path as it is. opsrunner stores no history password anywhere (a
+    schedule file keeps this form)."""
+    if not is_postgres(location):
+        return location
+    parts = urlsplit(location)
+    netloc = _user_at_host(parts.netloc, None) if "@" in parts.netloc else parts.netloc
+    query = parts.query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(k == "password" for k, _ in pairs):
+        query = urlencode([(k, v) for k, v in pairs if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _user_at_host(netloc: str, password: str | None) -> str:
+    """`user:PASSWORD@host` of a URL's `user[:secret]@host`; without a password, `user@host`."""
+    userinfo, host = netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    return f"{user}:{password}@{host}" if password is not None else f"{user}@{host}"
 
 
 def scrub(text: str, location: str | Path) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
-from opsrunner.history.location import display
+from opsrunner.history.location import display, without_password
 from opsrunner.schedule.spec import SEARCH_DAYS, SpecError, every_to_calendar, parse_calendar, to_cron
 
 if TYPE_CHECKING:
@@ -188,26 +188,6 @@ def _history(option: str | None) -> str:
         raise ValidationError([Problem(SourcePos(f"<{source}>"), f"a {scheme.group(1)}:// URL is no run history: "
                                        "give a SQLite file or a postgresql:// URL", source)])
     return resolve(given)  # a path made absolute here, a URL as given; neither: the user's file
-
-
-def without_password(location: str) -> str:
-    """A postgresql:// URL without its password (in the user part or a password= parameter),
-    the rest as given; a path as it is. opsrunner stores no history password anywhere."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    from opsrunner.history.location import is_postgres
-
-    if not is_postgres(location):
-        return location
-    parts = urlsplit(location)
-    netloc, query = parts.netloc, parts.query
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(k == "password" for k, _ in pairs):
-        query = urlencode([(k, v) for k, v in pairs if k != "password"])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def history_of(schedule: Schedule, *given: str | None) -> str | None:
