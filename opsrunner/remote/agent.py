@@ -14,7 +14,7 @@ from .files import op_clear, op_delete, op_read, op_stat, op_write
 from .fsops import op_fs_file, op_fs_put, op_fs_stat, op_lineinfile, op_wait_for
 from .guards import Refused
 from .launch import op_launch
-from .procs import op_kill, op_select
+from .procs import foreign_proc, op_kill, op_select
 from .reads import NotRegular
 from .releases import op_release, op_releases
 from .rollback import op_rollback
@@ -58,6 +58,8 @@ OPS: dict[str, Callable[..., Reply]] = {"kill": op_kill, "select": op_select, "l
 
 
 PATH_ARGS = ("pidfile", "log", "chdir", "dest", "path")
+#: The ops whose verdicts rest on pids read from /proc (refused where /proc is another namespace's).
+PID_OPS = frozenset(("kill", "select", "launch", "verify", "gpu_wait", "rollback"))
 
 
 def dispatch(request: Mapping[str, object]) -> Reply:
@@ -70,6 +72,10 @@ def dispatch(request: Mapping[str, object]) -> Reply:
     args = request.get("args") or {}
     if not isinstance(args, dict):
         return {"error": f"the arguments of agent operation {name!r} are not an object: {args!r}"}
+    if name in PID_OPS:
+        foreign = foreign_proc()
+        if foreign:
+            return {"error": foreign}
     for key in PATH_ARGS:
         if isinstance(args.get(key), str):
             args[key] = os.path.expanduser(args[key])

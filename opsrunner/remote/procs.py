@@ -23,6 +23,21 @@ else:
 AGENT_MARKERS = ("opsrunner-agent", SUPERVISOR_NAME, "opsrunner-watchdog", "opsrunner-lock-keeper")
 
 
+def foreign_proc() -> str | None:
+    """Why pids cannot be judged here, or None: the /proc this agent sees belongs to another
+    PID namespace (a wrapper chain entered one without mounting a /proc of its own), so every
+    pid read from it, or recorded by a job started here, names another process."""
+    try:
+        seen = os.readlink("/proc/self")
+    except OSError as exc:
+        seen = f"unreadable ({exc.strerror})"
+    if seen == str(os.getpid()):
+        return None
+    return (f"the target's /proc is not this agent's PID namespace's (the agent runs as pid {os.getpid()}, "
+            f"/proc/self is {seen}): no pid can be checked, signalled or recorded truly here. A wrapper chain "
+            "that enters a PID namespace must mount a /proc of its own (unshare --pid --fork --mount-proc)")
+
+
 class Proc:
     """A /proc entry: stat read at once; cmdline and owner read on first use (a scan of a
     busy host reads one file per process, not two and a stat)."""

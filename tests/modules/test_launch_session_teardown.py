@@ -5,8 +5,11 @@ then looks for the job. Local hosts with hostile wrapper scripts (tests/wrappers
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REAPER, WRAPPERS, pids_with, wait_for, write_yaml
 from tests.helpers import cli
@@ -46,3 +49,26 @@ def test_a_launch_session_that_does_not_end_in_time_is_said_not_confirmed(tmp_pa
     assert rc == 0, out
     assert "had not ended 2s after it was closed: whether the job outlives its session is not known" in out, out
     assert len(pids_with(cleanup_marker)) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PID namespaces (unshare --pid) need root")
+def test_a_pid_namespace_without_its_own_proc_is_refused_not_judged(tmp_path: Path, cleanup_marker: str) -> None:
+    """Behind `unshare --pid --fork` (no --mount-proc) the agent's pids are its namespace's
+    while /proc is the host's: a launch was reported "ended at once" (pid 4 looked for in the
+    host's /proc). Every pid verdict there would be about another process: refused, saying why."""
+    rc, out = _launch(tmp_path, "unshare --pid --fork", cleanup_marker)
+    assert rc == 2, out
+    assert "the target's /proc is not this agent's PID namespace's (the agent runs as pid " in out, out
+    assert "must mount a /proc of its own (unshare --pid --fork --mount-proc)" in out
+    assert "ended at once" not in out and not (tmp_path / "job.pid").exists()
+    assert pids_with(cleanup_marker) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PID namespaces (unshare --pid) need root")
+def test_a_pid_namespace_with_its_own_proc_is_judged_by_its_session(tmp_path: Path, cleanup_marker: str) -> None:
+    """With --mount-proc the pids are true; the namespace dies with its exec session (its
+    init is the session's command), which the launch's own session shows."""
+    rc, out = _launch(tmp_path, "unshare --pid --fork --mount-proc", cleanup_marker)
+    assert rc == 2, out
+    assert "but it was gone once its exec session ended: the wrapper chain (unshare --pid --fork --mount-proc)" in out
+    assert pids_with(cleanup_marker) == []
