@@ -7,14 +7,12 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.connections import ops
-from opsrunner.connections.become import BecomeLayer
-from opsrunner.connections.streams import AGENT_EXIT_WAIT_S
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
+from opsrunner.modules.own_session import call_in_own_session, end_not_seen, gone_with_its_session, needs_own_session
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_host import ExecArgs
     from opsrunner.remote.protocol_jobs import LaunchArgs, LaunchReply
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
@@ -64,9 +62,10 @@ class LaunchDetachedModule(Module):
         for key in ("chdir", "log", "pidfile", "umask", "release_link"):
             if key in args:
                 request[key] = str(args[key])
-        # Behind a wrapper chain the launch gets an exec session of its own (_launch_alone).
-        alone = bool(ctx.connection.spec.wrapper) and not ctx.check_mode
-        reply, session_ended = _launch_alone(ctx, request) if alone else (ctx.agent(ops.LAUNCH, request), True)
+        # Behind a wrapper chain the launch gets an exec session of its own (own_session.py).
+        alone = needs_own_session(ctx)
+        reply, session_ended = (call_in_own_session(ctx, ops.LAUNCH, request) if alone
+                                else (ctx.agent(ops.LAUNCH, request), True))
         data: dict[str, Any] = {k: v for k, v in reply.items()
                                 if k in ("pid", "pgid", "sid", "log", "exit_file", "cmdline", "exited")}
         if reply.get("already_running"):
@@ -78,48 +77,15 @@ class LaunchDetachedModule(Module):
                               msg=f"would launch{ctx.ledger.stopping_note()}: {shlex.join(argv)}")
         if reply.get("exited"):
             return _ended_at_once(reply, args)
-        gone = _gone_with_its_session(ctx, reply) if alone and session_ended else None
+        gone = gone_with_its_session(ctx, reply.get("pid"), reply.get("start")) if alone and session_ended else None
         if gone:
             return TaskResult(Status.FAILED, msg=gone, data=data)
         log = f", log {reply['log']}" if reply.get("log") else ""
         result = TaskResult(Status.CHANGED, changed=True, data=data,
                             msg=f"launched pid {reply['pid']} in its own session{log}")
         if not session_ended:  # then what the chain does at a session's end was not seen: say so
-            result.warnings.append(f"the launch's own exec session had not ended {AGENT_EXIT_WAIT_S:g}s after "
-                                   "it was closed: whether the job outlives its session is not known")
+            result.warnings.append(end_not_seen("the launch's"))
         return result
-
-
-def _launch_alone(ctx: TaskContext, request: LaunchArgs) -> tuple[LaunchReply, bool]:
-    """The launch in an exec session of its own, ended as soon as the launch returns: whatever
-    the wrapper chain does when a session ends (an exec tool that ends what the session left
-    behind, a PID namespace that dies with it) it does now, and the run's own session then
-    looks for the job (_gone_with_its_session). With the reply: whether the session was seen
-    to end (the chain's exit came back within streams.AGENT_EXIT_WAIT_S)."""
-    session = ctx.connection.session_agent()
-    try:
-        reply = ctx.agent(ops.LAUNCH, request, session=session)
-    except BaseException:
-        session.end()
-        raise
-    return reply, session.end()  # and whether the session was seen to end
-
-
-def _gone_with_its_session(ctx: TaskContext, reply: LaunchReply) -> str | None:
-    """Why a job launched behind a wrapper chain is not running once its launch session has
-    ended, or None. Seen from another exec session, as the next task or run will see it."""
-    if not reply.get("pid"):
-        return None
-    pid = reply["pid"]
-    probe: ExecArgs = {"argv": ["test", "-e", f"/proc/{pid}"], "cwd": None, "timeout": None}
-    if ctx.agent(ops.EXEC, probe)["rc"] == 0:
-        return None
-    chain = ", then ".join(shlex.join(layer.prefix) if not isinstance(layer, BecomeLayer) else f"become {layer.method}"
-                           for layer in ctx.connection.spec.wrapper)
-    return (f"launched pid {pid}, but it was gone once its exec session ended: the wrapper chain "
-            f"({chain}) ends what a session leaves behind, so nothing launched through it lives on. "
-            "Start the job through something that outlives the session (the container's own "
-            "service manager, for example), or a hop that leaves detached processes alone")
 
 
 def _ended_at_once(reply: LaunchReply, args: dict[str, Any]) -> TaskResult:

@@ -19,13 +19,13 @@ from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.verify import TIMEOUT_MARGIN_S, VerifyModule, status_line
+from opsrunner.modules.own_session import call_in_own_session, end_not_seen, gone_with_its_session, needs_own_session
+from opsrunner.modules.verify import VerifyModule, status_line, verify_budget
 from opsrunner.results import Status, TaskResult
 from opsrunner.validation import load_schema
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_jobs import RollbackReply, VerifyArgs, VerifyReply
-    from opsrunner.remote.rollback import StepArgs, StepReply
+    from opsrunner.remote.protocol_jobs import RollbackArgs, RollbackReply, VerifyArgs, VerifyReply
 
 #: Characters of a failure's diagnosis kept in the one-line message.
 DIAGNOSIS_CHARS = 300
@@ -86,11 +86,15 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Stat
     return Status.FAILED, f"rollback to {where} failed{too}: {reply.get('why')}"
 
 
-class _Clock:
-    """The task's time, shared by the rollback's requests."""
+class _Progress:
+    """The task's time, and what its steps saw, shared by the rollback's requests."""
 
     def __init__(self, timeout: float | None) -> None:
         self.timeout, self.t0 = timeout, time.monotonic()
+        #: What the task's result warns of (a step's own session not seen to end).
+        self.warnings: list[str] = []
+        #: The wrapper chain ended the relaunched job with its session (not the release's fault).
+        self.chain_ended_it = False
 
     def took(self) -> float:
         return round(time.monotonic() - self.t0, 2)
@@ -120,11 +124,11 @@ class RollbackModule(Module):
             hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
         except ModuleFailure as exc:  # another run holds the job: the line names it
             return _result(Status.FAILED, failed, f"rollback failed{too}: {' '.join(str(exc).split())}", {})
-        clock, extra = _Clock(ctx.timeout), dict[str, Any]()
+        progress, extra = _Progress(ctx.timeout), dict[str, Any]()
         try:
-            reply = _step(ctx, _start_request(ctx, args, failed), clock)
+            reply = _step(ctx, _start_request(ctx, args, failed), progress)
             if reply.get("outcome") == "launched":
-                status, text = _judge(ctx, args, reply, clock, bool(failed), extra)
+                status, text = _judge(ctx, args, reply, progress, bool(failed), extra)
             else:
                 status, text = outcome_text(reply, after_failure=bool(failed))
         except ModuleFailure as exc:
@@ -141,14 +145,15 @@ class RollbackModule(Module):
             text += f"; warning: {_known_failed(reply)}"
         detail = status_line(dict(reply["status"])) if reply.get("status") else ""
         result = _result(status, failed, text, data, detail)
+        result.warnings.extend(progress.warnings)
         if reply.get("known_failed"):
             result.warnings.append(f"release {reply.get('release')} was recorded as failed: {reply['known_failed']}; "
                                    "the rollback goes to it because it was named")
         return result
 
 
-def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> StepArgs:
-    request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "start", "auto": bool(args.get("auto")),
+def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> RollbackArgs:
+    request: RollbackArgs = {"pidfile": str(args["pidfile"]), "step": "start", "auto": bool(args.get("auto")),
                          "grace": float(args.get("grace", 10)), "check_mode": ctx.check_mode}
     for key in ("release", "pattern"):
         if args.get(key):
@@ -160,46 +165,65 @@ def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> StepA
     return request
 
 
-def _step(ctx: TaskContext, request: StepArgs, clock: _Clock) -> StepReply:
-    return cast("StepReply", ctx.agent(ops.ROLLBACK, request, timeout=clock.left()))
+def _step(ctx: TaskContext, request: RollbackArgs, progress: _Progress) -> RollbackReply:
+    """One step on the target. Behind a wrapper chain a step that starts the job runs in an exec
+    session of its own (own_session.py), so a job the chain ends with its session is seen gone
+    now, not verified as running and then ended with the run's session."""
+    if not needs_own_session(ctx):
+        return ctx.agent(ops.ROLLBACK, request, timeout=progress.left())
+    step, ended = call_in_own_session(ctx, ops.ROLLBACK, request, timeout=progress.left())
+    relaunched = step.get("outcome") == "launched" and not step.get("why")
+    started = step.get("pid") if relaunched or step.get("outcome") == "restoring" else None
+    if not started:
+        return step
+    if not ended:
+        progress.warnings.append(end_not_seen("the rollback's"))
+        return step
+    gone = gone_with_its_session(ctx, started, step.get("start"), "started")
+    if gone and step.get("outcome") == "restoring":
+        step["outcome"], step["restore_error"] = "failed", gone
+    elif gone:
+        step["why"], progress.chain_ended_it = gone, True
+    return step
 
 
-def _verify(ctx: TaskContext, args: dict[str, Any], clock: _Clock) -> VerifyReply:
+def _verify(ctx: TaskContext, args: dict[str, Any], progress: _Progress) -> VerifyReply:
     """Verify the job the pidfile names now, in a request of its own; passing, it is the last good run."""
     check = cast("VerifyArgs", dict(args.get("verify") or {"processes": 1}))
     check["pidfile"] = str(args["pidfile"])
     check["record_good"] = True
-    left = clock.left()
+    left = progress.left()
     if left is not None:
-        check["budget"] = max(0.2, left - TIMEOUT_MARGIN_S)
-    return ctx.agent(ops.VERIFY, check, timeout=None if left is None else check["budget"] + TIMEOUT_MARGIN_S)
+        check["budget"] = verify_budget(left)
+    return ctx.agent(ops.VERIFY, check, timeout=left)
 
 
-def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clock, after_failure: bool,
+def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progress: _Progress, after_failure: bool,
            extra: dict[str, Any]) -> tuple[Status, str]:
     """The target was relaunched: verify it; when it fails, undo (and verify what undo restarted,
     in extra["restored"])."""
     why = reply.get("why")
     if not why:
-        verdict = _verify(ctx, args, clock)
-        reply["status"], reply["verified"], reply["took_s"] = verdict["status"], bool(verdict.get("ok")), clock.took()
+        verdict = _verify(ctx, args, progress)
+        reply["status"], reply["verified"] = verdict["status"], bool(verdict.get("ok"))
+        reply["took_s"] = progress.took()
         if verdict.get("ok"):
             reply["outcome"] = "rolled_back"
             return outcome_text(reply, after_failure)
         if verdict.get("cut_short"):
             reply["outcome"] = "timed_out"
-            return Status.TIMED_OUT, _out_of_time(reply, verdict, clock)
+            return Status.TIMED_OUT, _out_of_time(reply, verdict, progress)
         why = f"the relaunched run failed verify: {_clip(str(verdict.get('diagnosis')))}"
     reply["outcome"] = "failed"
     reply["why"] = f"{why} (warning: {_known_failed(reply)})" if reply.get("known_failed") else why
-    request: StepArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
+    request: RollbackArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
                          "why": why, "back_to": reply.get("switched_from"), "grace": float(args.get("grace", 10))}
-    if reply.get("release"):
+    if reply.get("release") and not progress.chain_ended_it:  # the release is recorded as failed
         request["release"] = str(reply.get("release"))
-    undone = _step(ctx, request, clock)
+    undone = _step(ctx, request, progress)
     _, text = outcome_text(reply, after_failure)
     if undone.get("outcome") == "restoring" or undone.get("restore_error"):
-        return Status.FAILED, text + _restored(ctx, args, reply, undone, clock, extra)
+        return Status.FAILED, text + _restored(ctx, args, reply, undone, progress, extra)
     if undone.get("switched_back"):
         text += f"; current switched back to {undone['switched_back']}"
     if undone.get("running"):
@@ -208,11 +232,11 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: StepReply, clock: _Clo
     return Status.FAILED, text + before + "; nothing is running"
 
 
-def _known_failed(reply: StepReply) -> str:
+def _known_failed(reply: RollbackReply) -> str:
     return f"release {reply.get('release')} was known to have failed: {_clip(str(reply.get('known_failed')))}"
 
 
-def _restored(ctx: TaskContext, args: dict[str, Any], reply: StepReply, undone: StepReply, clock: _Clock,
+def _restored(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, undone: RollbackReply, progress: _Progress,
               extra: dict[str, Any]) -> str:
     """The part of the line saying how what ran before the rollback was started again, and
     what runs now."""
@@ -223,8 +247,8 @@ def _restored(ctx: TaskContext, args: dict[str, Any], reply: StepReply, undone: 
         now = (f"pid {undone['running']} (the failed relaunch) still runs" if undone.get("running")
                else "nothing is running")
         return f"; starting what ran before ({where}) again failed: {undone.get('restore_error')}{back}; {now}"
-    verdict = _verify(ctx, args, clock)
-    reply["took_s"] = clock.took()
+    verdict = _verify(ctx, args, progress)
+    reply["took_s"] = progress.took()
     if verdict.get("ok"):
         restored["verified"] = True
         return f"; what ran before is running again: {where}, pid {pid}, verified{back}"
@@ -237,12 +261,12 @@ def _restored(ctx: TaskContext, args: dict[str, Any], reply: StepReply, undone: 
             f"{_clip(str(verdict.get('diagnosis')))}{back}; {now}")
 
 
-def _out_of_time(reply: StepReply, verdict: VerifyReply, clock: _Clock) -> str:
+def _out_of_time(reply: RollbackReply, verdict: VerifyReply, progress: _Progress) -> str:
     """The rollback's verify was cut short by the task's timeout: what state it left."""
     where = release_text(reply.get("release"), reply.get("commit"))
     state = str(verdict["status"].get("state"))
     current = f"; current -> {reply.get('release')}" if reply.get("release") else ""
-    return (f"rollback to {where} ran out of time: the task's timeout ({clock.timeout:g}s) came "
+    return (f"rollback to {where} ran out of time: the task's timeout ({progress.timeout:g}s) came "
             f"{verdict.get('waited_s', 0):g}s into verifying the relaunched run (pid {reply.get('pid')}), before "
             f"its checks could pass for long enough; it is {state}, not verified (not recorded as the last good "
             f"run){current}. Give the rollback more time (its timeout) than verify's within + stable_for + log_grows")

@@ -48,6 +48,12 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
+def verify_budget(seconds_left: float) -> float:
+    """What a verify request may spend of the seconds its task has left: the margin is kept for
+    the reply to come back, and at least half is given to the checks when little is left."""
+    return max(seconds_left - TIMEOUT_MARGIN_S, seconds_left / 2)
+
+
 class VerifyModule(Module):
     name = "verify"
 
@@ -67,7 +73,7 @@ class VerifyModule(Module):
         if ctx.check_mode:
             request.pop("record_good", None)  # a dry run records nothing
         if ctx.timeout is not None:  # the task timeout bounds verify, whatever `within` says
-            request["budget"] = max(ctx.timeout - TIMEOUT_MARGIN_S, ctx.timeout / 2)
+            request["budget"] = verify_budget(ctx.timeout)
         reply = ctx.agent(ops.VERIFY, request, timeout=ctx.timeout)
         procs = reply.get("procs", [])
         status: dict[str, Any] = dict(reply.get("status") or {})

@@ -106,7 +106,7 @@ def _launched(args: LaunchArgs, paths: JobPaths | None, record: LaunchRecord, pi
     reply: LaunchReply = {"changed": True, "pid": pid, "log": args.get("log"),
                           "exit_file": paths["exit"] if paths else None}
     if ended is None and p is not None:
-        reply.update({"pgid": p.pgid, "sid": p.sid, "cmdline": p.cmdline})
+        reply.update({"pgid": p.pgid, "sid": p.sid, "cmdline": p.cmdline, "start": p.start})
         return reply
     reply["exited"] = ended if ended is not None else {"pid": pid, "unknown": True}
     if args.get("log"):

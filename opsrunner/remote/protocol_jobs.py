@@ -138,6 +138,8 @@ if TYPE_CHECKING:
         pgid: int
         sid: int
         cmdline: str
+        #: The job's start time (/proc/PID/stat, clock ticks since boot): with the pid, which process it is.
+        start: int
 
     # -- verify, gpu_wait ---------------------------------------------------------------------
     class VerifyArgs(Selector, total=False):
@@ -234,24 +236,35 @@ if TYPE_CHECKING:
         pidfile: str
 
     class RollbackArgs(_RollbackArgsBase, total=False):
-        #: A release name, "previous" (the one before current), or absent: the last good run's.
+        """One step of a rollback (remote/rollback.py); the controller verifies between steps."""
+        #: "start" (the default: stop, switch, relaunch) or "undo" (after the relaunch failed).
+        step: str
+        #: A release name, "previous" (the newest before current that passed verify), or absent:
+        #: the last good run's.
         release: str
         #: Auto (after a failed restart): nothing is done while the last good run still runs.
         auto: bool
         pattern: str
         grace: float
-        #: The checks the relaunched run must pass (verify's args, its pidfile set here).
-        verify: VerifyArgs
         check_mode: bool
-        #: Seconds the whole rollback may take (the task timeout less the controller's margin).
-        budget: float
+        #: start, auto: why the restart failed after its launch (that launch's release is recorded as failed).
+        failed: str
+        #: undo: why the rollback's relaunch failed (its release, `release`, is recorded as failed).
+        why: str
+        #: undo: the release `current` pointed to before the rollback.
+        back_to: str | None
 
     class RollbackReply(ErrorReply, total=False):
-        #: What happened: "nothing" (the good run still runs), "no_good_run", "would", "rolled_back", "failed".
+        #: What happened. start: "nothing" (the good run still runs), "no_good_run", "would",
+        #: "launched" (verify it next; `why` when it failed at once), "failed"; undo: "restoring"
+        #: (the run before the rollback was started again: verify it next) or "failed". The
+        #: controller's verdict adds "rolled_back" and "timed_out".
         outcome: str
         release: str | None
         commit: str | None
         pid: int | None
+        #: The started job's start time (clock ticks since boot), as LaunchReply's.
+        start: int | None
         #: The pids stopped first, and the release `current` was switched from.
         stopped: list[int]
         switched_from: str | None
@@ -262,3 +275,11 @@ if TYPE_CHECKING:
         why: str
         status: JobStatus
         took_s: float
+        #: start: the release gone to was recorded as failed before (verdict_text).
+        known_failed: str
+        #: undo: the pid of the failed relaunch where it still runs (it is left so), else None.
+        running: int | None
+        #: undo: `current` was switched back to this release.
+        switched_back: str
+        #: undo: why the run before the rollback could not be started again.
+        restore_error: str

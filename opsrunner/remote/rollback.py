@@ -26,30 +26,6 @@ if TYPE_CHECKING:
     from .goodrun import Verdict
     from .protocol_jobs import GoodRun, KillArgs, LaunchArgs, RollbackArgs, RollbackReply
 
-    class StepArgs(RollbackArgs, total=False):
-        """RollbackArgs and what the steps add (their place is protocol_jobs.py's RollbackArgs)."""
-        #: "start" (the default: stop, switch, relaunch) or "undo" (after the relaunch failed).
-        step: str
-        #: start, auto: why the restart failed after its launch (that launch's release is recorded as failed).
-        failed: str
-        #: undo: why the rollback's relaunch failed (its release, `release`, is recorded as failed).
-        why: str
-        #: undo: the release `current` pointed to before the rollback.
-        back_to: str | None
-
-    class StepReply(RollbackReply, total=False):
-        """RollbackReply and what the steps add. outcome: start "launched" (verify it next; `why`
-        when it failed at once); undo "restoring" (the run before the rollback was started
-        again: verify it next) or "failed"."""
-        #: start: the release gone to was recorded as failed before (verdict_text).
-        known_failed: str
-        #: undo: the pid of the failed relaunch where it still runs (it is left so), else None.
-        running: int | None
-        #: undo: `current` was switched back to this release.
-        switched_back: str
-        #: undo: why the run before the rollback could not be started again.
-        restore_error: str
-
     #: {release name: its verdict, None where no run of it was judged}
     Verdicts = Dict[str, Optional[Verdict]]
 
@@ -171,7 +147,7 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
                   dict((key, str(_moved(value, good_dir, folder))) for key, value in env.items()))
 
 
-def op_rollback(args: StepArgs) -> StepReply:
+def op_rollback(args: RollbackArgs) -> RollbackReply:
     if args.get("step") == "undo":
         return undo(args)
     if args.get("step", "start") != "start":
@@ -179,7 +155,7 @@ def op_rollback(args: StepArgs) -> StepReply:
     return start(args)
 
 
-def start(args: StepArgs) -> StepReply:
+def start(args: RollbackArgs) -> RollbackReply:
     """Stop the job, switch current, start the target's launch; the controller verifies it."""
     pidfile = args["pidfile"]
     good = read_good(pidfile)
@@ -192,7 +168,7 @@ def start(args: StepArgs) -> StepReply:
         target = target_of(good, args.get("release"))
     except (ValueError, OSError) as exc:
         return {"outcome": "failed", "why": str(exc)}
-    reply: StepReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
+    reply: RollbackReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
                         "chdir": target.chdir}
     if target.known_failed:
         reply["known_failed"] = target.known_failed
@@ -252,7 +228,7 @@ def _mark_failed_launch(pidfile: str, good: GoodRun, why: str) -> None:
     mark_release(meta.get("release_dir"), "failed", meta.get("pid"), why)
 
 
-def _keep_good_current(reply: StepReply, target: Target, link: str | None, check_mode: bool) -> StepReply:
+def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, check_mode: bool) -> RollbackReply:
     """The good run still runs: `current` goes back to its release where a deploy switched it
     to another (one never verified), so the next launch through it is the good code."""
     if not link or not target.release_dir or check_mode:
@@ -264,23 +240,24 @@ def _keep_good_current(reply: StepReply, target: Target, link: str | None, check
     return reply
 
 
-def _relaunch(good: GoodRun, target: Target, link: str | None, reply: StepReply, pidfile: str) -> StepReply:
+def _relaunch(good: GoodRun, target: Target, link: str | None, reply: RollbackReply, pidfile: str) -> RollbackReply:
     """Switch current to the target's release and start its launch; not verified here."""
     if link and target.release_dir:
         switch_link(link, target.release_dir)
-    pid, why = _start(pidfile, target.argv, target.env, target.chdir, good.get("log"), good.get("umask"), link)
+    pid, start, why = _start(pidfile, target.argv, target.env, target.chdir, good.get("log"), good.get("umask"),
+                             link)
     reply["outcome"] = "launched"
     if pid:
-        reply["pid"] = pid
+        reply["pid"], reply["start"] = pid, start
     if why:
         reply["why"] = why
     return reply
 
 
 def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None, log: str | None,
-           umask: str | None, link: str | None) -> tuple[int | None, str | None]:
+           umask: str | None, link: str | None) -> tuple[int | None, int | None, str | None]:
     """Launch as launch_detached does (its own supervisor, in a session of its own): (its
-    pid, why it failed at once or None)."""
+    pid, its start time, why it failed at once or None)."""
     launch: LaunchArgs = {"argv": argv, "env": env, "pidfile": pidfile}
     if chdir:
         launch["chdir"] = chdir
@@ -292,15 +269,15 @@ def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None
         launch["release_link"] = link
     started = op_launch(launch)
     if started.get("error") or "pid" not in started:
-        return None, f"the relaunch failed: {started.get('error')}"
+        return None, None, f"the relaunch failed: {started.get('error')}"
     ended = started.get("exited")
     if ended:
         how = f"signal {ended['signal']}" if ended.get("signal") else f"code {ended.get('returncode')}"
-        return started["pid"], f"the relaunched job (pid {started['pid']}) exited at once with {how}"
-    return started["pid"], None
+        return started["pid"], None, f"the relaunched job (pid {started['pid']}) exited at once with {how}"
+    return started["pid"], started.get("start"), None
 
 
-def undo(args: StepArgs) -> StepReply:
+def undo(args: RollbackArgs) -> RollbackReply:
     """The rollback's relaunch failed (at once, or its verify): record its release as failed;
     after a hand rollback, start what was running before again (the controller verifies it);
     else put `current` back where it was when nothing runs from the release it was switched to."""
@@ -314,10 +291,10 @@ def undo(args: StepArgs) -> StepReply:
     return _restore(args, prior)
 
 
-def _switch_back(pidfile: str, link: str | None, before: str | None) -> StepReply:
+def _switch_back(pidfile: str, link: str | None, before: str | None) -> RollbackReply:
     """`current` back to where it was, unless the failed relaunch still runs from the release
     it was switched to (a hung relaunch): then it and `current` stay."""
-    reply: StepReply = {"outcome": "failed", "running": None}
+    reply: RollbackReply = {"outcome": "failed", "running": None}
     pid, begun = read_pidfile(pidfile)
     if pid and alive(pid, begun):
         reply["running"] = pid
@@ -331,11 +308,11 @@ def _switch_back(pidfile: str, link: str | None, before: str | None) -> StepRepl
     return reply
 
 
-def _restore(args: StepArgs, prior: GoodRun) -> StepReply:
+def _restore(args: RollbackArgs, prior: GoodRun) -> RollbackReply:
     """Stop the failed relaunch, switch current back to the prior run's release, start the
     prior run's recorded launch again."""
     pidfile = args["pidfile"]
-    reply: StepReply = {"outcome": "failed", "release": prior.get("release"), "commit": prior.get("commit"),
+    reply: RollbackReply = {"outcome": "failed", "release": prior.get("release"), "commit": prior.get("commit"),
                         "running": None}
     stop: KillArgs = {"pidfile": pidfile, "grace": float(args.get("grace", 10))}
     try:
@@ -356,10 +333,10 @@ def _restore(args: StepArgs, prior: GoodRun) -> StepReply:
         if current_release(os.path.dirname(link)) != prior.get("release"):
             switch_link(link, folder)
             reply["switched_back"] = str(prior.get("release"))
-    pid, why = _start(pidfile, list(prior.get("argv") or []), dict(prior.get("env") or {}), prior.get("chdir"),
-                      prior.get("log"), prior.get("umask"), link if folder else None)
+    pid, start, why = _start(pidfile, list(prior.get("argv") or []), dict(prior.get("env") or {}),
+                             prior.get("chdir"), prior.get("log"), prior.get("umask"), link if folder else None)
     if pid:
-        reply["pid"] = pid
+        reply["pid"], reply["start"] = pid, start
     if why:
         reply["restore_error"] = why
         return reply

@@ -1,0 +1,73 @@
+"""Steps that start a job behind a wrapper chain run in an exec session of their own.
+
+A chain may end what a session leaves behind when the session ends (an exec tool that cleans
+up after itself, a PID namespace or cgroup per session). A job started in the run's own
+long-lived session would look alive to every check the run makes and die when the run ends.
+So a launching step gets a session of its own, ended as soon as the step returns: whatever the
+chain does at a session's end happens then, and the run's own session looks for the job, as
+the next task or run will see it. Used by launch_detached and rollback."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from opsrunner.connections import ops
+from opsrunner.connections.become import BecomeLayer
+from opsrunner.connections.streams import AGENT_EXIT_WAIT_S
+
+if TYPE_CHECKING:
+    from opsrunner.connections.ops import AgentOp, ArgsT, ReplyT
+    from opsrunner.modules.base import TaskContext
+    from opsrunner.remote.protocol_host import ExecArgs
+
+
+def needs_own_session(ctx: TaskContext) -> bool:
+    """Whether a step that starts a job must run in a session of its own: behind a wrapper
+    chain, when it really starts one (not in check mode)."""
+    return bool(ctx.connection.spec.wrapper) and not ctx.check_mode
+
+
+def call_in_own_session(ctx: TaskContext, op: AgentOp[ArgsT, ReplyT], request: ArgsT,
+                        timeout: float | None = None) -> tuple[ReplyT, bool]:
+    """`op` on an agent in an exec session of its own, ended as soon as it returns. With the
+    reply: whether the session was seen to end (the chain's exit came back within
+    streams.AGENT_EXIT_WAIT_S); when it was not, what the chain does at its end was not seen."""
+    session = ctx.connection.session_agent()
+    try:
+        reply = ctx.agent(op, request, timeout=timeout, session=session)
+    except BaseException:
+        session.end()
+        raise
+    return reply, session.end()
+
+
+def gone_with_its_session(ctx: TaskContext, pid: int | None, start: int | None,
+                          what: str = "launched") -> str | None:
+    """Why a job started behind the wrapper chain (pid, and its start time where known) is not
+    running once its own exec session has ended, or None when it runs (or no pid is known).
+    Seen from the run's session; the start time tells the job from a process that has its pid
+    there (a chain with a PID namespace per session numbers each session's processes anew)."""
+    if not pid or _still_runs(ctx, pid, start):
+        return None
+    chain = ", then ".join(shlex.join(layer.prefix) if not isinstance(layer, BecomeLayer) else f"become {layer.method}"
+                           for layer in ctx.connection.spec.wrapper)
+    return (f"{what} pid {pid}, but it was gone once its exec session ended: the wrapper chain "
+            f"({chain}) ends what a session leaves behind, so nothing launched through it lives on. "
+            "Start the job through something that outlives the session (the container's own "
+            "service manager, for example), or a hop that leaves detached processes alone")
+
+
+def _still_runs(ctx: TaskContext, pid: int, start: int | None) -> bool:
+    probe: ExecArgs = {"argv": ["cat", f"/proc/{pid}/stat"], "cwd": None, "timeout": None}
+    seen = ctx.agent(ops.EXEC, probe)
+    if seen["rc"] != 0:
+        return False
+    fields = seen["stdout"].rpartition(")")[2].split()  # the command name, in parentheses, may hold spaces
+    return start is None or (len(fields) > 19 and fields[19] == str(start))
+
+
+def end_not_seen(what: str) -> str:
+    """The warning for a step whose own session had not ended when the run stopped waiting."""
+    return (f"{what} own exec session had not ended {AGENT_EXIT_WAIT_S:g}s after it was closed: whether the "
+            "job outlives its session is not known")
