@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from opsrunner.history.location import display, without_password
 from opsrunner.schedule.spec import SEARCH_DAYS, SpecError, every_to_calendar, parse_calendar, to_cron
 
 if TYPE_CHECKING:
-    from opsrunner.history.store import HistoryStore
+    from opsrunner.history.store import HistoryStore, RunRow
     from opsrunner.schedule.cron import CronSpec
     from opsrunner.schedule.store import Schedule
 
@@ -295,70 +296,105 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store
     from opsrunner.schedule.units import timer_active
 
-    history = _LastRuns(resolve(args.history), args.history, sys.stderr)
+    histories = LastRuns(resolve(args.history), args.history)
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
     try:
         for s in store.all_schedules(folder):
             upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing
-            rows.append((s.name, s.spec, upcoming, *history.last(s), s.playbook))
+            rows.append((s.name, s.spec, upcoming, *_last_columns(histories.last(s)), s.playbook))
     finally:
-        history.close()
+        histories.close()
+    for shown, cause in histories.unreadable.items():
+        sys.stderr.write(f"WARNING: cannot read the run history {shown}: {cause}; LAST RUN and RESULT are unknown\n")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
     return 0
 
 
-class _LastRuns:
-    """The last run of each schedule, read from the run history its runs are recorded in (its
-    file's `history`, else `default`). A history that cannot be read (a corrupt file, a
-    database that does not answer) is told once, as a warning, and the last runs it holds are
-    `unknown`: the schedules and their next runs are listed all the same."""
+def _last_columns(last: LastRun) -> tuple[str, str]:
+    """LAST RUN and RESULT of `schedule list`: `-` where none is recorded, `unknown` where its
+    history cannot be read."""
+    if last.error is not None:
+        return "unknown", "unknown"
+    if last.run is None:
+        return "-", "-"
+    started = dt.datetime.fromtimestamp(last.run.started).strftime("%Y-%m-%d %H:%M:%S")
+    return started, f"{last.run.result} ({last.run.id})"
 
-    UNKNOWN = ("unknown", "unknown")
 
-    def __init__(self, default: str, given: str | None, err: IO[str]) -> None:
+@dataclass(frozen=True)
+class LastRun:
+    """A schedule's last run, as the run history its runs are recorded in holds it."""
+
+    #: That history (history_of; the default where its file names none), password and all:
+    #: never shown (`shown` is).
+    location: str
+    #: The same as messages and pages show it: a URL's password masked.
+    shown: str
+    #: Its last recorded run; None: none recorded there (or `error`).
+    run: RunRow | None = None
+    #: Why the history cannot be read (its passwords masked); None where it was read.
+    error: str | None = None
+    #: A SQLite file that does not exist: no run was ever recorded there (none is made here).
+    missing: bool = False
+
+
+class LastRuns:
+    """The last run of each schedule (`schedule list`, the dashboard's schedules page), read
+    from the run history its runs are recorded in: its file's `history`, else `default`. Each
+    distinct history is opened once (closed by close(), except those given open in `opened`);
+    one that cannot be opened or read (a corrupt file, a database that does not answer, a
+    password that libpq cannot find) is tried once, and its schedules' LastRun says why."""
+
+    def __init__(self, default: str, given: str | None, read_only: bool = False,
+                 opened: dict[str, HistoryStore] | None = None) -> None:
         self.default = default  # for schedule files that name none
         self.given = given  # --history: also the password of a schedule's PostgreSQL history
-        self.err = err
-        self.stores: dict[str, HistoryStore] = {}
-        self.failed: set[str] = set()
+        self.read_only = read_only
+        self.stores: dict[str, HistoryStore] = {same_history(k): v for k, v in (opened or {}).items()}
+        self._borrowed = set(self.stores)
+        #: Each history that could not be read, as shown: why (printed once by `schedule list`).
+        self.unreadable: dict[str, str] = {}
+        self._failed: dict[str, str] = {}
 
-    def last(self, schedule: Schedule) -> tuple[str, str]:
-        """(LAST RUN, RESULT) of the schedule: `-` where none is recorded."""
+    def last(self, schedule: Schedule) -> LastRun:
         from opsrunner.history.location import is_postgres
 
         where = history_of(schedule, self.given) or self.default
-        if where in self.failed:
-            return self.UNKNOWN
-        if not is_postgres(where) and not Path(where).exists():
-            return "-", "-"  # a file not yet written: no run recorded (and none is made here)
+        key, shown = same_history(where), display(where)
+        if key in self._failed:
+            return LastRun(where, shown, error=self._failed[key])
+        if key not in self.stores and not is_postgres(where) and not Path(where).exists():
+            return LastRun(where, shown, missing=True)  # a file not yet written: no run recorded
         try:
-            if where not in self.stores:
+            if key not in self.stores:
                 from opsrunner.history.store import HistoryStore
 
-                self.stores[where] = HistoryStore(where)
-            found = self.stores[where].runs(schedule=schedule.name, limit=1)
+                self.stores[key] = HistoryStore(where, busy_timeout_s=5.0 if self.read_only else 30.0,
+                                                read_only=self.read_only)
+            found = self.stores[key].runs(schedule=schedule.name, limit=1)
         except Exception as exc:  # whatever the database driver raises
-            self._warn(where, exc)
-            return self.UNKNOWN
-        if not found:
-            return "-", "-"
-        started = dt.datetime.fromtimestamp(found[0].started).strftime("%Y-%m-%d %H:%M:%S")
-        return started, f"{found[0].result} ({found[0].id})"
+            from opsrunner.history.location import scrub
 
-    def _warn(self, where: str, exc: Exception) -> None:
-        from opsrunner.history.location import scrub
-
-        self.failed.add(where)
-        cause = " ".join(scrub(f"{type(exc).__name__}: {exc}", where).split())  # one line
-        self.err.write(f"WARNING: cannot read the run history {display(where)}: {cause}; "
-                       "LAST RUN and RESULT are unknown\n")
+            self._failed[key] = self.unreadable[shown] = " ".join(scrub(f"{type(exc).__name__}: {exc}",
+                                                                          where).split())  # one line
+            return LastRun(where, shown, error=self._failed[key])
+        return LastRun(where, shown, run=found[0] if found else None)
 
     def close(self) -> None:
-        for store in self.stores.values():
-            with contextlib.suppress(Exception):
-                store.close()
+        for key, store in self.stores.items():
+            if key not in self._borrowed:
+                with contextlib.suppress(Exception):
+                    store.close()
+
+
+def same_history(location: str) -> str:
+    """What two locations of one run history have in common: a URL without its password, a
+    file's real path."""
+    from opsrunner.history.location import is_postgres
+
+    return without_password(location) if is_postgres(location) else os.path.realpath(location)
 
 
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:

@@ -96,12 +96,15 @@ def api_run(request: Request) -> Response:
 
 
 def schedules_page(request: Request) -> Response:
-    return _page(request, "schedules.html", schedules=_read(request, lambda store, config: data.schedules(
-        store, config.schedules)))
+    return _page(request, "schedules.html", schedules=_read(request, _schedules))
 
 
 def api_schedules(request: Request) -> Response:
-    return JSONResponse({"schedules": _read(request, lambda store, config: data.schedules(store, config.schedules))})
+    return JSONResponse({"schedules": _read(request, _schedules)})
+
+
+def _schedules(store: HistoryStore, config: Dashboard) -> list[dict[str, Any]]:
+    return data.schedules(store, config.history, config.schedules)
 
 
 def hosts_page(request: Request) -> Response:

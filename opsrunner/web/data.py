@@ -94,21 +94,32 @@ def hosts(store: HistoryStore) -> list[dict[str, Any]]:
             for v in store.host_verdicts(HOSTS_SCAN)]
 
 
-def schedules(store: HistoryStore, folder: Path) -> list[dict[str, Any]]:
+def schedules(store: HistoryStore, history: Path | str, folder: Path) -> list[dict[str, Any]]:
     """Every schedule, the next to run first (inactive timers last): its calendar, timer and
-    last run. Alert URLs are not shown (a webhook URL is a credential)."""
+    last run, read from the run history its runs are recorded in (`store`, open on the
+    dashboard's `history`, for those that name none or the same). Each other history is
+    opened once; one that cannot be read is said on its schedules' rows (`history_error`).
+    Alert URLs are not shown (a webhook URL is a credential)."""
     from opsrunner.schedule import store as schedule_store
-    from opsrunner.schedule.commands import next_run
+    from opsrunner.schedule.commands import LastRuns, next_run, same_history
     from opsrunner.schedule.units import timer_active
 
+    served = str(history)
+    histories = LastRuns(served, served, read_only=True, opened={served: store})
     found = []
-    for s in schedule_store.all_schedules(folder):
-        active = timer_active(s)
-        last = store.runs(schedule=s.name, limit=1)
-        found.append({
-            "name": s.name, "calendar": s.cron or s.on_calendar, "every": s.every, "playbook": s.playbook,
-            "project": s.project, "installer": s.installer, "timer_active": active,
-            "next_run": next_run(s) if active else "", "notify_on": s.notify_on,
-            "alert_channels": len(s.notify), "last_run": run_summary(last[0]) if last else None,
-        })
+    try:
+        for s in schedule_store.all_schedules(folder):
+            active = timer_active(s)
+            last = histories.last(s)
+            found.append({
+                "name": s.name, "calendar": s.cron or s.on_calendar, "every": s.every, "playbook": s.playbook,
+                "project": s.project, "installer": s.installer, "timer_active": active,
+                "next_run": next_run(s) if active else "", "notify_on": s.notify_on,
+                "alert_channels": len(s.notify), "last_run": run_summary(last.run) if last.run else None,
+                # where its runs are recorded; its runs' pages are this dashboard's only if it serves it
+                "history": last.shown, "history_served": same_history(last.location) == same_history(served),
+                "history_error": last.error, "history_missing": last.missing,
+            })
+    finally:
+        histories.close()
     return sorted(found, key=lambda s: (not s["next_run"], s["next_run"], s["name"]))
