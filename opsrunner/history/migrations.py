@@ -5,9 +5,20 @@ schema one version up and is never edited once released. SQLite counts its versi
 PRAGMA user_version (files written by earlier opsrunner versions migrate from there),
 PostgreSQL in the table opsrunner_schema. The SQL of the stores is the same for both:
 TEXT for JSON, INTEGER for flags, so one query reads either.
+
+Controllers of different versions may share one database (docs/history.md, "Controllers of
+different versions"). Beside the marker, each version applied is recorded in the table
+opsrunner_schema_versions with the oldest schema version that can still use the database
+(COMPATIBLE_FROM): opsrunner from before these were recorded (schema 4 to 6) sets the
+PostgreSQL marker back to its own version whenever it opens a newer database, so the
+schema's version is the highest of the marker and the versions recorded. This version never lowers either, never
+re-applies a version recorded, and uses a newer schema that says it can, else refuses.
 """
 
 from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
 
 SQLITE: tuple[str, ...] = (
     """
@@ -116,6 +127,8 @@ POSTGRES: tuple[str, ...] = (
     CREATE INDEX runs_group ON runs(run_group, started);
     """,
     # IF NOT EXISTS: an older controller sharing the database may have set its version back
+    # (before the versions were recorded, this version was applied again); so must every
+    # version from here on be.
     """
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS reason TEXT;
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS outcome TEXT;
@@ -125,9 +138,73 @@ POSTGRES: tuple[str, ...] = (
     """,
 )
 
-assert len(SQLITE) == len(POSTGRES), "one schema: every version exists on both backends"
+#: For each version, the oldest schema version whose code can still read and write a database
+#: at that version. A version that code released before it can go on using unchanged (a
+#: column it may leave empty, an index, a table it need not fill) keeps the value of the
+#: version before it; any other change (a column it must fill, a table it must keep up to
+#: date, a column renamed, dropped or meaning something else) sets its own number, and older
+#: controllers then refuse the database instead of writing rows it cannot trust.
+COMPATIBLE_FROM: tuple[int, ...] = (
+    1,
+    2,
+    3,  # run_hosts: every writer fills it (the host filter reads it)
+    4,  # PostgreSQL histories start here
+    4,  # reason, outcome: empty in an older controller's rows, read as their exit codes say
+    4,  # record_gap: empty in an older controller's rows
+)
+
+assert len(SQLITE) == len(POSTGRES) == len(COMPATIBLE_FROM), "one schema: every version exists on both backends"
+assert all(a <= b for a, b in itertools.pairwise(COMPATIBLE_FROM)), "never lowered"
+assert all(c <= v for v, c in enumerate(COMPATIBLE_FROM, start=1)), "a version needs no newer code than itself"
 
 VERSION = len(SQLITE)
+
+#: The versions applied to a database, whoever applied them: opsrunner released before it
+#: never writes this table, so it keeps the schema's version where the marker was set back.
+VERSIONS_TABLE = "opsrunner_schema_versions"
+SQLITE_VERSIONS_TABLE = f"""CREATE TABLE IF NOT EXISTS {VERSIONS_TABLE} (
+    version INTEGER PRIMARY KEY, compatible_from INTEGER NOT NULL, recorded REAL NOT NULL)"""
+POSTGRES_VERSIONS_TABLE = f"""CREATE TABLE IF NOT EXISTS {VERSIONS_TABLE} (
+    version INTEGER PRIMARY KEY, compatible_from INTEGER NOT NULL, recorded DOUBLE PRECISION NOT NULL)"""
+#: The newest version recorded and the oldest schema version that can use the database.
+SELECT_RECORDED = f"SELECT max(version), max(compatible_from) FROM {VERSIONS_TABLE}"
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a database says of its schema."""
+
+    #: The version marker (SQLite's user_version, PostgreSQL's opsrunner_schema): an older
+    #: opsrunner may have set it back.
+    marker: int
+    #: The newest version recorded in opsrunner_schema_versions (0: none).
+    recorded: int
+    #: The oldest schema version that can use the database, as recorded (None: none recorded).
+    needs: int | None
+
+    @property
+    def version(self) -> int:
+        """The schema's version: a version recorded was applied, whatever the marker says."""
+        return max(self.marker, self.recorded)
+
+    def refusal(self) -> str | None:
+        """Why this opsrunner cannot use the database; None where it can: its own version or
+        an older one (migrated when opened for writing), or a newer one that says code of
+        this version can still read and write it."""
+        if self.version <= VERSION:
+            return None
+        if self.recorded < self.version or self.needs is None:
+            return (f"schema version {self.version} is newer than this opsrunner's ({VERSION}) and no version "
+                    f"recorded says whether schema {VERSION} can use it: upgrade opsrunner")
+        if self.needs > VERSION:
+            return (f"schema version {self.version} needs opsrunner of schema version {self.needs} or later; this "
+                    f"opsrunner's is {VERSION}: upgrade opsrunner")
+        return None
+
+    def missing(self) -> range:
+        """The versions of this opsrunner's not recorded yet (applied now, or before the
+        versions were recorded)."""
+        return range(self.recorded + 1, VERSION + 1)
 
 
 def statements(script: str) -> list[str]:

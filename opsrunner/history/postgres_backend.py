@@ -2,10 +2,12 @@
 
 Imported only for a postgresql:// location. Every write is one transaction of its own run's
 rows, so controllers writing at once never conflict; the schema is migrated on first use
-under an advisory lock, so controllers starting at once migrate it once."""
+under an advisory lock, so controllers starting at once migrate it once. Its version only
+moves up (migrations.py: controllers of different versions share one database)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -35,34 +37,66 @@ class PostgresBackend:
                                   application_name="opsrunner")
         # A write waits this long for a lock, then fails (the recorder warns, the run goes on).
         self.db.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
-        if read_only:
-            self.db.execute("SET default_transaction_read_only = on")
-            version = self._version()
-            if version != migrations.VERSION:
-                self.db.close()
-                raise SchemaMismatch(f"schema version {version}, expected {migrations.VERSION}")
-            return
-        self._migrate()
+        try:
+            if read_only:
+                self.db.execute("SET default_transaction_read_only = on")
+                self._check(self._found(), read_only=True)
+            else:
+                self._migrate()
+        except BaseException:
+            self.db.close()
+            raise
 
-    def _version(self) -> int:
-        exists = self.db.execute("SELECT to_regclass('opsrunner_schema')").fetchone()
-        if exists is None or exists[0] is None:
-            return 0
-        row = self.db.execute("SELECT version FROM opsrunner_schema").fetchone()
-        return int(row[0]) if row else 0
+    def _found(self) -> migrations.Found:
+        marker = recorded = 0
+        needs = None
+        row = self.db.execute("SELECT to_regclass('opsrunner_schema') IS NOT NULL, to_regclass(%s) IS NOT NULL",
+                              (migrations.VERSIONS_TABLE,)).fetchone()
+        has_marker, has_versions = row if row else (False, False)
+        if has_marker:
+            row = self.db.execute("SELECT max(version) FROM opsrunner_schema").fetchone()
+            marker = int(row[0]) if row and row[0] is not None else 0
+        if has_versions:
+            row = self.db.execute(migrations.SELECT_RECORDED).fetchone()
+            if row and row[0] is not None:
+                recorded, needs = int(row[0]), int(row[1])
+        return migrations.Found(marker, recorded, needs)
+
+    def _check(self, found: migrations.Found, read_only: bool = False) -> None:
+        refusal = found.refusal()
+        if refusal is None and read_only and found.version < migrations.VERSION:
+            refusal = f"schema version {found.version}, expected {migrations.VERSION}"
+        if refusal is not None:
+            raise SchemaMismatch(refusal)
 
     def _migrate(self) -> None:
-        if self._version() == migrations.VERSION:
+        """Brings the schema to this version, once however many controllers start at once: under
+        an advisory lock (opsrunner released before this takes it too), the versions found are
+        read again and only those missing applied. The marker only moves up: set back by an
+        older opsrunner, it is put back; a newer schema is left as it is, used where it says
+        this version can (Found.refusal), refused otherwise. A database at this version already
+        is only read (its user may lack the right to create tables)."""
+        found = self._found()
+        if found.marker == found.version >= migrations.VERSION:  # nothing to apply, nothing set back
+            self._check(found)
             return
         with self.db.transaction():
             self.db.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
             self.db.execute("CREATE TABLE IF NOT EXISTS opsrunner_schema (version INTEGER NOT NULL)")
-            version = self._version()
-            for script in migrations.POSTGRES[version:]:
+            self.db.execute(migrations.POSTGRES_VERSIONS_TABLE)
+            found = self._found()
+            self._check(found)
+            for script in migrations.POSTGRES[found.version:]:
                 for statement in migrations.statements(script):
                     self.db.execute(statement.encode())
-            self.db.execute("DELETE FROM opsrunner_schema")
-            self.db.execute("INSERT INTO opsrunner_schema VALUES (%s)", (migrations.VERSION,))
+            now = time.time()
+            for number in found.missing():
+                self.db.execute(f"INSERT INTO {migrations.VERSIONS_TABLE} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                                (number, migrations.COMPATIBLE_FROM[number - 1], now))
+            version = max(found.version, migrations.VERSION)
+            if self.db.execute("SELECT version FROM opsrunner_schema").fetchall() != [(version,)]:
+                self.db.execute("DELETE FROM opsrunner_schema")
+                self.db.execute("INSERT INTO opsrunner_schema VALUES (%s)", (version,))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cursor = self.db.execute(_dialect(sql), params)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,22 +16,34 @@ from typing import Any
 from opsrunner.history import migrations
 
 
+class SchemaMismatch(sqlite3.OperationalError):
+    """A database whose schema this opsrunner cannot use (a newer one that says so, or an
+    older one opened read-only)."""
+
+
 class SQLiteBackend:
     insertion_order = "rowid"
     for_update = ""
 
     def __init__(self, path: Path, busy_timeout_s: float = 30.0, read_only: bool = False) -> None:
         """`read_only`: a reader that never writes (the dashboard); the database must exist
-        at the current schema version (open it once writable to migrate it)."""
+        at the current schema version or a newer one that this version can use (open it once
+        writable to migrate it)."""
         self.path = path
         self.shown = str(path)
         if read_only:
             self.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s,
                                       isolation_level=None, check_same_thread=False)
-            version = int(self.db.execute("PRAGMA user_version").fetchone()[0])
-            if version != migrations.VERSION:
+            try:
+                found = self._found()
+                refusal = found.refusal()
+                if refusal is None and found.version < migrations.VERSION:
+                    refusal = f"schema version {found.version}, expected {migrations.VERSION}"
+                if refusal is not None:
+                    raise SchemaMismatch(refusal)
+            except BaseException:
                 self.db.close()
-                raise sqlite3.OperationalError(f"schema version {version}, expected {migrations.VERSION}")
+                raise
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():  # command lines and messages: readable by its owner only (-wal/-shm follow)
@@ -45,15 +58,44 @@ class SQLiteBackend:
         # database's consistency.
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _found(self) -> migrations.Found:
+        marker = int(self.db.execute("PRAGMA user_version").fetchone()[0])
+        recorded, needs = 0, None
+        if self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                           (migrations.VERSIONS_TABLE,)).fetchone():
+            row = self.db.execute(migrations.SELECT_RECORDED).fetchone()
+            if row[0] is not None:
+                recorded, needs = int(row[0]), int(row[1])
+        return migrations.Found(marker, recorded, needs)
 
     def _migrate(self) -> None:
+        """The same rules as PostgreSQL's (migrations.py): in one BEGIN IMMEDIATE transaction
+        (controllers opening it at once wait for each other), the versions missing are applied;
+        user_version only moves up; a newer schema is used where it says this version can."""
         with self.transaction(lock=True):
-            version = int(self.db.execute("PRAGMA user_version").fetchone()[0])
-            for number, script in enumerate(migrations.SQLITE[version:], start=version + 1):
+            found = self._found()
+            refusal = found.refusal()
+            if refusal is not None:
+                raise SchemaMismatch(refusal)
+            if found.marker == found.version >= migrations.VERSION:  # nothing to apply: nothing written
+                return
+            self.db.execute(migrations.SQLITE_VERSIONS_TABLE)
+            for number, script in enumerate(migrations.SQLITE[found.version:], start=found.version + 1):
                 for statement in migrations.statements(script):
                     self.db.execute(statement)
                 self.db.execute(f"PRAGMA user_version = {number}")
+            now = time.time()
+            for number in found.missing():
+                self.db.execute(f"INSERT OR IGNORE INTO {migrations.VERSIONS_TABLE} VALUES (?, ?, ?)",
+                                (number, migrations.COMPATIBLE_FROM[number - 1], now))
+            if found.marker < found.version:
+                self.db.execute(f"PRAGMA user_version = {max(found.version, migrations.VERSION)}")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.db.execute(sql, params).fetchall()
