@@ -101,7 +101,8 @@ def schedules(store: HistoryStore, history: Path | str, folder: Path) -> list[di
     opened once; one that cannot be read is said on its schedules' rows (`history_error`).
     Alert URLs are not shown (a webhook URL is a credential)."""
     from opsrunner.schedule import store as schedule_store
-    from opsrunner.schedule.commands import LastRuns, next_run, same_history
+    from opsrunner.schedule.commands import next_run
+    from opsrunner.schedule.lastruns import LastRuns, same_history
     from opsrunner.schedule.units import timer_active
 
     served = str(history)
