@@ -15,7 +15,7 @@ from .fsops import op_fs_file, op_fs_put, op_fs_stat, op_lineinfile, op_wait_for
 from .guards import Refused
 from .launch import op_launch
 from .procs import foreign_proc, op_kill, op_select
-from .reads import NotRegular
+from .reads import Unreadable
 from .releases import op_release, op_releases
 from .rollback import op_rollback
 from .verify import op_gpu_wait, op_verify
@@ -83,7 +83,7 @@ def dispatch(request: Mapping[str, object]) -> Reply:
         return op(args)
     except Refused as exc:  # a guard's refusal names its rule; nothing was done
         return {"error": str(exc), "refused": [exc.rule]}
-    except NotRegular as exc:  # the message says which file and what it is
+    except Unreadable as exc:  # a file that is there but cannot be used: the message names it and says why
         return {"error": str(exc)}
     except Exception as exc:  # reported to the controller as the task's failure message
         return {"error": f"{type(exc).__name__}: {exc}"}

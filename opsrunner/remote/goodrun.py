@@ -16,7 +16,7 @@ import time
 from .atomic import write_atomic
 from .jobfiles import boot_id, launch_record, pidfile_paths, read_pidfile
 from .procs import alive
-from .reads import read_json
+from .reads import load_json, read_json
 from .watchdog import ignored
 from .wire import json_dumps
 
@@ -63,8 +63,9 @@ def as_good_run(raw: Mapping[str, object]) -> GoodRun:
 
 
 def read_good(pidfile: str) -> GoodRun | None:
-    """The job's last good run, or None when none is recorded."""
-    raw = read_json(pidfile_paths(pidfile)["good"], "last good run")
+    """The job's last good run, or None when none is recorded; Unreadable when its file is
+    there but cannot be used (corrupt): never taken for a job that has none."""
+    raw = load_json(pidfile_paths(pidfile)["good"], "last good run")
     return None if raw is None or not raw.get("argv") else as_good_run(raw)
 
 

@@ -1,6 +1,8 @@
 # opsrunner-agent part 2: bounded reads of regular files. A FIFO, device or socket where a
 # regular file is expected is refused (opening one could block forever, reading /dev/zero
-# or /dev/full never ends); every read stops at a documented size.
+# or /dev/full never ends); every read stops at a documented size. A file that is there but
+# cannot be used (refused, larger than its limit, unreadable, not the JSON expected) raises
+# Unreadable where the caller must tell it from an absent one (load_json, read_whole).
 from __future__ import annotations
 
 import errno
@@ -13,14 +15,23 @@ from .wire import json_loads
 REGEX_WINDOW = 4 << 20
 #: The most of a log that a tail (diagnosis, status, `opsrunner logs`) reads: its last 256 KiB.
 TAIL_WINDOW = 256 << 10
-#: Pidfiles, launch records and exit records: 64 KiB at most.
+#: Pidfiles: 64 KiB at most.
 SMALL_LIMIT = 64 << 10
+#: JSON records beside a job (launch record, exit record, last good run, a rollback's prior
+#: run) and release verdicts: 16 MiB at most. A launch record holds the job's argv and
+#: environment, up to 2 MiB on Linux and several times that as escaped JSON.
+RECORD_LIMIT = 16 << 20
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-class NotRegular(ValueError):
+class Unreadable(ValueError):
+    """A file that is there but cannot be used: not a regular file, larger than the most that
+    is read of it, unreadable, or not the JSON expected. The message names it and says why."""
+
+
+class NotRegular(Unreadable):
     """A path that must be a regular file is something else; the message says what."""
 
 
@@ -82,6 +93,28 @@ def read_small(path: str, what: str) -> bytes | None:
         os.close(fd)
 
 
+def read_whole(path: str, what: str, limit: int) -> bytes | None:
+    """The whole of a regular file of at most `limit` bytes, or None when it is absent.
+    Unreadable when it is there but is no regular file, is larger, or cannot be read."""
+    try:
+        fd, st = open_regular(path, what)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise Unreadable(f"{what} {path} cannot be read: {exc.strerror} (errno {exc.errno})") from None
+    try:
+        if st.st_size > limit:
+            raise Unreadable(f"{what} {path} is {st.st_size} bytes, more than the {limit} read at most")
+        data = _read_range(fd, 0, limit + 1)
+    except OSError as exc:
+        raise Unreadable(f"{what} {path} cannot be read: {exc.strerror} (errno {exc.errno})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew while it was read
+        raise Unreadable(f"{what} {path} is more than the {limit} bytes read at most")
+    return data
+
+
 def read_window(path: str, offset: int = 0, limit: int = TAIL_WINDOW,
                 what: str = "log") -> tuple[bytes, int] | tuple[None, None]:
     """(bytes from max(offset, size - limit) to the end, size); (None, None) when absent."""
@@ -104,16 +137,33 @@ def tail_lines(path: str, offset: int = 0, lines: int = 20) -> str:
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
 
-def read_json(path: str, what: str) -> dict[str, object] | None:
-    """A small JSON record (launch record, exit record), or None when absent or unreadable."""
-    data = read_small(path, what)
+def load_json(path: str, what: str, limit: int = RECORD_LIMIT) -> dict[str, object] | None:
+    """A JSON object read whole from a regular file of at most `limit` bytes, or None when the
+    file is absent; Unreadable, saying why, when it is there but cannot be used."""
+    data = read_whole(path, what, limit)
     if data is None:
         return None
+    if not data.strip():
+        raise Unreadable(f"{what} {path} is empty")
     try:
-        value = json_loads(data.decode("utf-8", "replace"))
-    except ValueError:
+        value = json_loads(data.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError is one too
+        raise Unreadable(f"{what} {path} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise Unreadable(f"{what} {path} is not a JSON object")
+    return value
+
+
+def read_json(path: str, what: str, limit: int = RECORD_LIMIT) -> dict[str, object] | None:
+    """A JSON record, or None when it is absent or cannot be used (NotRegular is still
+    raised: a FIFO or device is refused, never read). Only for records whose loss is safe
+    to treat as their absence; load_json tells the two apart."""
+    try:
+        return load_json(path, what, limit)
+    except NotRegular:
+        raise
+    except Unreadable:
         return None
-    return value if isinstance(value, dict) else None
 
 
 def file_size(path: str) -> int | None:

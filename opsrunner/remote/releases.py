@@ -19,7 +19,7 @@ from .goodrun import read_good, verdict_path
 from .guards import Context, Refused, guard_path, remove
 from .jobfiles import launch_record, read_pidfile
 from .procs import alive
-from .reads import read_json
+from .reads import Unreadable, load_json
 from .watchdog import ignored
 from .wire import json_dumps
 
@@ -37,6 +37,11 @@ RELEASES = "releases"
 CURRENT = "current"
 TEMP_MARK = ".opsrunner-tmp-"
 DEFAULT_KEEP = 5
+#: The most of a release manifest that is read: it records every file's sha256 (some 100
+#: bytes a file), so 64 MiB holds the manifest of over half a million files.
+MANIFEST_LIMIT = 64 << 20
+#: time.strftime format of the time stamp a release's name starts with (UTC).
+STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
 def releases_dir(dest: str) -> str:
@@ -51,6 +56,43 @@ def manifest_path(folder: str, name: str) -> str:
     return os.path.join(folder, name + ".json")
 
 
+def read_manifest(folder: str, name: str) -> dict[str, object] | None:
+    """Release `name`'s manifest, or None when it has none; Unreadable, naming it and saying
+    why, when it is there but cannot be used (too large, corrupt, not a regular file)."""
+    return load_json(manifest_path(folder, name), "release manifest", MANIFEST_LIMIT)
+
+
+def stamp_of(name: str) -> float | None:
+    """The UTC time a release's name starts with (20261201T030000Z[.2][-commit]), or None."""
+    stamp = name.partition("-")[0].partition(".")[0]
+    if len(stamp) != 16 or not stamp.endswith("Z"):
+        return None
+    import calendar  # here, not at the top: it and strptime load re and enum, which the agent avoids
+    try:
+        return float(calendar.timegm(time.strptime(stamp, STAMP_FORMAT)))
+    except ValueError:
+        return None
+
+
+def commit_of(name: str) -> str | None:
+    """The git commit a release's name ends with (<stamp>-<commit>), or None."""
+    return name.partition("-")[2] or None
+
+
+def release_info(folder: str, name: str) -> ReleaseInfo:
+    """A release's commit and time from its manifest; from its name where the manifest is
+    absent or cannot be used (so that the releases' order never depends on a manifest's read)."""
+    try:
+        raw = read_manifest(folder, name)
+    except Unreadable:
+        raw = None  # changed_in_place refuses a rollback over it; the name tells commit and time
+    if raw is None:
+        return {"name": name, "commit": commit_of(name), "created": stamp_of(name)}
+    commit, created = raw.get("commit"), raw.get("created")
+    return {"name": name, "commit": commit if isinstance(commit, str) else None,
+            "created": float(created) if isinstance(created, (int, float)) else stamp_of(name)}
+
+
 def release_of(path: str, dest_real: str) -> str | None:
     """The release name a real path lies in (<dest>/releases/<name>/...), or None."""
     top = os.path.join(dest_real, RELEASES) + "/"
@@ -61,19 +103,15 @@ def release_of(path: str, dest_real: str) -> str | None:
 
 
 def list_releases(dest: str) -> list[ReleaseInfo]:
-    """The releases under dest, oldest first (by the manifest's time, then by name)."""
+    """The releases under dest, oldest first (by the manifest's time, else the name's, then by
+    name)."""
     folder = releases_dir(dest)
     try:
         names = [n for n in os.listdir(folder) if not n.startswith(".") and os.path.isdir(os.path.join(folder, n))
                  and not os.path.islink(os.path.join(folder, n))]
     except OSError:
         return []
-    found: list[ReleaseInfo] = []
-    for name in names:
-        raw = read_json(manifest_path(folder, name), "release manifest") or {}
-        commit, created = raw.get("commit"), raw.get("created")
-        found.append({"name": name, "commit": commit if isinstance(commit, str) else None,
-                      "created": float(created) if isinstance(created, (int, float)) else None})
+    found = [release_info(folder, name) for name in names]
     return sorted(found, key=lambda r: (r["created"] or 0.0, r["name"]))
 
 
@@ -306,9 +344,15 @@ def op_release(args: ReleaseArgs) -> ReleaseReply:
 def changed_in_place(release_dir: str) -> str | None:
     """The first file of a release whose content is no longer the one its manifest recorded
     (edited in place: through a hard link, every release sharing it changed too), as a
-    sentence; None when all match or the manifest records no digests (an older release)."""
+    sentence; None when all match or the manifest records no digests (an older release).
+    ValueError when the manifest is there but cannot be used (too large, corrupt): a check
+    that cannot be made is never taken for one that passed."""
     folder, name = os.path.split(release_dir.rstrip("/"))
-    raw = read_json(manifest_path(folder, name), "release manifest") or {}
+    try:
+        raw = read_manifest(folder, name) or {}
+    except Unreadable as exc:
+        raise ValueError(f"cannot check the files of release {name}: its {exc}; refusing to roll back to a "
+                         "release whose integrity cannot be checked") from None
     recorded = raw.get("sha256")
     if not isinstance(recorded, dict):
         return None
@@ -324,14 +368,19 @@ def changed_in_place(release_dir: str) -> str | None:
 
 
 def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list[str], Spared]:
-    """Delete the releases past `keep`, sparing those a job needs (prune_plan's rules)."""
+    """Delete the releases past `keep`, sparing those a job needs (prune_plan's rules). When
+    the job's last good run cannot be read, which release it needs is unknown: none is deleted."""
     dest_real = os.path.realpath(dest)
     names = [r["name"] for r in list_releases(dest)]
     protected: Spared = {}
     current = current_release(dest)
     if current:
         protected[current] = "current"
-    for extra in (job_releases(pidfile, dest_real), used_by_processes(dest_real)):
+    try:
+        needed = job_releases(pidfile, dest_real)
+    except Unreadable as exc:
+        needed = dict((name, f"kept: {exc}") for name in names)
+    for extra in (needed, used_by_processes(dest_real)):
         for name, why in extra.items():
             protected.setdefault(name, why)
     doomed, spared = prune_plan(names, keep, protected)
@@ -389,11 +438,8 @@ def resolve_release_link(args: LaunchArgs) -> tuple[LaunchRecord, str | None]:
         return {}, (f"release_link {link} is set, but neither the command, its chdir nor its env goes "
                     f"through it: the job would not run the release it points to; point the command "
                     f"(train_command) or its directory (train_chdir) at {link}")
-    folder = os.path.dirname(real)
-    raw = read_json(manifest_path(folder, os.path.basename(real)), "release manifest") or {}
-    commit = raw.get("commit")
-    return {"release": os.path.basename(real), "release_dir": real,
-            "commit": commit if isinstance(commit, str) else None}, None
+    info = release_info(os.path.dirname(real), os.path.basename(real))
+    return {"release": info["name"], "release_dir": real, "commit": info["commit"]}, None
 
 
 def release_dir_of(dest: str, name: str) -> tuple[str, str | None]:
@@ -403,6 +449,4 @@ def release_dir_of(dest: str, name: str) -> tuple[str, str | None]:
     if "/" in name or name.startswith(".") or not os.path.isdir(path):
         known = ", ".join(r["name"] for r in list_releases(dest)) or "none"
         raise ValueError(f"no release {name!r} in {folder} (releases: {known})")
-    raw = read_json(manifest_path(folder, name), "release manifest") or {}
-    commit = raw.get("commit")
-    return path, commit if isinstance(commit, str) else None
+    return path, release_info(folder, name)["commit"]
