@@ -345,7 +345,19 @@ def _run_engine(inputs: RunInputs, reporters: list[Reporter]) -> RunSummary:
     from opsrunner.interrupts import sigterm_as_interrupt
 
     with sigterm_as_interrupt():
-        return Engine(inputs.playbook, inputs.inventory, inputs.options, reporters, inputs.masker).run()
+        return Engine(inputs.playbook, inputs.inventory, inputs.options, reporters, inputs.masker,
+                      report_in_flight=_only_shown(reporters)).run()
+
+
+def _only_shown(reporters: list[Reporter]) -> bool:
+    """Whether the run's reporters only show and record events (the console, JSON Lines,
+    history): then a task's reporting on one host may be done while the next task's command
+    is on its way (idle.py). A library caller's own reporter or callback sees each task's
+    result before the next task starts, as ever."""
+    from opsrunner.history.recorder import HistoryRecorder
+    from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
+
+    return all(type(r) in (ConsoleReporter, JsonEventsReporter, HistoryRecorder) for r in reporters)
 
 
 def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:

@@ -9,9 +9,11 @@ opsrunner.api.run, which loads the files, records history and takes the locks ar
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from opsrunner import idle
 from opsrunner.errors import TemplateError, Terminated, ValidationError
 from opsrunner.events import Notice, PlayEnd, PlayStart, Recap, Reporter, TaskStart
 from opsrunner.freewalk import FreeWalk
@@ -43,9 +45,11 @@ class Engine:
     """Runs a loaded playbook over an inventory; one Engine, one PlayRun."""
 
     def __init__(self, playbook: Playbook, inventory: Inventory, options: RunOptions,
-                 reporters: Sequence[Reporter] = (), masker: Masker | None = None) -> None:
+                 reporters: Sequence[Reporter] = (), masker: Masker | None = None,
+                 report_in_flight: bool = False) -> None:
         self.state = PlayRun(playbook, inventory, options, list(reporters),
-                             masker if masker is not None else masker_for(inventory, options.extra_vars))
+                             masker if masker is not None else masker_for(inventory, options.extra_vars),
+                             report_in_flight=report_in_flight)
         self.playbook = playbook
         self.inventory = inventory
         self.options = options
@@ -91,6 +95,10 @@ class Engine:
             self.summary.interrupted = True
             self.summary.signal = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
             self.emit(Notice(f"interrupted ({self.summary.signal}): stopping in-flight commands"))
+        except BaseException:
+            with contextlib.suppress(Exception):  # the reporting put off before the error (idle.py)
+                idle.run()
+            raise
         finally:
             # Interrupted (or failed), host threads may still be in commands that only the close ends.
             self.state.connections.close_all()

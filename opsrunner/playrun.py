@@ -7,9 +7,11 @@ engine's classes hold no run state of their own and a run can be looked at as on
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
+from opsrunner import idle
 from opsrunner.argcheck import Memo
 from opsrunner.connections.base import ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
@@ -53,6 +55,9 @@ class PlayRun:
     failures: dict[str, tuple[Task, TaskResult]] = field(default_factory=dict)
     #: Argument checks made so far, by preflight and the run, shared by the hosts (preflight.Memo).
     checked_args: Memo = field(default_factory=dict)
+    #: Whether the reporters only show and record (api._only_shown): a task's reporting on one
+    #: host is then done while the next command's request is in flight (idle.py, taskrun.py).
+    report_in_flight: bool = False
     #: Each host's connection spec by (host, id(play), vars' generation, dead hosts) (taskrun.py).
     host_specs: dict[tuple[str, int, int, int], tuple[Play, ConnectionSpec]] = field(default_factory=dict)
     vars: VariableManager = field(init=False)
@@ -67,12 +72,31 @@ class PlayRun:
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
+        if idle.pending():  # what this thread put off is reported first: the order is kept
+            idle.run()
+        self._report(event)
+
+    def emit_later(self, event: Event) -> None:
+        """emit(), put off until this thread next waits on a target or reports (idle.py): a
+        task's reporting on one host, done while its next request is on its way."""
+        idle.put_off(functools.partial(self._report, event))
+
+    def flush_reporters(self) -> None:
+        if idle.pending():
+            idle.run()
+        self._flush()
+
+    def flush_later(self) -> None:
+        """flush_reporters(), put off as emit_later()."""
+        idle.put_off(self._flush)
+
+    def _report(self, event: Event) -> None:
         event = self.masker.mask_event(event)
         with self._emit_lock:
             for reporter in self.reporters:
                 reporter.handle(event)
 
-    def flush_reporters(self) -> None:
+    def _flush(self) -> None:
         with self._emit_lock:
             for reporter in self.reporters:
                 reporter.flush()
@@ -100,12 +124,18 @@ class PlayRun:
                     # gathered facts are host data (never templated); set_fact/include_vars values are ours
                     self.vars.register(host, key, mark_unsafe(value) if task.module == "setup" else value)
 
-    def record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool) -> None:
-        """A task's result on a host: stored, counted, and told to the reporters."""
+    def record(self, play: Play, task: Task, host: str, result: TaskResult, handler: bool,
+               later: bool = False) -> None:
+        """A task's result on a host: stored, counted, and told to the reporters (`later`: as
+        emit_later, once the run's state has it)."""
         self.store(host, task, result)
         if task.module != "meta" or task.include_marker:  # as ansible-core: meta tasks are not in the recap
             self.summary.host(host).count(result)
         if result.failed and not result.ignored:
             self.dead.add(host)
             self.failures[host] = (task, result)
-        self.emit(TaskEnd(play.name, task.name, task.module, host, result, handler, source=str(task.pos)))
+        end = TaskEnd(play.name, task.name, task.module, host, result, handler, source=str(task.pos))
+        if later:
+            self.emit_later(end)
+        else:
+            self.emit(end)

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from opsrunner import idle
 from opsrunner.arrivals import Arrivals
 from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.errors import TemplateError
@@ -38,6 +39,9 @@ def started_pool(workers: int) -> ThreadPoolExecutor:
     return pool
 
 
+#: Modules whose run goes straight to a command on the host's agent: on one host, the
+#: reporting before it is done while that command's request is in flight (idle.py).
+REPORTED_IN_FLIGHT = frozenset({"command", "shell"})
 #: From this many host threads on (each beside its ssh transport thread), the interpreter's
 #: forced GIL hand-offs among them, every 5 ms by default, cost more than they give: at 500
 #: hosts they took most of the controller's CPU in system time (bench/RESULTS.md, runs 22-23).
@@ -91,16 +95,30 @@ class TaskRunner:
         run = self.run
         if self.declined(task, handler):
             return {h: declined_result() for h in hosts}  # not counted
-        run.emit(TaskStart(play.name, self._title(play, task, hosts, play_hosts), task.module,
-                           hosts, handler, str(task.pos)))
+        start = TaskStart(play.name, self._title(play, task, hosts, play_hosts), task.module,
+                          hosts, handler, str(task.pos))
         if len(hosts) == 1:
             # Run here, not in a host thread: a hand-off to a pool thread and back cost ~0.6 ms
             # of every task (two wake-ups, measured on one host). Ctrl-C and SIGTERM then raise
             # in the task itself, and the engine stops the host's in-flight work as before.
+            # With reporters that only show and record, a command's reporting (the last task's
+            # result, this one's banner) is done once its request is on its way (idle.py); any
+            # other task reports first.
+            later = run.report_in_flight
+            if later and task.module in REPORTED_IN_FLIGHT:
+                run.emit_later(start)
+            else:
+                run.emit(start)
             result = self.on_host(play, task, hosts[0], play_hosts)
-            run.record(play, task, hosts[0], result, handler)
-            run.flush_reporters()
+            if later:
+                idle.run()  # what the task did not wait for (a skip, a failed template) is done now
+                run.record(play, task, hosts[0], result, handler, later=True)
+                run.flush_later()
+            else:
+                run.record(play, task, hosts[0], result, handler)
+                run.flush_reporters()
             return {hosts[0]: result}
+        run.emit(start)
         arrivals: Arrivals[TaskResult] = Arrivals()
         futures: dict[Future[TaskResult], str] = {
             arrivals.add(self.pool.submit(self.on_host, play, task, host, play_hosts)): host for host in hosts

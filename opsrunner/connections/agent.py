@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
+from opsrunner import idle
 from opsrunner.connections.artifact import UNCACHE, agent_artifact, agent_version, cache_name, inline_argv, start_argv
 from opsrunner.connections.become import REFUSED
 from opsrunner.connections.ops import EXEC, AgentOp, ArgsT, ReplyT
@@ -140,6 +141,16 @@ class AgentSession:
         gone before that (it died between tasks) never started the request: a new agent is
         started and the request sent once more, with a note. Lost after that, the request
         fails (it may have run in part) and the next one starts a new agent."""
+        try:
+            reply = self._call(op, args, timeout, payload, notes, shown)
+        except Exception:
+            idle.raise_kept()  # an error of the work done while the request was in flight goes first
+            raise
+        idle.raise_kept()  # (idle.py): raised once the request is answered
+        return reply
+
+    def _call(self, op: str, args: dict[str, Any], timeout: float | None, payload: IO[bytes] | None,
+              notes: list[str] | None, shown: str | None) -> dict[str, Any]:
         with self._lock:
             if self.connection.log:  # `shown`: what -vvv prints instead of the request
                 self.connection.log(self.connection.spec.name, shown or f"agent {op} {json.dumps(args)}")
@@ -217,6 +228,7 @@ class AgentSession:
                 stream.send(frame(END, b""))
         except (OSError, EOFError):
             pass  # gone already: the acknowledgement below cannot come either
+        idle.run(keep_errors=True)  # what this thread put off, while the agent works on the request
         try:
             self._read_frame(stream, deadline, ACK)
         except (OSError, EOFError):
@@ -292,6 +304,7 @@ class AgentSession:
             self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
         if self._locks_lost is not None:
             raise JobLocksLost(self._locks_lost)
+        idle.run(keep_errors=True)  # a start may take seconds: what this thread put off goes first
         lost, self._lost = self._lost, None
         asked = time.monotonic()
         with self.connection.slots.held():
@@ -317,7 +330,12 @@ class AgentSession:
         TimeoutError where the task's `deadline` (monotonic) came first, AgentStartFailed
         where they reach it but the agent cannot run there."""
         with self._lock:
-            self._ensure_started(notes, deadline)
+            try:
+                self._ensure_started(notes, deadline)
+            except Exception:
+                idle.raise_kept()
+                raise
+            idle.raise_kept()
 
     def _not_reached(self) -> str:
         spec = self.connection.spec

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from opsrunner import idle
 from opsrunner.connections.agent import AgentSession, AgentStartFailed
 from opsrunner.connections.become import EXIT_REFUSED, REFUSED
 from opsrunner.connections.startslots import StartSlots
@@ -168,6 +169,8 @@ class Connection(abc.ABC):
         one fork+exec on the target instead of a Python watchdog started per command (and two
         behind a wrapper chain). Behind a wrapper chain (by default), with `command_exec: bare`,
         or where the agent cannot start, it is a bare exec (`run`)."""
+        if not self.spec.commands_via_agent or self._agent_failed:
+            idle.run()  # a bare exec waits for its command: what this thread put off (idle.py) goes first
         if self.spec.commands_via_agent and not self._agent_failed:
             inner, body = _on_stdin(argv, script, env)
             data = stdin if body is None else prefixed(header(body), stdin)
