@@ -3,6 +3,7 @@ from the target's, and the tar stream that carries them (plain deploys and relea
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import hashlib
 import posixpath
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_files import FileDigest, OtherFile
+    from opsrunner.modules.base import TaskContext
+    from opsrunner.remote.protocol_files import FileDigest, OtherFile, ReadArgs
 
 SPOOL_IN_MEMORY = 8 << 20  # larger transfers spill to a temp file, never held twice in memory
 
@@ -82,3 +84,31 @@ def tar_of(files: list[LocalFile]) -> Iterator[IO[bytes]]:
                     tar.addfile(info, fh)
         spool.seek(0)
         yield cast(IO[bytes], spool)
+
+
+def files_diff(ctx: TaskContext, root: str, changed: list[LocalFile], extra: list[str],
+               shown_root: str | None = None) -> str:
+    """-D: a unified diff of each changed file against its copy on the target under `root`
+    (none there: against nothing), and a line for each file that goes. `shown_root`: where the
+    files are seen from (a release's files through <dest>/current), when not `root`."""
+    if not changed and not extra:
+        return ""
+    from opsrunner.connections import ops
+
+    shown = shown_root or root
+    request: ReadArgs = {"paths": [posixpath.join(root, f.rel) for f in changed]}
+    old = ctx.agent(ops.READ, request)["contents"] if changed else {}
+    out: list[str] = []
+    for f in changed:
+        path = posixpath.join(shown, f.rel)
+        try:
+            new = f.path.read_text("utf-8")
+        except UnicodeDecodeError:
+            out.append(f"Binary file {path} differs\n")
+            continue
+        before = old.get(posixpath.join(root, f.rel)) or ""
+        out += difflib.unified_diff(before.splitlines(True), new.splitlines(True), f"{path} (before)",
+                                    f"{path} (after)")
+    out += [f"deleted: {posixpath.join(shown, e)}\n" for e in extra]
+    return "".join(out)
+

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import posixpath
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.codefiles import LocalFile, collect, differs, parse_mode, tar_of
+from opsrunner.modules.codefiles import LocalFile, collect, differs, files_diff, parse_mode, tar_of
 from opsrunner.modules.releasing import deploy_release
 from opsrunner.results import Status, TaskResult
 
@@ -59,7 +58,7 @@ class DeployCodeModule(Module):
         extra = [e for e in extra if e not in kept]
         data: dict[str, Any] = {"changed_files": [f.rel for f in changed], "deleted_files": extra,
                                 "dest": root, "files": len(files)}
-        diff = self._diff(ctx, root, changed, extra) if ctx.diff_mode else ""
+        diff = files_diff(ctx, root, changed, extra) if ctx.diff_mode else ""
         if not changed and not extra:
             return TaskResult(Status.OK, msg=f"{len(files)} files up to date in {root}", data=data)
         if ctx.check_mode:
@@ -85,27 +84,6 @@ class DeployCodeModule(Module):
         request: WriteArgs = {"dest": root, "backup": backup}
         with tar_of(files) as payload:
             return ctx.agent(ops.WRITE, request, payload=payload)
-
-    def _diff(self, ctx: TaskContext, root: str, changed: list[LocalFile], extra: list[str]) -> str:
-        paths = [posixpath.join(root, f.rel) for f in changed] + [posixpath.join(root, e) for e in extra]
-        if not paths:
-            return ""
-        request: ReadArgs = {"paths": paths}
-        old = ctx.agent(ops.READ, request)["contents"]
-        out = []
-        for f in changed:
-            remote_path = posixpath.join(root, f.rel)
-            try:
-                new = f.path.read_text("utf-8")
-            except UnicodeDecodeError:
-                out.append(f"Binary file {remote_path} differs\n")
-                continue
-            before = old.get(remote_path) or ""
-            out += difflib.unified_diff(before.splitlines(True), new.splitlines(True),
-                                        f"{remote_path} (before)", f"{remote_path} (after)")
-        for e in extra:
-            out.append(f"deleted: {posixpath.join(root, e)}\n")
-        return "".join(out)
 
 
 MODULE = DeployCodeModule()

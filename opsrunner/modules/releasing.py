@@ -14,7 +14,7 @@ from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.gitrepo import run_git
 from opsrunner.modules.base import TaskContext
-from opsrunner.modules.codefiles import LocalFile, differs, tar_of
+from opsrunner.modules.codefiles import LocalFile, differs, files_diff, tar_of
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
@@ -62,6 +62,9 @@ def deploy_release(ctx: TaskContext, args: dict[str, Any], src: Path, files: lis
         extra = remote.get("extra", [])
     data: dict[str, Any] = {"dest": dest, "files": len(files), "changed_files": [f.rel for f in changed],
                             "deleted_files": [], "previous": current, "release": current}
+    shown = posixpath.join(dest, "current")  # -D: against the current release, seen through <dest>/current
+    base = posixpath.join(dest, "releases", current) if current else shown
+    diff = files_diff(ctx, base, changed, extra, shown) if ctx.diff_mode else ""
     if current and not changed and not extra:
         return TaskResult(Status.OK, data=data, msg=f"{len(files)} files up to date in release {current} "
                           f"({dest}/current)")
@@ -74,9 +77,9 @@ def deploy_release(ctx: TaskContext, args: dict[str, Any], src: Path, files: lis
         for f in files:
             ctx.ledger.would_create += [posixpath.join(dest, "current", f.rel),
                                         posixpath.join(dest, "releases", name, f.rel)]
-        return TaskResult(Status.CHANGED, changed=True, data=data,
+        return TaskResult(Status.CHANGED, changed=True, data=data, diff=diff,
                           msg=f"would deploy release {name}: {len(changed)} of {len(files)} files sent{reuse}; "
-                              f"current -> {name}")
+                              f"current -> {name}{_uncommitted(dirty)}")
     request: ReleaseArgs = {"dest": dest, "name": name, "files": {f.rel: f.mode for f in files},
                             "sha256": {f.rel: f.sha256 for f in files}, "base": current,
                             "commit": commit, "dirty": dirty, "source": str(src),
@@ -93,7 +96,14 @@ def deploy_release(ctx: TaskContext, args: dict[str, Any], src: Path, files: lis
         changed += [f for f in files if f.rel in stale and f not in changed]
         made = _send_release(ctx, request, changed)
     data["changed_files"] = [f.rel for f in changed]
-    return _made(made, data, len(files), len(changed), current)
+    result = _made(made, data, len(files), len(changed), current)
+    result.diff, result.msg = diff, result.msg + _uncommitted(dirty)
+    return result
+
+
+def _uncommitted(dirty: bool) -> str:
+    """A release made from uncommitted changes is not the code its commit names: said so."""
+    return "; src has uncommitted changes: the release is not the code of its commit" if dirty else ""
 
 
 def _send_release(ctx: TaskContext, request: ReleaseArgs, changed: list[LocalFile]) -> ReleaseReply:
