@@ -152,12 +152,26 @@ class HostVerdict:
     run_id: str
     started: float
     counts: dict[str, int]
+    #: The line of a dry run (`--check`): never a host's verdict, shown beside it.
+    check_mode: bool = False
 
     @property
     def verdict(self) -> str:
         if self.counts.get("unreachable"):
             return "unreachable"
         return "failed" if self.counts.get("failed") else "ok"
+
+
+@dataclass(frozen=True)
+class HostState:
+    """A host's state for one playbook (the dashboard's hosts page): the recap line of its
+    latest real run, and that of a dry run newer than it. A dry run changed nothing, so it
+    never stands for the host's state; a host with only dry runs has no verdict (None)."""
+
+    host: str
+    playbook: str
+    verdict: HostVerdict | None
+    dry_run: HostVerdict | None = None
 
 
 def row_fields(run: RunRow, stamp: ControllerStamp | None) -> dict[str, Any]:

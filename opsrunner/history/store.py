@@ -22,6 +22,7 @@ from opsrunner.history.rows import (
     RESULTS,
     RUN_COLUMNS,
     STAMP_COLUMNS,
+    HostState,
     HostVerdict,
     RunFilter,
     RunRow,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 #: The SQLite schema's versions (history/migrations.py has both backends').
 MIGRATIONS = migrations.SQLITE
-__all__ = ["MIGRATIONS", "RESULTS", "HistoryStore", "HostVerdict", "RunFilter", "RunRow", "TaskRow",
+__all__ = ["MIGRATIONS", "RESULTS", "HistoryStore", "HostState", "HostVerdict", "RunFilter", "RunRow", "TaskRow",
            "default_location", "default_path", "open_history", "result_of", "row_fields"]
 
 
@@ -225,8 +226,10 @@ class HistoryStore:
         return runs
 
     def durations(self, scan: int = 2000, per_playbook: int = 40) -> dict[str, list[tuple[str, float, float]]]:
-        """(run id, start, seconds) of the latest finished runs, oldest first, per playbook."""
-        sql = "SELECT id, playbook, started, ended FROM runs WHERE ended IS NOT NULL ORDER BY started DESC LIMIT ?"
+        """(run id, start, seconds) of the latest finished real runs, oldest first, per playbook:
+        a dry run (`--check`) skips what takes time (launches, waits), so it is not counted."""
+        sql = ("SELECT id, playbook, started, ended FROM runs WHERE ended IS NOT NULL AND coalesce(check_mode, 0) = 0 "
+               "ORDER BY started DESC LIMIT ?")
         found: dict[str, list[tuple[str, float, float]]] = {}
         for run_id, playbook, started, ended in self._q(sql, (scan,)):
             points = found.setdefault(playbook or "", [])
@@ -234,15 +237,23 @@ class HistoryStore:
                 points.append((run_id, started, max(0.0, ended - started)))
         return {k: v[::-1] for k, v in sorted(found.items())}
 
-    def host_verdicts(self, scan: int = 5000) -> list[HostVerdict]:
-        """The latest recap line of every host and playbook among the last `scan` runs."""
-        sql = ("SELECT id, playbook, started, recap FROM runs WHERE recap IS NOT NULL AND recap != '{}' "
+    def host_verdicts(self, scan: int = 5000) -> list[HostState]:
+        """Every host and playbook among the last `scan` runs with a recap: the recap line of
+        its latest real run (its verdict), and of the latest dry run (`--check`) newer than
+        that one. A dry run never replaces a real run's verdict."""
+        sql = ("SELECT id, playbook, started, recap, check_mode FROM runs WHERE recap IS NOT NULL AND recap != '{}' "
                "ORDER BY started DESC LIMIT ?")
-        seen: dict[tuple[str, str], HostVerdict] = {}
-        for run_id, playbook, started, recap in self._q(sql, (scan,)):
+        real: dict[tuple[str, str], HostVerdict] = {}
+        dry: dict[tuple[str, str], HostVerdict] = {}
+        for run_id, playbook, started, recap, check_mode in self._q(sql, (scan,)):
             for host, counts in json.loads(recap).items():
-                seen.setdefault((host, playbook), HostVerdict(host, playbook, run_id, started, counts))
-        return sorted(seen.values(), key=lambda v: (v.host, v.playbook))
+                key = (host, playbook)
+                if not check_mode:
+                    real.setdefault(key, HostVerdict(host, playbook, run_id, started, counts))
+                elif key not in real:  # newer than the real verdict (newest first)
+                    dry.setdefault(key, HostVerdict(host, playbook, run_id, started, counts, check_mode=True))
+        return [HostState(host, playbook, real.get((host, playbook)), dry.get((host, playbook)))
+                for host, playbook in sorted(real.keys() | dry.keys())]
 
     def candidates(self, prefix: str, limit: int = 10) -> list[str]:
         """Run ids that start with `prefix`, newest first."""

@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from opsrunner.history.store import HistoryStore, RunFilter, RunRow, TaskRow
+from opsrunner.history.store import HistoryStore, HostVerdict, RunFilter, RunRow, TaskRow
 from opsrunner.secrets import Masker
 
 #: Runs per page of `/` and `/api/runs`.
@@ -88,10 +88,21 @@ def durations(store: HistoryStore) -> list[dict[str, Any]]:
             for playbook, points in store.durations().items()]
 
 
+def _verdict(v: HostVerdict | None) -> dict[str, Any] | None:
+    return None if v is None else {"verdict": v.verdict, "run_id": v.run_id, "started": when(v.started),
+                                   "counts": v.counts}
+
+
 def hosts(store: HistoryStore) -> list[dict[str, Any]]:
-    return [{"host": v.host, "playbook": Path(v.playbook).name, "playbook_path": v.playbook, "verdict": v.verdict,
-             "run_id": v.run_id, "started": when(v.started), "counts": v.counts}
-            for v in store.host_verdicts(HOSTS_SCAN)]
+    """Per host and playbook, the verdict of its latest real run (None where it has only dry
+    runs) and, under `dry_run`, the latest dry run (`--check`) newer than it: a dry run
+    changed nothing, so it never replaces a real run's verdict."""
+    found = []
+    for state in store.host_verdicts(HOSTS_SCAN):
+        real = _verdict(state.verdict) or {"verdict": None, "run_id": None, "started": "", "counts": None}
+        found.append({"host": state.host, "playbook": Path(state.playbook).name, "playbook_path": state.playbook,
+                      **real, "dry_run": _verdict(state.dry_run)})
+    return found
 
 
 def schedules(store: HistoryStore, history: Path | str, folder: Path) -> list[dict[str, Any]]:
