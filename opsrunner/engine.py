@@ -94,6 +94,7 @@ class Engine:
         except KeyboardInterrupt as exc:
             self.summary.interrupted = True
             self.summary.signal = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
+            self.state.interrupted()  # the tasks it cut short: recorded as such, on their hosts
             self.emit(Notice(f"interrupted ({self.summary.signal}): stopping in-flight commands"))
         except BaseException:
             with contextlib.suppress(Exception):  # the reporting put off before the error (idle.py)

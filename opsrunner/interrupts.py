@@ -30,3 +30,23 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+# -- what a task has done so far, told when the run is interrupted in it ---------------------
+# A module whose work on a host takes several requests (rollback: start, then verify) says
+# after each what the target has done; a run interrupted in the task records that, not only
+# "interrupted". Keyed by host and task: the module may run on a host thread of the pool.
+_so_far_lock = threading.Lock()
+_so_far: dict[tuple[str, int], str] = {}
+
+
+def so_far(host: str, task: object, text: str) -> None:
+    """What `task` has done on `host` until now, in words, should the run be interrupted in it."""
+    with _so_far_lock:
+        _so_far[(host, id(task))] = text
+
+
+def take_so_far(host: str, task: object) -> str | None:
+    """What so_far() last said of `task` on `host` (forgotten now: the task is recorded)."""
+    with _so_far_lock:
+        return _so_far.pop((host, id(task)), None)

@@ -7,11 +7,14 @@ engine's classes hold no run state of their own and a run can be looked at as on
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from opsrunner import idle
+from opsrunner import idle, interrupts
 from opsrunner.argcheck import Memo
 from opsrunner.connections.base import ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
@@ -21,10 +24,24 @@ from opsrunner.hostvars import VariableManager
 from opsrunner.inventory import Inventory
 from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Playbook, Task
-from opsrunner.results import RunSummary, TaskResult
+from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import Masker
 from opsrunner.selection import RunOptions
 from opsrunner.templating import LazyVars, mark_unsafe
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A task started on a host and not recorded yet: what an interrupted run records as cut short."""
+
+    play: Play
+    task: Task
+    #: The title its TaskStart showed (templated with the first host's vars).
+    title: str
+    handler: bool
+    started: float
+    #: Its run on a host thread of the pool; None: it runs on the engine's thread.
+    future: Future[TaskResult] | None = None
 
 
 @dataclass(eq=False)
@@ -60,6 +77,8 @@ class PlayRun:
     report_in_flight: bool = False
     #: Each host's connection spec by (host, id(play), vars' generation, dead hosts) (taskrun.py).
     host_specs: dict[tuple[str, int, int, int], tuple[Play, ConnectionSpec]] = field(default_factory=dict)
+    #: The task each host is running now (started, not recorded yet), by host: engine's thread only.
+    in_flight: dict[str, InFlight] = field(default_factory=dict)
     vars: VariableManager = field(init=False)
     connections: ConnectionFactory = field(init=False)
     _emit_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -139,3 +158,46 @@ class PlayRun:
             self.emit_later(end)
         else:
             self.emit(end)
+        if self.in_flight.pop(host, None) is not None:
+            interrupts.take_so_far(host, task)  # what it did so far: its result says it now
+
+    # -- interrupted ----------------------------------------------------------------------------
+    def started(self, play: Play, task: Task, title: str, host: str, handler: bool,
+                future: Future[TaskResult] | None = None) -> None:
+        """`task` runs on `host` from now until record(): cut short by an interrupt, it is
+        recorded as such (interrupted())."""
+        self.in_flight[host] = InFlight(play, task, title, handler, time.monotonic(), future)
+
+    def interrupted(self) -> None:
+        """The run was interrupted (summary.signal says by what): the reporting put off is done,
+        in order, then every task still in flight is recorded on its host, `interrupted`, with
+        what its module said it had done so far (interrupts.so_far); one that finished meanwhile
+        on a host thread, as what it did."""
+        self._report_put_off()
+        for host, flight in list(self.in_flight.items()):
+            result = None
+            if flight.future is not None and flight.future.done() and not flight.future.cancelled():
+                with contextlib.suppress(BaseException):
+                    result = flight.future.result()
+            if result is None:
+                so_far = interrupts.take_so_far(host, flight.task)
+                by = self.summary.signal or "SIGINT"
+                result = TaskResult(Status.INTERRUPTED, data={"interrupted_by": by},
+                                    duration_s=time.monotonic() - flight.started,
+                                    msg=so_far or f"interrupted ({by}) while it ran on {host}: what it did there "
+                                                  "is not known")
+                self.summary.in_flight.append((host, flight.title))
+            self.record(flight.play, flight.task, host, result, flight.handler)
+        self.in_flight.clear()
+        self._report_put_off()
+        with contextlib.suppress(Exception):
+            self._flush()
+
+    def _report_put_off(self) -> None:
+        """What this thread put off (idle.py) reported now, each piece whatever the others do:
+        an interrupted run still reports all it did, in order."""
+        for _ in range(10000):
+            if not idle.pending():
+                return
+            with contextlib.suppress(Exception):
+                idle.run()

@@ -15,7 +15,7 @@ from opsrunner.results import Status, TaskResult, tail
 
 COLOURS = {
     Status.OK: "32", Status.CHANGED: "33", Status.FAILED: "31", Status.TIMED_OUT: "35",
-    Status.SKIPPED: "36", Status.UNREACHABLE: "31",
+    Status.SKIPPED: "36", Status.UNREACHABLE: "31", Status.INTERRUPTED: "31",
 }
 SPINNER_AFTER_S = 1.0
 
@@ -124,6 +124,7 @@ class ConsoleReporter:
         label = {
             Status.OK: "ok", Status.CHANGED: "changed", Status.SKIPPED: "skipping",
             Status.FAILED: "fatal", Status.UNREACHABLE: "fatal", Status.TIMED_OUT: "fatal",
+            Status.INTERRUPTED: "interrupted",
         }[r.status]
         head = f"{label}: [{host}]"
         if r.status == Status.FAILED:
@@ -132,6 +133,8 @@ class ConsoleReporter:
             head += ": UNREACHABLE!"
         elif r.status == Status.TIMED_OUT:
             head += ": TIMED OUT!"
+        elif r.status == Status.INTERRUPTED:
+            head += ": INTERRUPTED!"
         text = head + suffix
         body = self._body(r)
         if body:
@@ -173,7 +176,7 @@ class ConsoleReporter:
             self._write(f"{self._paint(host.ljust(width), code)} : {counts}")
         if event.summary.interrupted:
             by = "SIGTERM" if event.summary.signal == "SIGTERM" else "the user"
-            self._write(self._paint(f"interrupted: run stopped by {by}", "31"))
+            self._write(self._paint(f"interrupted: run stopped by {by}{during(event.summary.in_flight)}", "31"))
 
     def flush(self) -> None:
         with self._lock:
@@ -273,11 +276,22 @@ class JsonEventsReporter:
         if isinstance(event, Recap):
             return {"event": "recap", "time": event.time, "interrupted": event.summary.interrupted,
                     "signal": event.summary.signal or None,
+                    "in_flight": [{"host": h, "task": t} for h, t in event.summary.in_flight],
                     "hosts": {h: s.as_dict() for h, s in event.summary.stats.items()}}
         return None
 
     def close(self) -> None:
         self.stream.close()  # flushes
+
+
+def during(in_flight: list[tuple[str, str]]) -> str:
+    """` during 'TASK' on HOST, HOST2; 'TASK2' on HOST3`: the tasks an interrupt cut short."""
+    hosts: dict[str, list[str]] = {}
+    for host, task in in_flight:
+        hosts.setdefault(task, []).append(host)
+    shown = [f"'{task}' on {', '.join(names[:5])}{f' and {len(names) - 5} more' if len(names) > 5 else ''}"
+             for task, names in hosts.items()]
+    return f" during {'; '.join(shown)}" if shown else ""
 
 
 def _indent(text: str) -> str:

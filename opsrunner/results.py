@@ -14,6 +14,9 @@ class Status(enum.StrEnum):
     SKIPPED = "skipped"
     UNREACHABLE = "unreachable"
     TIMED_OUT = "timed_out"
+    #: The run was interrupted (Ctrl-C, SIGTERM) while the task ran on the host: what it did
+    #: there is what its message says, or not known. Counted as failed in the recap.
+    INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class TaskResult:
 
     @property
     def failed(self) -> bool:
-        return self.status in (Status.FAILED, Status.TIMED_OUT, Status.UNREACHABLE)
+        return self.status in (Status.FAILED, Status.TIMED_OUT, Status.UNREACHABLE, Status.INTERRUPTED)
 
     def registered(self) -> dict[str, Any]:
         """The view a later task sees through `register:` (Ansible's field names)."""
@@ -154,6 +157,8 @@ class RunSummary:
     interrupted: bool = False
     #: What interrupted the run: "SIGINT" (Ctrl-C) or "SIGTERM".
     signal: str = ""
+    #: The tasks the interruption cut short, as (host, task title): recorded `interrupted`.
+    in_flight: list[tuple[str, str]] = field(default_factory=list)
 
     def host(self, name: str) -> HostStats:
         return self.stats.setdefault(name, HostStats())

@@ -109,6 +109,7 @@ class TaskRunner:
                 run.emit_later(start)
             else:
                 run.emit(start)
+            run.started(play, task, start.task, hosts[0], handler)
             result = self.on_host(play, task, hosts[0], play_hosts)
             if later:
                 idle.run()  # what the task did not wait for (a skip, a failed template) is done now
@@ -120,9 +121,11 @@ class TaskRunner:
             return {hosts[0]: result}
         run.emit(start)
         arrivals: Arrivals[TaskResult] = Arrivals()
-        futures: dict[Future[TaskResult], str] = {
-            arrivals.add(self.pool.submit(self.on_host, play, task, host, play_hosts)): host for host in hosts
-        }
+        futures: dict[Future[TaskResult], str] = {}
+        for host in hosts:
+            future = arrivals.add(self.pool.submit(self.on_host, play, task, host, play_hosts))
+            futures[future] = host
+            run.started(play, task, start.task, host, handler, future)
         results: dict[str, TaskResult] = {}
         while len(results) < len(futures):
             for fut in arrivals.next_batch():
@@ -143,9 +146,11 @@ class TaskRunner:
     def start(self, play: Play, task: Task, host: str, play_hosts: list[str]) -> Future[TaskResult]:
         """strategy free: announce the task on one host and start it on the pool; the caller
         records the result (finish) on its own thread, so the run's state keeps one writer."""
-        self.run.emit(TaskStart(play.name, self._title(play, task, [host], play_hosts), task.module,
-                                [host], False, str(task.pos), strategy="free"))
-        return self.pool.submit(self.on_host, play, task, host, play_hosts)
+        title = self._title(play, task, [host], play_hosts)
+        self.run.emit(TaskStart(play.name, title, task.module, [host], False, str(task.pos), strategy="free"))
+        future = self.pool.submit(self.on_host, play, task, host, play_hosts)
+        self.run.started(play, task, title, host, False, future)
+        return future
 
     def finish(self, play: Play, task: Task, host: str, result: TaskResult) -> None:
         self.run.record(play, task, host, result, False)

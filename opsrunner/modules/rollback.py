@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from opsrunner import interrupts
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
@@ -89,12 +90,18 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Stat
 class _Progress:
     """The task's time, and what its steps saw, shared by the rollback's requests."""
 
-    def __init__(self, timeout: float | None) -> None:
+    def __init__(self, timeout: float | None, ctx: TaskContext, failed: str) -> None:
         self.timeout, self.t0 = timeout, time.monotonic()
+        self.ctx, self.failed = ctx, failed
         #: What the task's result warns of (a step's own session not seen to end).
         self.warnings: list[str] = []
         #: The wrapper chain ended the relaunched job with its session (not the release's fault).
         self.chain_ended_it = False
+
+    def so_far(self, text: str) -> None:
+        """What the rollback has done on the target until now, as its message says it should the
+        run be interrupted (Ctrl-C, SIGTERM) before the next step answers (interrupts.so_far)."""
+        interrupts.so_far(self.ctx.host, self.ctx.task, f"{self.failed}; {text}" if self.failed else text)
 
     def took(self) -> float:
         return round(time.monotonic() - self.t0, 2)
@@ -124,8 +131,10 @@ class RollbackModule(Module):
             hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
         except ModuleFailure as exc:  # another run holds the job: the line names it
             return _result(Status.FAILED, failed, f"rollback failed{too}: {' '.join(str(exc).split())}", {})
-        progress, extra = _Progress(ctx.timeout), dict[str, Any]()
+        progress, extra = _Progress(ctx.timeout, ctx, failed), dict[str, Any]()
         try:
+            progress.so_far("rollback interrupted before its start step answered: the target may have stopped the "
+                            "job, switched current and relaunched the last good run; what runs there is not known")
             reply = _step(ctx, _start_request(ctx, args, failed), progress)
             if reply.get("outcome") == "launched":
                 status, text = _judge(ctx, args, reply, progress, bool(failed), extra)
@@ -204,6 +213,8 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progres
     in extra["restored"])."""
     why = reply.get("why")
     if not why:
+        progress.so_far(f"rollback interrupted after its start step: {_started_text(reply)}, not verified (not "
+                        "recorded as the last good run)")
         verdict = _verify(ctx, args, progress)
         reply["status"], reply["verified"] = verdict["status"], bool(verdict.get("ok"))
         reply["took_s"] = progress.took()
@@ -220,6 +231,8 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progres
                          "why": why, "back_to": reply.get("switched_from"), "grace": float(args.get("grace", 10))}
     if reply.get("release") and not progress.chain_ended_it:  # the release is recorded as failed
         request["release"] = str(reply.get("release"))
+    progress.so_far(f"rollback interrupted while undoing it: {_started_text(reply)}, and it failed ({_clip(why)}); "
+                    f"the target was stopping it and putting back what ran before: what runs there is not known")
     undone = _step(ctx, request, progress)
     _, text = outcome_text(reply, after_failure)
     if undone.get("outcome") == "restoring" or undone.get("restore_error"):
@@ -230,6 +243,17 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progres
         return Status.FAILED, text + f"; pid {undone['running']} still runs from it, not verified"
     before = "" if args.get("auto") else "; nothing was running before the rollback either"
     return Status.FAILED, text + before + "; nothing is running"
+
+
+def _started_text(reply: RollbackReply) -> str:
+    """What the start step did: `stopped pid A; current switched from X to R; pid P started from
+    release R (commit C)`."""
+    stopped = ", ".join(map(str, reply.get("stopped") or []))
+    parts = [f"stopped pid {stopped}"] if stopped else ["nothing was running to stop"]
+    if reply.get("release") and "switched_from" in reply:
+        parts.append(f"current switched from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}")
+    parts.append(f"pid {reply.get('pid')} started from {release_text(reply.get('release'), reply.get('commit'))}")
+    return "; ".join(parts)
 
 
 def _known_failed(reply: RollbackReply) -> str:
@@ -247,6 +271,9 @@ def _restored(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, undo
         now = (f"pid {undone['running']} (the failed relaunch) still runs" if undone.get("running")
                else "nothing is running")
         return f"; starting what ran before ({where}) again failed: {undone.get('restore_error')}{back}; {now}"
+    progress.so_far(f"rollback interrupted while verifying what ran before, started again: the rollback's relaunch "
+                    f"(pid {reply.get('pid')}) failed ({_clip(str(reply.get('why')))}); {where} started again as "
+                    f"pid {pid}, not verified{back}")
     verdict = _verify(ctx, args, progress)
     reply["took_s"] = progress.took()
     if verdict.get("ok"):
