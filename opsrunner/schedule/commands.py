@@ -82,7 +82,12 @@ def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
         return _remove(args, folder, out)
     from opsrunner.schedule.runner import run_schedule
 
-    schedule = store.load(folder, args.name)
+    try:
+        schedule = store.load(folder, args.name)
+    except (ValidationError, OSError, UnicodeError) as exc:  # edited by hand: its run fails, recorded, alerted
+        from opsrunner.schedule.runner import run_broken
+
+        return run_broken(store.path_of(folder, args.name), store.problem_text(exc), sys.stderr)
     history = history_of(schedule)
     if history:  # its runs are recorded where `add` said, whatever the timer's environment
         os.environ["OPSRUNNER_HISTORY"] = history
@@ -282,12 +287,19 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
 
     histories = LastRuns(resolve(args.history), args.history)
     rows = [("NAME", "SPEC", "NEXT RUN", "LAST RUN", "RESULT", "PLAYBOOK")]
+    broken = []
     try:
-        for s in store.all_schedules(folder):
+        for listed in store.scan(folder):
+            s = listed.schedule
             upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing
-            rows.append((s.name, s.spec, upcoming, *_last_columns(histories.last(s)), s.playbook))
+            spec = s.spec if listed.error is None else "INVALID"
+            rows.append((s.name, spec, upcoming, *_last_columns(histories.last(s)), s.playbook))
+            if listed.error is not None:
+                broken.append(f"WARNING: schedule {s.name}: {listed.error}; its runs fail as bad input (exit 4) "
+                              "until the file is fixed\n")
     finally:
         histories.close()
+    sys.stderr.write("".join(broken))
     for shown, cause in histories.unreadable.items():
         sys.stderr.write(f"WARNING: cannot read the run history {shown}: {cause}; LAST RUN and RESULT are unknown\n")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

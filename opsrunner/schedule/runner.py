@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
 
 EXIT_REFUSED = 2
+EXIT_BAD_INPUT = 4
 
 
 def git_pull(project: Path) -> str | None:
@@ -79,6 +80,35 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     summary = run_summary(schedule, run_id, code, started, refused, history)
     _notify(schedule, summary, err, history)
     return code
+
+
+class BadScheduleFile(OpsrunnerError):
+    """The schedule file does not load (edited by hand): nothing ran. Exit 4, recorded as bad
+    input with why (file:line: the key)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def run_broken(path: Path, error: str, err: IO[str]) -> int:
+    """A schedule file that does not load, fired by its timer (or `schedule run`): nothing runs;
+    best effort, from what salvage() reads of it, the run is recorded (bad input, exit 4, why)
+    in the history the file names (else the default) and alerted to the URLs it names."""
+    from opsrunner import api
+    from opsrunner.schedule.lastruns import history_of
+    from opsrunner.schedule.store import salvage
+
+    err.write(f"ERROR: {error}\n")
+    schedule = salvage(path)
+    run_id, started = new_run_id(), time.time()
+    history = resolve(history_of(schedule))
+    request = api.PlayRequest(schedule.playbook or str(path), extra_vars=schedule.extra_vars, schedule=schedule.name,
+                              run_id=run_id, history_path=history, argv=["schedule", "run", schedule.name])
+    project = Path(schedule.project) if schedule.project else None
+    with contextlib.chdir(project) if project and project.is_dir() else contextlib.nullcontext():
+        api.record_not_run(request, BadScheduleFile(f"schedule file {path} does not load: {error}"))
+    summary = run_summary(schedule, run_id, EXIT_BAD_INPUT, started, error, history)
+    _notify(schedule, summary, err, history)
+    return EXIT_BAD_INPUT
 
 
 def _request(schedule: Schedule, run_id: str, history: str) -> PlayRequest:

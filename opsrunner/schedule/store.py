@@ -195,3 +195,48 @@ def _parse_when(key: str, text: str) -> None:
 
 def all_schedules(folder: Path) -> list[Schedule]:
     return [load_file(p) for p in sorted(folder.glob("*.yml"))] if folder.is_dir() else []
+
+
+@dataclass
+class Listed:
+    """A schedule file as `schedule list` and the dashboard show it: its schedule, or for one
+    that does not load (edited by hand), what salvage() reads of it and why it does not load."""
+
+    schedule: Schedule
+    error: str | None = None
+
+
+def scan(folder: Path) -> list[Listed]:
+    """Every schedule file of the folder, by name; one that does not load hides no other."""
+    found = []
+    for path in sorted(folder.glob("*.yml")) if folder.is_dir() else []:
+        try:
+            found.append(Listed(load_file(path)))
+        except (ValidationError, OSError, UnicodeError) as exc:
+            found.append(Listed(salvage(path), problem_text(exc)))
+    return found
+
+
+def problem_text(exc: Exception) -> str:
+    """Why a schedule file does not load, as one line: `nightly.yml:14:1: ... (at key)`."""
+    if isinstance(exc, ValidationError) and exc.problems:
+        return "; ".join(str(p) for p in exc.problems)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def salvage(path: Path) -> Schedule:
+    """Best effort: what a schedule file that does not load still says, each key of the right
+    type kept (its notify URLs, its history, its project and playbook), the others left at
+    their defaults; its name is the file's. Never raises (an unreadable file: the name alone)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except Exception:  # whatever the file holds: nothing more is known of it
+        data = None
+    values: dict[str, Any] = {"name": path.stem, "project": "", "playbook": ""}
+    for key, value in (data.items() if isinstance(data, dict) else ()):
+        if key == "name" or key not in _TYPES or not isinstance(value, _TYPES[key]):
+            continue
+        if isinstance(value, list):
+            value = [v for v in value if isinstance(v, str)]
+        values[str(key)] = value
+    return Schedule(**values)

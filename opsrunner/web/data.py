@@ -120,7 +120,8 @@ def schedules(store: HistoryStore, history: Path | str, folder: Path) -> list[di
     histories = LastRuns(served, served, read_only=True, opened={served: store})
     found = []
     try:
-        for s in schedule_store.all_schedules(folder):
+        for listed in schedule_store.scan(folder):  # a file that does not load is listed with why
+            s = listed.schedule
             active = timer_active(s)
             last = histories.last(s)
             found.append({
@@ -130,7 +131,7 @@ def schedules(store: HistoryStore, history: Path | str, folder: Path) -> list[di
                 "alert_channels": len(s.notify), "last_run": run_summary(last.run) if last.run else None,
                 # where its runs are recorded; its runs' pages are this dashboard's only if it serves it
                 "history": last.shown, "history_served": same_history(last.location) == same_history(served),
-                "history_error": last.error, "history_missing": last.missing,
+                "history_error": last.error, "history_missing": last.missing, "error": listed.error,
             })
     finally:
         histories.close()
