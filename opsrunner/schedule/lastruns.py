@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,7 @@ class LastRuns:
 
                 self.stores[key] = HistoryStore(where, busy_timeout_s=5.0 if self.read_only else 30.0,
                                                 read_only=self.read_only)
-            found = self.stores[key].runs(schedule=schedule.name, limit=1)
+            found = by_end(self.stores[key], schedule.name)
         except Exception as exc:  # whatever the database driver raises
             from opsrunner.history.location import scrub
 
@@ -95,6 +96,27 @@ class LastRuns:
             if key not in self._borrowed:
                 with contextlib.suppress(Exception):
                     store.close()
+
+
+#: How many of a schedule's latest starts by_end() looks at for the one that ended last.
+SCAN = 20
+
+
+def ended_at(run: RunRow) -> float:
+    """When a run's outcome became known: its end; an aborted run's last heartbeat (else its
+    start); a run still going on has none yet (infinity: it is the schedule's state meanwhile)."""
+    if run.ended is not None:
+        return run.ended
+    if run.exit_code is None and not run.aborted:
+        return math.inf
+    return run.heartbeat or run.started
+
+
+def by_end(store: HistoryStore, schedule: str, scan: int = SCAN) -> list[RunRow]:
+    """The schedule's runs among its `scan` latest starts, the one that ended last first (a run
+    going on before all): a run refused by the run lock while an earlier one went on ends
+    first, and the earlier one's outcome, known later, is the schedule's last result."""
+    return sorted(store.runs(schedule=schedule, limit=scan), key=ended_at, reverse=True)
 
 
 def same_history(location: str) -> str:

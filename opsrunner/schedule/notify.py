@@ -138,3 +138,27 @@ def alert_for(summary: dict[str, Any]) -> Alert:
     if summary.get("dashboard") and summary.get("run_id"):
         lines.append(f"dashboard: {summary['dashboard'].rstrip('/')}/runs/{summary['run_id']}")
     return Alert(title, "\n".join(lines), failure=summary["exit_code"] != 0)
+
+
+def aborted_alert(summary: dict[str, Any], aborted: dict[str, Any]) -> Alert:
+    """The alert of an earlier run of the schedule that ended aborted (its controller killed:
+    SIGKILL, the OOM killer, a reboot) and so never sent its own; sent by the next run."""
+    import datetime as dt
+    from pathlib import Path
+
+    def when(ts: float | None) -> str:
+        return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "unknown"
+
+    playbook = Path(aborted.get("playbook") or summary["playbook"]).name
+    title = f"opsrunner: schedule {summary['schedule']} ABORTED (controller gone): {playbook}"
+    lines = [f"{title} on {summary['controller']}",
+             f"run {aborted['run_id']}, started {when(aborted['started'])}, ended without a result: its controller "
+             f"was killed (SIGKILL, the OOM killer, a reboot); last sign of life {when(aborted.get('heartbeat'))}"]
+    if aborted.get("task"):
+        lines.append(f"it was in task: {aborted['task']}")
+    noticed = summary.get("run_id") or "(not recorded)"
+    lines.append(f"noticed by the next run {noticed} ({summary['result']}, exit {summary['exit_code']})")
+    lines.append(f"opsrunner show {aborted['run_id']}")
+    if summary.get("dashboard"):
+        lines.append(f"dashboard: {summary['dashboard'].rstrip('/')}/runs/{aborted['run_id']}")
+    return Alert(title, "\n".join(lines), failure=True)

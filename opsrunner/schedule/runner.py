@@ -22,11 +22,12 @@ from opsrunner.exitcodes import exit_code_of
 from opsrunner.history.location import resolve
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
-from opsrunner.schedule.notify import alert_for, label, send, should_notify
+from opsrunner.schedule.notify import Alert, aborted_alert, alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
+    from opsrunner.history.rows import RunRow
 
 EXIT_REFUSED = 2
 EXIT_BAD_INPUT = 4
@@ -155,12 +156,15 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
         "exit_code": code, "result": result_of(code),
         "controller": socket.gethostname(), "started": started, "ended": time.time(), "git_commit": None,
         "recap": {}, "failed_tasks": [], "error": error, "previous_failed": None, "dashboard": schedule.dashboard,
+        "aborted_unalerted": [],
     }
     run = previous = None
     with contextlib.suppress(Exception):  # no history (unwritable, --no-history): the summary says less
         store = HistoryStore(history)
         run = store.run(run_id)
-        previous = next((r for r in store.runs(schedule=schedule.name, limit=2) if r.id != run_id), None)
+        previous, aborted = _previous(store, schedule.name, run_id)
+        summary["aborted_unalerted"] = [{"run_id": r.id, "started": r.started, "heartbeat": r.heartbeat,
+                                         "task": r.current_task, "playbook": r.playbook} for r in aborted]
         store.close()
     if previous is not None:
         summary["previous_failed"] = previous.exit_code != 0 if previous.exit_code is not None else previous.aborted
@@ -175,10 +179,49 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
     return summary
 
 
+#: The note on an aborted run's row once a later run of its schedule has alerted it.
+ALERTED_ABORTED = "alerted as aborted (controller gone) by run"
+
+
+def _previous(store: HistoryStore, name: str, run_id: str) -> tuple[RunRow | None, list[RunRow]]:
+    """The schedule's previous outcome (the run that ended last before this one; runs still
+    going on have none yet), and the aborted runs (controller gone) that ended since its last
+    run that closed, whose alert no run has sent yet, oldest first."""
+    from opsrunner.schedule.lastruns import by_end
+
+    ended = [r for r in by_end(store, name) if r.id != run_id and (r.exit_code is not None or r.aborted)]
+    aborted = []
+    for r in ended:
+        if not r.aborted:
+            break
+        if not any(n.startswith(ALERTED_ABORTED) for n in r.notes):
+            aborted.append(r)
+    return (ended[0] if ended else None), aborted[::-1]
+
+
 def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str], history: str) -> None:
+    for aborted in summary["aborted_unalerted"] if schedule.notify else []:  # whatever notify_on: a failure
+        notes = _deliver(schedule, aborted_alert(summary, aborted), err)
+        if any(n.endswith(": sent") for n in notes):  # alerted once: the next run says it no more
+            _note(history, aborted["run_id"], [f"{ALERTED_ABORTED} {summary['run_id'] or '(not recorded)'}"])
     if not schedule.notify or not should_notify(schedule.notify_on, summary["exit_code"], summary["previous_failed"]):
         return
-    alert = alert_for(summary)
+    notes = _deliver(schedule, alert_for(summary), err)
+    if summary["run_id"]:
+        _note(history, summary["run_id"], notes)
+
+
+def _note(history: str, run_id: str, notes: list[str]) -> None:
+    with contextlib.suppress(Exception):  # recorded where possible, never fatal
+        store = HistoryStore(history)
+        for note in notes:
+            store.add_note(run_id, note)
+        store.close()
+
+
+def _deliver(schedule: Schedule, alert: Alert, err: IO[str]) -> list[str]:
+    """Send `alert` to every URL of the schedule; a note per URL (sent, or why not)."""
+    notes = []
     for url in schedule.notify:
         try:
             problem = send(url, alert)
@@ -188,8 +231,5 @@ def _notify(schedule: Schedule, summary: dict[str, Any], err: IO[str], history: 
         note = f"alert to {shown}: " + ("sent" if problem is None else f"FAILED: {problem}")
         if problem is not None:
             err.write(f"WARNING: {note}\n")
-        if summary["run_id"]:
-            with contextlib.suppress(Exception):  # recorded where possible, never fatal
-                store = HistoryStore(history)
-                store.add_note(summary["run_id"], note)
-                store.close()
+        notes.append(note)
+    return notes
