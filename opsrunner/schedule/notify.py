@@ -116,6 +116,27 @@ def should_notify(notify_on: str, code: int, previous_failed: bool | None) -> bo
     return notify_on == "recovery" and bool(previous_failed)
 
 
+#: How many of a failed task's message's further lines an alert quotes before its log's last lines.
+MORE_LINES = 3
+
+
+def _task_lines(task: dict[str, Any]) -> list[str]:
+    """A failed task in an alert: its message's first line, the diagnosis, the log's last
+    lines (verify's log tail; else the message's own: a launch that exited at once quotes
+    `last lines of LOG:` after its first line), and up to MORE_LINES other lines of it."""
+    first, *rest = (task.get("msg") or "").splitlines() or [task["status"]]
+    lines = [f"- [{task['host']}] {task['task']}: {first}"]
+    if task.get("diagnosis"):
+        lines.append(f"  diagnosis: {task['diagnosis']}")
+    tail = (task.get("log_tail") or "").splitlines()
+    if not tail:
+        at = next((i for i, ln in enumerate(rest) if ln.startswith("last lines of ")), len(rest))
+        lines += [f"  {ln}" for ln in rest[:at][:MORE_LINES]]
+        tail = [ln.removeprefix("  | ").removeprefix("  ") for ln in rest[at + 1:]]
+    tail = tail[-LOG_LINES:]
+    return lines + (["  last log lines:", *(f"    {ln}" for ln in tail)] if tail else [])
+
+
 def alert_for(summary: dict[str, Any]) -> Alert:
     """The alert of a run summary (runner.run_summary): what ran and how it ended, per failed
     host the task, its message, diagnosis and the log's last lines, the run id, the link."""
@@ -127,12 +148,7 @@ def alert_for(summary: dict[str, Any]) -> Alert:
     if summary.get("error"):
         lines.append(summary["error"])
     for task in summary.get("failed_tasks", [])[:5]:
-        first = (task.get("msg") or "").splitlines()[:1]
-        lines.append(f"- [{task['host']}] {task['task']}: {first[0] if first else task['status']}")
-        if task.get("diagnosis"):
-            lines.append(f"  diagnosis: {task['diagnosis']}")
-        tail = (task.get("log_tail") or "").splitlines()[-LOG_LINES:]
-        lines += ["  last log lines:", *(f"    {ln}" for ln in tail)] if tail else []
+        lines += _task_lines(task)
     if summary.get("run_id"):
         lines.append(f"run {summary['run_id']}: opsrunner show {summary['run_id']}")
     if summary.get("dashboard") and summary.get("run_id"):
