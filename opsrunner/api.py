@@ -231,11 +231,18 @@ def check(request: PlayRequest) -> tuple[RunInputs, PreflightReport]:
     """`opsrunner check`: load, then preflight every host without touching it. Raises
     ValidationError with every problem found (the run's secrets masked)."""
     from opsrunner.preflight import check_playbook
+    from opsrunner.targets import NoHostsToTarget, require_targets
 
     inputs = load(request)
     report = check_playbook(inputs.playbook, inputs.inventory, inputs.extra_vars, inputs.masker)
-    if report.problems:
-        raise mask_error(ValidationError(report.listing()), inputs.masker)
+    problems = report.listing() if report.problems else []
+    try:  # the hosts the run would target, with its --limit: none is a problem a run would meet
+        require_targets(inputs.playbook, inputs.inventory, inputs.options)
+    except NoHostsToTarget as exc:
+        where = "--limit" if request.limit else "hosts"
+        problems.append(Problem(SourcePos(f"<{where}>"), str(exc).removesuffix("; nothing was run"), where))
+    if problems:
+        raise mask_error(ValidationError(problems), inputs.masker)
     return inputs, report
 
 

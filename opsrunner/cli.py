@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
     _common(check)
     check.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
+    check.add_argument("-l", "--limit", help="further limit hosts with a pattern, as `play -l`: one that leaves "
+                       "no host is a problem (exit 4)")
+    check.add_argument("-t", "--tags", action="append", default=[], help="only tasks with these tags, as `play -t`")
+    check.add_argument("--skip-tags", action="append", default=[], help="skip tasks with these tags")
 
     from opsrunner.logs import add_parser as add_logs_parser
 

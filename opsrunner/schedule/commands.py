@@ -168,7 +168,13 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     except Exception:
         path.unlink()
         raise
-    out.write(f"schedule {name}: {args.playbook} at {args.at or calendar!r}, next run {next_run(schedule)}\n")
+    from opsrunner.schedule.units import UnitTarget
+
+    active = args.cron or UnitTarget.choose(args.unit_dir).activate
+    when = f"next run {next_run(schedule)}" if active else ("written, not activated (custom unit directory): "
+                                                             "nothing runs it until its timer is enabled, "
+                                                             f"then next run {next_run(schedule)}")
+    out.write(f"schedule {name}: {args.playbook} at {args.at or calendar!r}, {when}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
     out.write(f"  its runs are recorded in {schedule.history}\n")
     return 0
@@ -251,7 +257,8 @@ def _check(args: argparse.Namespace) -> int:
     from opsrunner.exitcodes import exit_code_of
 
     try:
-        api.check(api.PlayRequest(args.playbook, inventory=args.inventory, extra_vars=args.extra_vars))
+        api.check(api.PlayRequest(args.playbook, inventory=args.inventory, extra_vars=args.extra_vars,
+                                  limit=args.limit))
     except ValidationError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"ERROR: {problem}\n")
