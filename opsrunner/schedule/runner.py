@@ -173,12 +173,14 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
                        ended=run.ended or summary["ended"], result=run.result)
         summary["failed_tasks"] = [{"host": t.host, "task": t.task, "status": t.status, "msg": t.msg,
                                     "diagnosis": t.diagnosis, "log_tail": t.log_tail}
-                                   for t in run.tasks if t.status in ("failed", "unreachable", "timed_out")]
+                                   for t in run.tasks if t.status in ALERTED_STATUSES]
         if summary["failed_tasks"]:
             summary["error"] = None  # the tasks say it better than stderr's last line
     return summary
 
 
+#: The task results an alert lists as what went wrong.
+ALERTED_STATUSES = ("failed", "unreachable", "timed_out", "interrupted")
 #: The note on an aborted run's row once a later run of its schedule has alerted it.
 ALERTED_ABORTED = "alerted as aborted (controller gone) by run"
 

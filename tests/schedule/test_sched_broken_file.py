@@ -89,3 +89,5 @@ def test_the_dashboard_lists_a_broken_schedule_with_why_and_the_others(tmp_path:
     assert found["alpha"]["error"] is None and found["alpha"]["calendar"] == "daily"
     assert re.fullmatch(r"\S*broken\.yml:\d+:\d+: randomized_delay must be int \(at randomized_delay\)",
                         found["broken"]["error"])
+    assert "invalid: " in page.text and "randomized_delay must be int (at randomized_delay)" in page.text
+    assert page.text.count('class="schedule-error"') == 1

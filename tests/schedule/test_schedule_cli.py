@@ -50,7 +50,8 @@ def test_add_writes_reviewable_file_and_units(env: Env) -> None:
     res = env.run("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", "-e", "version=v1", "--at", "Sun 03:00",
                   "--notify", "http://127.0.0.1:9/hook", "--randomized-delay", "120")
     assert res.rc == 0, res.err
-    assert res.out.startswith("schedule nightly: site.yml at 'Sun 03:00', next run ")
+    assert res.out.startswith("schedule nightly: site.yml at 'Sun 03:00', written, not activated (custom unit "
+                              "directory): nothing runs it until its timer is enabled, then next run ")
     units = env.root / "units"
     assert f"wrote {units}/opsrunner-nightly.timer (not activated: custom unit directory)" in res.out
     schedule_file = env.root / "schedules" / "nightly.yml"
@@ -269,9 +270,11 @@ def test_malformed_schedule_file_is_exit_4_with_file_line_and_key(env: Env) -> N
     assert res.rc == 4
     assert f"ERROR: {path}:6:1: hour '25' out of range 0..23 in 'Sun 25:00' (at on_calendar)" in res.err
     path.write_text(path.read_text().replace("git_pull: false", "git_pul: false"))
-    res = env.run("schedule", "list")
-    assert res.rc == 4 and "unknown key 'git_pul'" in res.err and "(at git_pul)" in res.err
-    assert env.history() == []  # nothing ran
+    res = env.run("schedule", "list")  # listed with why, and every other schedule as usual
+    assert res.rc == 0 and "unknown key 'git_pul'" in res.err and "(at git_pul)" in res.err
+    assert "edited" in res.out and "INVALID" in res.out
+    (run,) = env.history()  # the failed `schedule run` above is recorded, with its reason
+    assert run["result"] == "bad input" and run["exit_code"] == 4 and "out of range" in run["reason"], run
 
 
 def test_negative_randomized_delay_is_exit_4(env: Env) -> None:
