@@ -18,7 +18,7 @@ from opsrunner.modules.codefiles import LocalFile, differs, files_diff, tar_of
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_files import ReleaseArgs, ReleaseReply, ReleasesArgs, StatArgs
+    from opsrunner.remote.protocol_files import ReleaseArgs, ReleaseReply, ReleasesArgs, ReleasesReply, StatArgs
 
 #: time.strftime format of a release's name (UTC), e.g. 20261201T030000Z-1a2b3c4.
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -52,6 +52,25 @@ def deploy_release(ctx: TaskContext, args: dict[str, Any], src: Path, files: lis
     dest = str(args["dest"]).rstrip("/") or "/"
     asked_releases: ReleasesArgs = {"dest": dest}
     listing = ctx.agent(ops.RELEASES, asked_releases)
+    result = _deploy_release(ctx, args, src, files, dest, listing)
+    return _with_manifest_problems(result, listing)
+
+
+def _with_manifest_problems(result: TaskResult, listing: ReleasesReply) -> TaskResult:
+    """The releases whose manifest is there but cannot be used, in the result's data
+    (unusable_manifests: {release: why}) and a warning each: a rollback to one is refused."""
+    pruned = set(result.data.get("pruned") or ())  # removed by this deploy: no longer a concern
+    problems = {r["name"]: r["manifest_problem"] for r in listing["releases"]
+                if r.get("manifest_problem") and r["name"] not in pruned}
+    if problems:
+        result.data["unusable_manifests"] = problems
+        result.warnings.extend(f"release {name}: {why}; a rollback to it is refused (its files cannot be checked)"
+                               for name, why in sorted(problems.items()))
+    return result
+
+
+def _deploy_release(ctx: TaskContext, args: dict[str, Any], src: Path, files: list[LocalFile], dest: str,
+                    listing: ReleasesReply) -> TaskResult:
     current = listing["current"]
     changed, extra = list(files), list[str]()
     if current:

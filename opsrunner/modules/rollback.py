@@ -237,11 +237,14 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progres
     _, text = outcome_text(reply, after_failure)
     if undone.get("outcome") == "restoring" or undone.get("restore_error"):
         return Status.FAILED, text + _restored(ctx, args, reply, undone, progress, extra)
+    if undone.get("prior_error"):  # something ran before, but its saved launch cannot be read
+        extra["prior_error"] = undone["prior_error"]
+        text += f"; what ran before the rollback was not started again: {undone['prior_error']}"
     if undone.get("switched_back"):
         text += f"; current switched back to {undone['switched_back']}"
     if undone.get("running"):
         return Status.FAILED, text + f"; pid {undone['running']} still runs from it, not verified"
-    before = "" if args.get("auto") else "; nothing was running before the rollback either"
+    before = "" if args.get("auto") or undone.get("prior_error") else "; nothing was running before the rollback either"
     return Status.FAILED, text + before + "; nothing is running"
 
 

@@ -14,9 +14,9 @@ import os
 import time
 
 from .atomic import write_atomic
-from .jobfiles import boot_id, launch_record, pidfile_paths, read_pidfile
+from .jobfiles import boot_id, load_launch_record, pidfile_paths, read_pidfile
 from .procs import alive
-from .reads import load_json, read_json
+from .reads import Unreadable, load_json
 from .watchdog import ignored
 from .wire import json_dumps
 
@@ -76,9 +76,17 @@ def link_of(release_dir: str | None) -> str | None:
 
 def record_good(pidfile: str) -> GoodRunRef | None:
     """Record the pidfile's live, launched job as the last good run; None when the pidfile
-    names no live job with a launch record (nothing is written then)."""
+    names no live job with a launch record (nothing is written then). Unreadable when the
+    launch record is there but cannot be used: the run it launched cannot be recorded, and
+    the verify asked to record it fails, saying so (a later rollback would otherwise start an
+    older run than the one just verified, and no message would have said why)."""
+    try:
+        meta = load_launch_record(pidfile)
+    except Unreadable as exc:
+        raise Unreadable(f"every check passed, but the run cannot be recorded as the last good run: its launch "
+                         f"record {exc.path} is unreadable ({exc.why}); the last good run recorded before stays "
+                         "the one a rollback starts", exc.path, exc.why) from None
     pid, start = read_pidfile(pidfile)
-    meta = launch_record(pidfile)
     if not pid or start is None or not meta or meta.get("pid") != pid or not alive(pid, start):
         return None
     good: GoodRun = {
@@ -115,8 +123,9 @@ def mark_release(release_dir: str | None, state: str, pid: int | None, why: str 
 
 
 def release_verdict(release_dir: str) -> Verdict | None:
-    """A release's last verdict, or None when no run of it was ever judged."""
-    raw = read_json(verdict_path(release_dir), "release verdict")
+    """A release's last verdict, or None when no run of it was ever judged; Unreadable when
+    its verdict file is there but cannot be used (never taken for a release never judged)."""
+    raw = load_json(verdict_path(release_dir), "release verdict")
     if raw is None or raw.get("state") not in ("passed", "failed"):
         return None
     at, pid, why = raw.get("at"), raw.get("pid"), raw.get("why")
@@ -154,8 +163,11 @@ def save_prior(pidfile: str, meta: LaunchRecord) -> str | None:
 
 
 def take_prior(pidfile: str) -> GoodRun | None:
-    """The prior run a hand rollback kept (the file is removed), or None."""
-    raw = read_json(prior_path(pidfile), "rollback's prior run")
+    """The prior run a hand rollback kept (the file is removed), or None when none was kept.
+    Unreadable when the file is there but cannot be used (corrupt, too large, a FIFO): never
+    taken for "nothing ran before"; it is left in place, for the launch it holds to be read
+    by hand (the next hand rollback replaces it, the next recorded good run removes it)."""
+    raw = load_json(prior_path(pidfile), "rollback's saved launch")
     drop_prior(pidfile)
     return None if raw is None or not raw.get("argv") else as_good_run(raw)
 

@@ -9,7 +9,7 @@ import os
 import time
 
 from .guards import Refused
-from .reads import read_json, read_small
+from .reads import Unreadable, load_json, read_json, read_small
 
 #: The supervisor's command line starts with this (launch.py); it never names the job.
 SUPERVISOR_NAME = "opsrunner-supervisor"
@@ -130,8 +130,16 @@ def as_exit_record(raw: Mapping[str, object]) -> ExitRecord:
     return record
 
 def launch_record(pidfile: str) -> LaunchRecord | None:
-    """The launch record beside a pidfile (reads.py: bounded, never a FIFO), or None."""
+    """The launch record beside a pidfile (reads.py: bounded, never a FIFO), or None when it
+    is absent or cannot be used. Only where that is safe to treat as no record (a status, a
+    job's offset in its log); load_launch_record tells the two apart."""
     raw = read_json(pidfile_paths(pidfile)["meta"], "launch record")
+    return None if raw is None else as_launch_record(raw)
+
+def load_launch_record(pidfile: str) -> LaunchRecord | None:
+    """The launch record beside a pidfile, or None when there is none; Unreadable, naming it
+    and saying why, when it is there but cannot be used (corrupt, too large, a FIFO)."""
+    raw = load_json(pidfile_paths(pidfile)["meta"], "launch record")
     return None if raw is None else as_launch_record(raw)
 
 def _pid_in(data: bytes | None) -> int | None:
@@ -164,7 +172,10 @@ def trusted_pid(pidfile: str, procs: Mapping[int, Proc], pattern: str | None = N
     proc = procs.get(pid)
     if proc is None:
         return None
-    meta = launch_record(pidfile)
+    try:
+        meta, unusable = load_launch_record(pidfile), None
+    except Unreadable as exc:
+        meta, unusable = None, exc
     same_boot = meta and meta.get("boot_id") in (None, boot_id())  # records of 0.1 have none
     if meta and same_boot and meta.get("pid") == pid and meta.get("start") == proc.start:
         return pid
@@ -175,7 +186,10 @@ def trusted_pid(pidfile: str, procs: Mapping[int, Proc], pattern: str | None = N
         if re.search(pattern, proc.cmdline):
             return pid
     found = f'pid {pid} (from {pidfile}) is "{proc.cmdline[:200]}" started at {when(started_at(proc))}'
-    if not meta:
+    if unusable is not None:
+        why = (f"and its launch record {unusable.path} is unreadable ({unusable.why}), so nothing shows it is "
+               "the job")
+    elif not meta:
         why = f"and there is no launch record {pidfile_paths(pidfile)['meta']} to show it is the job"
     elif meta.get("pid") != pid:
         why = f"but the launch record is for pid {meta.get('pid')} launched at {when(meta.get('started_at'))}"

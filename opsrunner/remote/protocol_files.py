@@ -207,11 +207,17 @@ if TYPE_CHECKING:
         elapsed: float
 
     # -- releases (deploy_code releases: true) ------------------------------------------------
-    class ReleaseInfo(TypedDict):
-        """A release directory under <dest>/releases, oldest first in a list."""
+    class _ReleaseInfoBase(TypedDict):
         name: str
         commit: str | None
         created: float | None
+
+    class ReleaseInfo(_ReleaseInfoBase, total=False):
+        """A release directory under <dest>/releases, oldest first in a list."""
+        #: Its manifest is there but cannot be used (corrupt, too large, not a regular file):
+        #: "release manifest M is not valid JSON (...)". Its commit and time are then its
+        #: name's, and a rollback to it is refused (its files' digests cannot be checked).
+        manifest_problem: str
 
     class _ReleasesArgsBase(TypedDict):
         dest: str

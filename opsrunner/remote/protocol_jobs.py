@@ -283,3 +283,6 @@ if TYPE_CHECKING:
         switched_back: str
         #: undo: why the run before the rollback could not be started again.
         restore_error: str
+        #: undo: the hand rollback's saved launch of the run before it is there but cannot be
+        #: used ("its saved launch F is unreadable: WHY"): that run was not started again.
+        prior_error: str

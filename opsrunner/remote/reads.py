@@ -28,7 +28,18 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat
 
 class Unreadable(ValueError):
     """A file that is there but cannot be used: not a regular file, larger than the most that
-    is read of it, unreadable, or not the JSON expected. The message names it and says why."""
+    is read of it, unreadable, or not the JSON expected. The message names it and says why
+    ("launch record /x/train.launch.json is not valid JSON (...)"); `path` is the file and
+    `why` the reason alone ("not valid JSON (...)"), for a caller that words it its own way."""
+
+    def __init__(self, message: str, path: str | None = None, why: str | None = None) -> None:
+        super().__init__(message)
+        self.path, self.why = path, why or message
+
+
+def unreadable(what: str, path: str, why: str) -> Unreadable:
+    """Unreadable("WHAT PATH is WHY") for a file that is there but cannot be used."""
+    return Unreadable(f"{what} {path} is {why}", path, why)
 
 
 class NotRegular(Unreadable):
@@ -65,7 +76,8 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise NotRegular(not_regular_msg(what, path, st.st_mode))
+        raise NotRegular(not_regular_msg(what, path, st.st_mode), path,
+                         f"{file_kind(st.st_mode)}, not a regular file: refusing to use it")
     return fd, st
 
 
@@ -101,18 +113,23 @@ def read_whole(path: str, what: str, limit: int) -> bytes | None:
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return None
-        raise Unreadable(f"{what} {path} cannot be read: {exc.strerror} (errno {exc.errno})") from None
+        raise _cannot_read(what, path, exc) from None
     try:
         if st.st_size > limit:
-            raise Unreadable(f"{what} {path} is {st.st_size} bytes, more than the {limit} read at most")
+            raise unreadable(what, path, f"{st.st_size} bytes, more than the {limit} read at most")
         data = _read_range(fd, 0, limit + 1)
     except OSError as exc:
-        raise Unreadable(f"{what} {path} cannot be read: {exc.strerror} (errno {exc.errno})") from None
+        raise _cannot_read(what, path, exc) from None
     finally:
         os.close(fd)
     if len(data) > limit:  # it grew while it was read
-        raise Unreadable(f"{what} {path} is more than the {limit} bytes read at most")
+        raise unreadable(what, path, f"more than the {limit} bytes read at most")
     return data
+
+
+def _cannot_read(what: str, path: str, exc: OSError) -> Unreadable:
+    why = f"{exc.strerror} (errno {exc.errno})"
+    return Unreadable(f"{what} {path} cannot be read: {why}", path, why)
 
 
 def read_window(path: str, offset: int = 0, limit: int = TAIL_WINDOW,
@@ -144,13 +161,13 @@ def load_json(path: str, what: str, limit: int = RECORD_LIMIT) -> dict[str, obje
     if data is None:
         return None
     if not data.strip():
-        raise Unreadable(f"{what} {path} is empty")
+        raise unreadable(what, path, "empty")
     try:
         value = json_loads(data.decode("utf-8"))
     except ValueError as exc:  # UnicodeDecodeError is one too
-        raise Unreadable(f"{what} {path} is not valid JSON ({exc})") from None
+        raise unreadable(what, path, f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):
-        raise Unreadable(f"{what} {path} is not a JSON object")
+        raise unreadable(what, path, "not a JSON object")
     return value
 
 

@@ -81,11 +81,12 @@ def commit_of(name: str) -> str | None:
 
 def release_info(folder: str, name: str) -> ReleaseInfo:
     """A release's commit and time from its manifest; from its name where the manifest is
-    absent or cannot be used (so that the releases' order never depends on a manifest's read)."""
+    absent or cannot be used (so that the releases' order never depends on a manifest's read),
+    with why it cannot be used as manifest_problem."""
     try:
         raw = read_manifest(folder, name)
-    except Unreadable:
-        raw = None  # changed_in_place refuses a rollback over it; the name tells commit and time
+    except Unreadable as exc:  # changed_in_place refuses a rollback over it; the name tells commit and time
+        return {"name": name, "commit": commit_of(name), "created": stamp_of(name), "manifest_problem": str(exc)}
     if raw is None:
         return {"name": name, "commit": commit_of(name), "created": stamp_of(name)}
     commit, created = raw.get("commit"), raw.get("created")

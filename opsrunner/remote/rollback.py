@@ -14,9 +14,10 @@ import os
 
 from .goodrun import drop_prior, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
 from .guards import Refused
-from .jobfiles import launch_record, pidfile_paths, read_pidfile, when
+from .jobfiles import launch_record, load_launch_record, pidfile_paths, read_pidfile, when
 from .launch import op_launch
 from .procs import alive, op_kill
+from .reads import Unreadable
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
 
 TYPE_CHECKING = False
@@ -38,7 +39,10 @@ class Target:
                  chdir: str | None, env: dict[str, str]) -> None:
         self.release, self.release_dir, self.commit = release, release_dir, commit
         self.argv, self.chdir, self.env = argv, chdir, env
-        verdict = release_verdict(release_dir) if release_dir else None
+        try:
+            verdict = release_verdict(release_dir) if release_dir else None
+        except Unreadable:  # named (verdicts_of keeps it from being "previous"): gone to, as one never judged
+            verdict = None
         self.known_failed = verdict_text(verdict) if verdict and verdict["state"] == "failed" else None
 
 
@@ -72,12 +76,19 @@ def choose_previous(names: list[str], current: str | None, verdicts: Verdicts | 
         verdict = verdicts.get(name)
         if verdict is not None and verdict["state"] == "passed":
             return name
-    raise _refusal(current, [f"{name} {_short(verdicts.get(name))}" for name in reversed(before)])
+    raise _refusal(current, [f"{name}{':' if _unreadable(verdicts.get(name)) else ''} {_short(verdicts.get(name))}"
+                             for name in reversed(before)])
+
+
+def _unreadable(verdict: Verdict | None) -> bool:
+    return verdict is not None and verdict["state"] == UNREADABLE
 
 
 def _short(verdict: Verdict | None) -> str:
     if verdict is None:
         return "was never verified"
+    if verdict["state"] == UNREADABLE:
+        return str(verdict["why"])
     text = verdict_text(verdict)
     return text if len(text) <= WHY_CHARS else text[:WHY_CHARS] + "..."
 
@@ -89,11 +100,25 @@ def _refusal(current: str, seen: list[str]) -> ValueError:
                      "one anyway")
 
 
+#: A verdict's state where its file is there but cannot be used: never "passed".
+UNREADABLE = "unreadable"
+
+
+def verdict_of(release_dir: str) -> Verdict | None:
+    """release_verdict, with a verdict file that cannot be used as an UNREADABLE verdict whose
+    `why` says so ("its verdict file F is unreadable: not valid JSON (...)")."""
+    try:
+        return release_verdict(release_dir)
+    except Unreadable as exc:
+        return {"state": UNREADABLE, "at": 0.0, "pid": None,
+                "why": f"its verdict file {exc.path} is unreadable: {exc.why}"}
+
+
 def verdicts_of(dest: str, good: GoodRun) -> Verdicts:
     """Each release's last verdict; the last good run's release passed where none is recorded
-    (a release verified before verdicts were kept)."""
+    (a release verified before verdicts were kept), not where its verdict cannot be read."""
     folder = releases_dir(dest)
-    found: Verdicts = dict((r["name"], release_verdict(os.path.join(folder, r["name"]))) for r in list_releases(dest))
+    found: Verdicts = dict((r["name"], verdict_of(os.path.join(folder, r["name"]))) for r in list_releases(dest))
     name = good.get("release")
     if name in found and found[name] is None:
         found[str(name)] = {"state": "passed", "at": good.get("verified_at") or 0.0, "pid": good.get("pid"),
@@ -205,8 +230,15 @@ def start(args: RollbackArgs) -> RollbackReply:
 
 def _keep_prior(pidfile: str, pid: int | None, keep: bool) -> str | None:
     """A hand rollback keeps the launch of the run it stops, to start it again should its own
-    target fail (undo); why it cannot, before anything is stopped, or None."""
-    before = launch_record(pidfile) if keep else None
+    target fail (undo); why it cannot, before anything is stopped, or None. A launch record
+    that is there but cannot be read is such a why: the run would be stopped for good, and a
+    failed rollback would then say that nothing ran before it."""
+    try:
+        before = load_launch_record(pidfile) if keep else None
+    except Unreadable as exc:
+        return (f"cannot keep the launch of the running job (pid {pid}) to start it again should the rollback fail: "
+                f"its launch record {exc.path} is unreadable ({exc.why}); nothing was stopped (stop the job first "
+                "to roll back without keeping it)")
     if not before or before.get("pid") != pid or not before.get("argv"):
         drop_prior(pidfile)
         return None
@@ -285,7 +317,12 @@ def undo(args: RollbackArgs) -> RollbackReply:
     meta = launch_record(pidfile) or {}
     if args.get("release") and meta.get("release") == args.get("release"):
         mark_release(meta.get("release_dir"), "failed", meta.get("pid"), args.get("why"))
-    prior = None if args.get("auto") else take_prior(pidfile)
+    try:
+        prior = None if args.get("auto") else take_prior(pidfile)
+    except Unreadable as exc:  # something ran before, but what is unknown: never said to be nothing
+        reply = _switch_back(pidfile, (read_good(pidfile) or {}).get("link"), args.get("back_to"))
+        reply["prior_error"] = f"its saved launch {exc.path} is unreadable: {exc.why}"
+        return reply
     if prior is None:
         return _switch_back(pidfile, (read_good(pidfile) or {}).get("link"), args.get("back_to"))
     return _restore(args, prior)
