@@ -4,7 +4,8 @@
 # with the same content and mode are hard links to it. <dest>/current is a symlink switched
 # atomically (a new link under a temporary name renamed over it), so a job launched through
 # it names one whole release, never a mix. Old releases are pruned past `keep`, never the
-# current one, the running job's, the last good run's or one a live process uses. A release's
+# current one, the running job's, the last good run's, the newest that passed verify before
+# current (a rollback's 'previous') or one a live process uses. A release's
 # verdict (goodrun.py: whether a run of it last passed verify or failed) lies beside it.
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 
 from .atomic import write_atomic
 from .files import file_digest
-from .goodrun import read_good, verdict_path
+from .goodrun import read_good, release_verdict, verdict_path
 from .guards import Context, Refused, guard_path, remove
 from .jobfiles import launch_record, read_pidfile
 from .procs import alive
@@ -368,6 +369,22 @@ def changed_in_place(release_dir: str) -> str | None:
     return None
 
 
+def passed_before(dest: str, names: list[str], current: str) -> str | None:
+    """The newest release before `current` (names oldest first) whose last verdict is passed:
+    where rollback.yml goes by default, kept however many failed releases came after it."""
+    if current not in names:
+        return None
+    folder = releases_dir(dest)
+    for name in reversed(names[:names.index(current)]):
+        try:
+            verdict = release_verdict(os.path.join(folder, name))
+        except Unreadable:
+            continue  # never chosen as 'previous' (rollback.py): nothing to keep it for
+        if verdict is not None and verdict["state"] == "passed":
+            return name
+    return None
+
+
 def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list[str], Spared]:
     """Delete the releases past `keep`, sparing those a job needs (prune_plan's rules). When
     the job's last good run cannot be read, which release it needs is unknown: none is deleted."""
@@ -381,6 +398,9 @@ def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list
         needed = job_releases(pidfile, dest_real)
     except Unreadable as exc:
         needed = dict((name, f"kept: {exc}") for name in names)
+    fallback = passed_before(dest, names, current) if current else None
+    if fallback:
+        needed.setdefault(fallback, "the newest that passed verify before current (a rollback's 'previous')")
     for extra in (needed, used_by_processes(dest_real)):
         for name, why in extra.items():
             protected.setdefault(name, why)

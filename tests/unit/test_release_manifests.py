@@ -115,3 +115,22 @@ def test_a_last_good_run_that_cannot_be_read_is_not_taken_for_none_and_prunes_no
     good.unlink()
     pruned, spared = prune(str(tmp_path), 1, str(pidfile), Context())
     assert pruned == names[:-1] and spared == {}
+
+
+def test_pruning_keeps_the_newest_release_that_passed_before_current(tmp_path: Path) -> None:
+    """Failed deploys in a row push the release a rollback's 'previous' goes to past
+    keep_releases: it stays (it was deleted while older failed ones stayed), and an older
+    passed one goes."""
+    from opsrunner.remote.goodrun import mark_release
+
+    names = [f"2026120{day}T030000Z" for day in range(1, 7)]
+    for day, name in enumerate(names, 1):
+        _release(tmp_path, name, 1, float(day))
+    folder = tmp_path / "releases"
+    for name, state in zip(names, ("passed", "failed", "passed", "failed", "failed", "failed"), strict=True):
+        assert mark_release(str(folder / name), state, 1, None if state == "passed" else "crashed")
+    switch_link(str(tmp_path / "current"), str(folder / names[-1]))
+    pruned, spared = prune(str(tmp_path), 2, None, Context())
+    assert spared == {names[2]: "the newest that passed verify before current (a rollback's 'previous')"}
+    assert pruned == [names[0], names[1], names[3]]
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == [names[2], names[4], names[5]]
