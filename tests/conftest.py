@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests import lxc as lxc_rig
+from tests import pg
 from tests.alerts import Alerts
 from tests.sshd import PrivateSSHD, start_sshd
 
@@ -40,6 +41,25 @@ WRAPPERS = Path(__file__).resolve().parent / "wrappers"
 REAPER = f"{sys.executable} {WRAPPERS / 'session_reaper.py'} --"
 FD_HOLDER = f"{sys.executable} {WRAPPERS / 'fd_holder.py'} --"
 TRAINER = ROOT / "examples" / "demo_trainer" / "train.py"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[pg.PrivatePostgres]:
+    """The private PostgreSQL cluster of the shared-history tests (tests/pg.py), one per session."""
+    from tests import procguard
+
+    try:
+        with procguard.outside_test():
+            server = pg.start_postgres()
+    except pg.PostgresUnavailable as exc:
+        if pg.MODE == "require":
+            pytest.fail(f"PostgreSQL required (OPSRUNNER_TEST_POSTGRES=require) but unavailable: {exc}")
+        pytest.skip(f"PostgreSQL unavailable: {exc}")
+    procguard.exempt(server.pid)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

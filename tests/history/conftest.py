@@ -1,30 +1,10 @@
-"""The private PostgreSQL cluster of the shared-history tests (tests/pg.py), one per session."""
+"""A fresh database of the private PostgreSQL cluster (tests/conftest.py's `postgres`) per test."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 
 from tests import pg
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[pg.PrivatePostgres]:
-    from tests import procguard
-
-    try:
-        with procguard.outside_test():
-            server = pg.start_postgres()
-    except pg.PostgresUnavailable as exc:
-        if pg.MODE == "require":
-            pytest.fail(f"PostgreSQL required (OPSRUNNER_TEST_POSTGRES=require) but unavailable: {exc}")
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
-    procguard.exempt(server.pid)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,24 +21,6 @@ import pytest
 from tests import pg
 from tests.conftest import ROOT, write_yaml
 from tests.helpers import ProjectEnv
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[pg.PrivatePostgres]:
-    from tests import procguard
-
-    try:
-        with procguard.outside_test():
-            server = pg.start_postgres()
-    except pg.PostgresUnavailable as exc:
-        if pg.MODE == "require":
-            pytest.fail(f"PostgreSQL required (OPSRUNNER_TEST_POSTGRES=require) but unavailable: {exc}")
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
-    procguard.exempt(server.pid)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

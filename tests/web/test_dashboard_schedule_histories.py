@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +17,6 @@ import pytest
 from tests import pg
 from tests.helpers import cli_subprocess
 from tests.web.dashboard import Project, Server, serving, wait_until
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[pg.PrivatePostgres]:
-    from tests import procguard
-
-    try:
-        with procguard.outside_test():
-            server = pg.start_postgres()
-    except pg.PostgresUnavailable as exc:
-        if pg.MODE == "require":
-            pytest.fail(f"PostgreSQL required (OPSRUNNER_TEST_POSTGRES=require) but unavailable: {exc}")
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
-    procguard.exempt(server.pid)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
