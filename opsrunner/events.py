@@ -61,13 +61,22 @@ class TaskTitles:
     tasks interleave, so the title is looked up by where the task is written."""
 
     def __init__(self) -> None:
-        self._titles: dict[tuple[str, bool], str] = {}
+        #: by (source, handler, host): a free task starts on each host with that host's title;
+        #: host "" for a task started on its hosts together (titled with the first host's vars).
+        self._titles: dict[tuple[str, bool, str], str] = {}
 
     def started(self, event: TaskStart) -> None:
-        self._titles[(event.source, event.handler)] = event.task
+        host = event.hosts[0] if event.strategy == "free" and len(event.hosts) == 1 else ""
+        self._titles[(event.source, event.handler, host)] = event.task
+
+    def knows(self, event: TaskEnd) -> bool:
+        """Whether the task of this result was started here (on its host, or on all)."""
+        return ((event.source, event.handler, event.host) in self._titles
+                or (event.source, event.handler, "") in self._titles)
 
     def title(self, event: TaskEnd) -> str:
-        return self._titles.get((event.source, event.handler), event.task)
+        found = self._titles.get((event.source, event.handler, event.host))
+        return found if found is not None else self._titles.get((event.source, event.handler, ""), event.task)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ class ConsoleReporter:
         self._run_shown = False
         # strategy free: which task's banner is up, and each task's title, so that a result of
         # another task than the last banner's is shown under its own banner (as ansible-core).
-        self._banner_task: tuple[str, bool] | None = None
+        self._banner_task: tuple[str, bool, str] | None = None  # (source, handler, title)
         self._free_titles: TaskTitles | None = None  # once a free play's task has started
 
     # -- output helpers ---------------------------------------------------------------------
@@ -69,7 +69,6 @@ class ConsoleReporter:
                 self._write(f"run {event.run_id} (opsrunner show {event.run_id})")
             self._banner(f"PLAY [{event.play}]")
         elif isinstance(event, TaskStart):
-            key = (event.source, event.handler)
             if event.strategy == "free":
                 # As ansible-core's free strategy: the banner comes with a task's first result
                 # (below), so no banner stands empty while the hosts are on other tasks.
@@ -77,7 +76,7 @@ class ConsoleReporter:
                 self._free_titles.started(event)
                 return
             self._stop_spinner()
-            self._banner_task = key
+            self._banner_task = (event.source, event.handler, event.task)
             kind = "RUNNING HANDLER" if event.handler else "TASK"
             self._banner(f"{kind} [{event.task}]")
             if self.verbosity >= 2 and event.source:
@@ -85,11 +84,12 @@ class ConsoleReporter:
             if self.tty:
                 self._spinner = _Spinner(self, event.hosts)
         elif isinstance(event, TaskEnd):
-            key = (event.source, event.handler)
-            if self._free_titles and key != self._banner_task:  # free: a result under its own banner
-                self._stop_spinner()
-                self._banner_task = key
-                self._banner(f"{'RUNNING HANDLER' if event.handler else 'TASK'} [{self._free_titles.title(event)}]")
+            free = self._free_titles is not None and self._free_titles.knows(event)
+            title = self._free_titles.title(event) if self._free_titles is not None and free else ""
+            if free and (event.source, event.handler, title) != self._banner_task:
+                self._stop_spinner()  # free: a result under its own banner (its host's title)
+                self._banner_task = (event.source, event.handler, title)
+                self._banner(f"{'RUNNING HANDLER' if event.handler else 'TASK'} [{title}]")
                 if self.verbosity >= 2 and event.source:
                     self._write(f"task path: {event.source}")
             if self._spinner:

@@ -246,3 +246,22 @@ def test_no_banner_stands_empty_while_hosts_are_on_other_tasks(tmp_path: Path, i
     assert banners == ["TASK [first]", "TASK [second]"], out
     assert sorted(lines[1:3]) == ["changed: [h1]", "changed: [h2]"] and sorted(lines[4:]) == lines[1:3], out
     assert not any(a.startswith("TASK [") and b.startswith("TASK [") for a, b in itertools.pairwise(lines)), out
+
+
+def test_each_hosts_result_carries_its_own_templated_task_name(tmp_path: Path, inv: Path) -> None:
+    """A task named from host vars: under free each host starts it with its own title, and its
+    result is recorded and shown under that title (it took the last started host's)."""
+    flag = tmp_path / "h2-started"
+    rc, out, ev = play(tmp_path, inv, f"""
+- hosts: h1:h2
+  strategy: free
+  gather_facts: false
+  tasks:
+    - name: "work on {{{{ inventory_hostname }}}}"
+      shell: "{{{{ 'touch {flag}' if inventory_hostname == 'h2' else '{wait_for(flag)}' }}}}"
+""", "--no-color")
+    assert rc == 0, out
+    ends = {e["host"]: e["task"] for e in task_ends(ev)}
+    assert ends == {"h1": "work on h1", "h2": "work on h2"}, ends
+    assert re.search(r"^TASK \[work on h1\] \*+\nchanged: \[h1\]", out, re.M), out
+    assert re.search(r"^TASK \[work on h2\] \*+\nchanged: \[h2\]", out, re.M), out
