@@ -138,8 +138,10 @@ PLAY = "- hosts: all\n"
      "pb.yml:4:7: template syntax error: unexpected '}'"),
     ("verify without checks", PLAY + "  tasks:\n    - verify: {}\n", ("check",), 4,
      "pb.yml:3:15: verify needs at least one check"),
-    ("kill_old without target", PLAY + "  tasks:\n    - kill_old: {pidfile: '', grace: 1}\n", ("check",), 4,
-     "kill_old needs a pidfile or a pattern"),
+    ("kill_old without target", PLAY + "  tasks:\n    - kill_old: {grace: 1}\n", ("check",), 4,
+     "expected with 'pidfile' or with 'pattern' (at [0].tasks[0].kill_old)"),
+    ("kill_old with an empty pidfile", PLAY + "  tasks:\n    - kill_old: {pidfile: '', grace: 1}\n", ("check",), 4,
+     "'' should be non-empty (at [0].tasks[0].kill_old.pidfile)"),
 ])
 def test_bad_input_is_one_line_and_touches_nothing(tmp_path: Path, trap: Trap, name: str, playbook: str,
                                                   args: tuple[str, ...], rc: int, message: str) -> None:

@@ -1,0 +1,16 @@
+"""An empty pidfile (`-e pidfile=`) is bad input for every task that takes one, each named
+with its file, line and key (only the rollback's was), exit 4 before any host is touched."""
+
+from __future__ import annotations
+
+from tests.conftest import ROOT
+from tests.helpers import cli
+
+
+def test_an_empty_pidfile_names_every_task_that_takes_it() -> None:
+    res = cli("check", "restart_training.yml", "-e", "pidfile=", cwd=ROOT)
+    assert res.rc == 4, res.out + res.err
+    tasks = ROOT / "roles" / "training_restart" / "tasks" / "main.yml"
+    for module in ("job_lock", "kill_old", "launch_detached", "verify", "rollback"):
+        assert f"'' should be non-empty (at {module}.pidfile)" in res.err, (module, res.err)
+    assert res.err.count(f"ERROR: {tasks}:") == 6, res.err
