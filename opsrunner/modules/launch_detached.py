@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from opsrunner.connections import ops
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.own_session import call_in_own_session, end_not_seen, gone_with_its_session, needs_own_session
+from opsrunner.modules.own_session import end_not_seen, start_in_own_session
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
@@ -63,9 +63,7 @@ class LaunchDetachedModule(Module):
             if key in args:
                 request[key] = str(args[key])
         # Behind a wrapper chain the launch gets an exec session of its own (own_session.py).
-        alone = needs_own_session(ctx)
-        reply, session_ended = (call_in_own_session(ctx, ops.LAUNCH, request) if alone
-                                else (ctx.agent(ops.LAUNCH, request), True))
+        reply, survival = start_in_own_session(ctx, ops.LAUNCH, request, None, _fresh_job, "launched")
         data: dict[str, Any] = {k: v for k, v in reply.items()
                                 if k in ("pid", "pgid", "sid", "log", "exit_file", "cmdline", "exited")}
         if reply.get("already_running"):
@@ -77,15 +75,22 @@ class LaunchDetachedModule(Module):
                               msg=f"would launch{ctx.ledger.stopping_note()}: {shlex.join(argv)}")
         if reply.get("exited"):
             return _ended_at_once(reply, args)
-        gone = gone_with_its_session(ctx, reply.get("pid"), reply.get("start")) if alone and session_ended else None
-        if gone:
-            return TaskResult(Status.FAILED, msg=gone, data=data)
+        if survival.gone:
+            return TaskResult(Status.FAILED, msg=survival.gone, data=data)
         log = f", log {reply['log']}" if reply.get("log") else ""
         result = TaskResult(Status.CHANGED, changed=True, data=data,
                             msg=f"launched pid {reply['pid']} in its own session{log}")
-        if not session_ended:  # then what the chain does at a session's end was not seen: say so
+        if survival.unseen:  # then what the chain does at a session's end was not seen: say so
             result.warnings.append(end_not_seen("the launch's"))
         return result
+
+
+def _fresh_job(reply: LaunchReply) -> tuple[int | None, int | None]:
+    """The job this launch started and its start time; no pid where it started none (one was
+    running already, or it ended at once: its exit status is the verdict then)."""
+    if reply.get("already_running") or reply.get("exited"):
+        return None, None
+    return reply.get("pid"), reply.get("start")
 
 
 def _ended_at_once(reply: LaunchReply, args: dict[str, Any]) -> TaskResult:

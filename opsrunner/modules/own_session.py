@@ -10,6 +10,8 @@ the next task or run will see it. Used by launch_detached and rollback."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opsrunner.connections import ops
@@ -20,6 +22,34 @@ if TYPE_CHECKING:
     from opsrunner.connections.ops import AgentOp, ArgsT, ReplyT
     from opsrunner.modules.base import TaskContext
     from opsrunner.remote.protocol_host import ExecArgs
+
+
+@dataclass(frozen=True)
+class Survival:
+    """What a step's own exec session showed of the job the step started."""
+
+    #: Why the job is gone once its session ended (the chain ends what a session leaves), or None.
+    gone: str | None = None
+    #: The session had not ended when the run stopped waiting: what the chain does then was not seen.
+    unseen: bool = False
+
+
+def start_in_own_session(ctx: TaskContext, op: AgentOp[ArgsT, ReplyT], request: ArgsT, timeout: float | None,
+                         started: Callable[[ReplyT], tuple[int | None, int | None]],
+                         what: str) -> tuple[ReplyT, Survival]:
+    """`op`, a step that may start a job; behind a wrapper chain in an exec session of its own,
+    ended at once, after which the job (`started(reply)`: its pid and start time, or no pid
+    where the step started none) is looked for from the run's session. `what` starts the
+    message of a job gone ("launched", "started")."""
+    if not needs_own_session(ctx):
+        return ctx.agent(op, request, timeout=timeout), Survival()
+    reply, ended = call_in_own_session(ctx, op, request, timeout)
+    pid, start = started(reply)
+    if not pid:
+        return reply, Survival()
+    if not ended:
+        return reply, Survival(unseen=True)
+    return reply, Survival(gone=gone_with_its_session(ctx, pid, start, what))
 
 
 def needs_own_session(ctx: TaskContext) -> bool:

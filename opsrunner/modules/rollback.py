@@ -20,7 +20,7 @@ from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.own_session import call_in_own_session, end_not_seen, gone_with_its_session, needs_own_session
+from opsrunner.modules.own_session import end_not_seen, start_in_own_session
 from opsrunner.modules.verify import VerifyModule, status_line, verify_budget
 from opsrunner.results import Status, TaskResult
 from opsrunner.validation import load_schema
@@ -178,22 +178,22 @@ def _step(ctx: TaskContext, request: RollbackArgs, progress: _Progress) -> Rollb
     """One step on the target. Behind a wrapper chain a step that starts the job runs in an exec
     session of its own (own_session.py), so a job the chain ends with its session is seen gone
     now, not verified as running and then ended with the run's session."""
-    if not needs_own_session(ctx):
-        return ctx.agent(ops.ROLLBACK, request, timeout=progress.left())
-    step, ended = call_in_own_session(ctx, ops.ROLLBACK, request, timeout=progress.left())
-    relaunched = step.get("outcome") == "launched" and not step.get("why")
-    started = step.get("pid") if relaunched or step.get("outcome") == "restoring" else None
-    if not started:
-        return step
-    if not ended:
+    step, survival = start_in_own_session(ctx, ops.ROLLBACK, request, progress.left(), _started_by, "started")
+    if survival.unseen:
         progress.warnings.append(end_not_seen("the rollback's"))
-        return step
-    gone = gone_with_its_session(ctx, started, step.get("start"), "started")
-    if gone and step.get("outcome") == "restoring":
-        step["outcome"], step["restore_error"] = "failed", gone
-    elif gone:
-        step["why"], progress.chain_ended_it = gone, True
+    if survival.gone and step.get("outcome") == "restoring":
+        step["outcome"], step["restore_error"] = "failed", survival.gone
+    elif survival.gone:
+        step["why"], progress.chain_ended_it = survival.gone, True
     return step
+
+
+def _started_by(step: RollbackReply) -> tuple[int | None, int | None]:
+    """The job a step started (its relaunch, or undo's restart of what ran before), or no pid."""
+    relaunched = step.get("outcome") == "launched" and not step.get("why")
+    if relaunched or step.get("outcome") == "restoring":
+        return step.get("pid"), step.get("start")
+    return None, None
 
 
 def _verify(ctx: TaskContext, args: dict[str, Any], progress: _Progress) -> VerifyReply:
