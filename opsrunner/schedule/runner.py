@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, ValidationError
-from opsrunner.exitcodes import exit_code_of
+from opsrunner.exitcodes import EXIT_VALIDATION, exit_code_of
 from opsrunner.history.location import resolve
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from opsrunner.history.rows import RunRow
 
 EXIT_REFUSED = 2
-EXIT_BAD_INPUT = 4
 
 
 def git_pull(project: Path) -> str | None:
@@ -87,7 +86,7 @@ class BadScheduleFile(OpsrunnerError):
     """The schedule file does not load (edited by hand): nothing ran. Exit 4, recorded as bad
     input with why (file:line: the key)."""
 
-    exit_code = EXIT_BAD_INPUT
+    exit_code = EXIT_VALIDATION
 
 
 def run_broken(path: Path, error: str, err: IO[str]) -> int:
@@ -107,9 +106,9 @@ def run_broken(path: Path, error: str, err: IO[str]) -> int:
     project = Path(schedule.project) if schedule.project else None
     with contextlib.chdir(project) if project and project.is_dir() else contextlib.nullcontext():
         api.record_not_run(request, BadScheduleFile(f"schedule file {path} does not load: {error}"))
-    summary = run_summary(schedule, run_id, EXIT_BAD_INPUT, started, error, history)
+    summary = run_summary(schedule, run_id, EXIT_VALIDATION, started, error, history)
     _notify(schedule, summary, err, history)
-    return EXIT_BAD_INPUT
+    return EXIT_VALIDATION
 
 
 def _request(schedule: Schedule, run_id: str, history: str) -> PlayRequest:
