@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import io
 import os
+import threading
 import zipfile
 from functools import lru_cache
 from pathlib import Path
@@ -29,19 +30,32 @@ from opsrunner.packagedata import package_path
 from opsrunner.remote.protocol import NEED_SOURCE, PACKAGE, package_digest_input
 
 CACHE_DIR = "$HOME/.cache/opsrunner"
+#: The first host threads of a run ask at once: one builds, the others wait for its result
+#: (lru_cache lets each caller that misses compute: 32 of 50 hosts read and hashed the zip).
+_BUILD_LOCK = threading.RLock()
 #: The fixed mtime of unpacked files (see above), seconds since the epoch: 2000-01-01 UTC.
 FIXED_MTIME = 946684800
 
 
-@lru_cache(maxsize=1)
 def package_sources() -> dict[str, bytes]:
     """{file name: bytes} of every module of opsrunner/remote: the agent's package."""
+    with _BUILD_LOCK:
+        return _package_sources()
+
+
+@lru_cache(maxsize=1)
+def _package_sources() -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(package_path("remote").glob("*.py"))}
 
 
-@lru_cache(maxsize=1)
 def agent_version() -> str:
     """What the agent reports in its greeting (remote/server.py computes the same digest)."""
+    with _BUILD_LOCK:
+        return _agent_version()
+
+
+@lru_cache(maxsize=1)
+def _agent_version() -> str:
     return hashlib.sha256(package_digest_input(package_sources())).hexdigest()[:16]
 
 
@@ -49,12 +63,17 @@ def cache_name() -> str:
     return f"{PACKAGE}_{agent_version()}"
 
 
-@lru_cache(maxsize=1)
 def agent_artifact() -> bytes:
     """The zip: PACKAGE/<module>.py for each module, byte for byte the same on every build.
     Kept in the controller's cache by version: every run needs its size (the start script
     takes it), and deflating the package cost ~16 ms of each run's start; reading it back
     and checking its contents against the version, ~1 ms."""
+    with _BUILD_LOCK:
+        return _agent_artifact()
+
+
+@lru_cache(maxsize=1)
+def _agent_artifact() -> bytes:
     kept = _controller_cache() / f"{cache_name()}.zip"
     with contextlib.suppress(OSError, ValueError, zipfile.BadZipFile, KeyError):
         data = kept.read_bytes()
