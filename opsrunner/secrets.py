@@ -50,6 +50,15 @@ DEFAULT_SECRET_NAMES: tuple[str, ...] = ("*password*", "*passwd*", "*secret*", "
 PATTERNS_VAR = "secret_name_patterns"
 #: Values shorter than this are not masked: masking every "1" or "on" would garble all output.
 MIN_SECRET_LEN = 3
+#: The magic variables (hostvars.VariableManager._magic) that the engine makes from inventory
+#: names and run flags, above every other layer: never secrets, so add_vars passes them by. Their
+#: host lists are new for each task and host, and searching them cost a task time in proportion
+#: to the play's hosts: a run's time grew with the square of its hosts.
+ENGINE_MADE_VARS = frozenset({
+    "inventory_hostname", "inventory_hostname_short", "groups", "group_names", "hostvars", "play_hosts",
+    "ansible_play_batch", "ansible_play_hosts", "check_mode", "ansible_check_mode", "ansible_verbosity",
+    "playbook_dir", "opsrunner_playbook", "opsrunner_run_id",
+})
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Exception)
@@ -137,6 +146,8 @@ class Masker:
                     self._patterns.add(patterns)
         raw = variables.raw() if hasattr(variables, "raw") else variables
         for name in list(raw):
+            if name in ENGINE_MADE_VARS:
+                continue
             value = raw[name]
             if _is_secret_name(str(name), patterns):
                 self.add(value)

@@ -109,3 +109,14 @@ def test_a_variable_replaced_by_a_new_container_is_searched_again() -> None:
     layer["result"] = {"items": [{"api_token": "token-two-xyz"}], "note": SecretStr("hidden-value-1")}
     masker.add_vars(LazyVars([layer]))
     assert masker.mask("token-two-xyz and hidden-value-1") == f"{MASK} and {MASK}"
+
+
+def test_add_vars_still_finds_secrets_beside_the_engine_made_vars() -> None:
+    """add_vars passes the engine's magic variables by (secrets.ENGINE_MADE_VARS); a secret under
+    any other name is still found, at any depth, and host names are left as they are."""
+    m = Masker()
+    hosts = [f"db-password-{i}.example" for i in range(3)]
+    m.add_vars(LazyVars([{"deploy": {"db_password": "hunter22"}, "api_token": "tok-123"},
+                         {"play_hosts": hosts, "ansible_play_hosts": hosts, "inventory_hostname": "h"}]))
+    assert m.mask("hunter22 tok-123") == f"{MASK} {MASK}"
+    assert m.mask(hosts[0]) == hosts[0]
