@@ -20,6 +20,7 @@ file:line:column; exit 4), NoHostsToTarget (exit 1), UsageError (exit 5), RunLoc
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ class PlayRequest:
     forks: int = 10
     #: Hosts starting their connection and agent at once (connections/startslots.py).
     connect_slots: int = DEFAULT_START_SLOTS
+    #: --ssh-workers: processes holding the ssh connections; None: the run decides (sshworkers.py).
+    ssh_workers: int | None = None
     verbosity: int = 0
     force_handlers: bool = False
     #: Refuse to start while another run of this playbook+inventory holds the run lock here.
@@ -99,17 +102,21 @@ class PlayRequest:
     def options(self, extra_vars: dict[str, Any]) -> RunOptions:
         from opsrunner.connections.defaults import ConnectionDefaults
         from opsrunner.selection import parse_slice
+        from opsrunner.sshworkers import workers_wanted
 
         defaults = ConnectionDefaults(self.user, self.private_key, self.connection)
         # Values the run needs, as --private-key and --slice: bad input, exit 4 (docs/cli.md).
         problems = [Problem(SourcePos("command line"), f"{option} {value}: must be at least 1", option)
                     for option, value in (("--forks", self.forks), ("--connect-slots", self.connect_slots))
                     if value < 1]
+        ssh_workers, problem = workers_wanted(self.ssh_workers, os.environ)
+        problems += [problem] if problem else []
         problems += defaults.problems()
         if problems:
             raise ValidationError(problems)
         return RunOptions(check=self.check, diff=self.diff, limit=self.limit, tags=split_tags(self.tags),
                           skip_tags=split_tags(self.skip_tags), forks=self.forks, connect_slots=self.connect_slots,
+                          ssh_workers=ssh_workers,
                           extra_vars=extra_vars,
                           verbosity=self.verbosity, force_handlers=self.force_handlers,
                           start_at_task=self.start_at_task, step=self._step(), connection=defaults, become=self.become,

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--connect-slots", type=int, default=DEFAULT_START_SLOTS, metavar="N",
                       help=f"hosts connecting and starting their agent at once (default {DEFAULT_START_SLOTS}); "
                       "connect_timeout counts from a host's turn")
+    play.add_argument("--ssh-workers", type=int, default=None, metavar="N",
+                      help="processes that hold the ssh connections beside the engine (0: none; default: "
+                      "by hosts and cores, none below 8 cores or 16 ssh hosts)")
     play.add_argument("-v", "--verbose", action="count", default=0,
                       help="more output; -vvv prints every command exactly as sent")
     play.add_argument("--json-events", metavar="FILE", help="write JSON Lines events to FILE ('-' = stdout)")
@@ -148,6 +151,7 @@ def _request(args: argparse.Namespace, ask_become_pass: bool = True) -> PlayRequ
         limit=getattr(args, "limit", None), tags=getattr(args, "tags", ()), skip_tags=getattr(args, "skip_tags", ()),
         check=getattr(args, "check", False), diff=getattr(args, "diff", False), forks=getattr(args, "forks", 10),
         connect_slots=getattr(args, "connect_slots", DEFAULT_START_SLOTS),
+        ssh_workers=getattr(args, "ssh_workers", None),
         verbosity=getattr(args, "verbose", 0), force_handlers=getattr(args, "force_handlers", False),
         run_lock=getattr(args, "lock", False), history=not getattr(args, "no_history", False),
         history_path=getattr(args, "history", None), argv=args.argv, host_slice=getattr(args, "host_slice", None),

@@ -26,6 +26,7 @@ from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import Masker, masker_for
 from opsrunner.selection import RunOptions, batches, select_play_hosts, tags_selected
+from opsrunner.sshworkers import planned_workers
 from opsrunner.startat import StartAt
 from opsrunner.taskrun import TaskRunner, started_pool, switch_interval_for
 from opsrunner.templating import LazyVars, render, template_value
@@ -71,6 +72,9 @@ class Engine:
         """Run the playbook. Raises ValidationError (nothing run) when preflight fails the same
         way on every host: then the mistake is in the files or the command line."""
         play_hosts = [select_play_hosts(p, self.inventory, self.options) for p in self.playbook.plays]
+        every_host = (h for hosts in play_hosts for h in hosts)
+        self.state.connections.start_workers(planned_workers(self.options.ssh_workers, self.inventory, every_host,
+                                                             self.options.connection))
         report = run_preflight(self.playbook, play_hosts, self.state.vars, self._selected, self.state.masker,
                                self.state.checked_args)
         if report.static_problems():

@@ -74,6 +74,8 @@ class RunOptions:
     forks: int = 10
     #: --connect-slots: hosts starting their connection and agent at once (connections/startslots.py).
     connect_slots: int = DEFAULT_START_SLOTS
+    #: --ssh-workers: processes holding the ssh connections (None: the run decides; sshworkers.py).
+    ssh_workers: int | None = None
     extra_vars: dict[str, Any] = field(default_factory=dict)
     verbosity: int = 0
     force_handlers: bool = False

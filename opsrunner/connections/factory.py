@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from opsrunner.connections.base import CommandLogger, Connection, ConnectionSpec
 from opsrunner.connections.startslots import DEFAULT_START_SLOTS, StartSlots
+
+if TYPE_CHECKING:
+    from opsrunner.connections.workerpool import WorkerPool
 
 
 class ConnectionFactory:
@@ -15,6 +19,15 @@ class ConnectionFactory:
         self.log = log
         self.slots = StartSlots(start_slots)
         self._open: dict[str, Connection] = {}
+        self._workers: WorkerPool | None = None
+
+    def start_workers(self, count: int) -> None:
+        """Hold the ssh connections in `count` worker processes (workerpool.py), started now
+        so that their start overlaps the run's own before the first host connects."""
+        if count > 0 and self._workers is None:
+            from opsrunner.connections.workerpool import WorkerPool
+
+            self._workers = WorkerPool(count)
 
     def get(self, spec: ConnectionSpec) -> Connection:
         conn = self._open.get(spec.name)
@@ -30,6 +43,8 @@ class ConnectionFactory:
             from opsrunner.connections.local import LocalConnection
 
             return LocalConnection(spec, self.log, self.slots)
+        if self._workers is not None:
+            return self._workers.connection(spec, self.log, self.slots)
         # Imported only when a play reaches an ssh host: it imports paramiko.
         from opsrunner.connections.ssh import SSHConnection
 
@@ -53,3 +68,6 @@ class ConnectionFactory:
                 closer.start()
             for closer in closers:
                 closer.join()
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None

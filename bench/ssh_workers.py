@@ -1,0 +1,84 @@
+"""Where do ssh worker processes pay? One opsrunner run of the bench's workloads with
+`--ssh-workers K` for each K given (0: the connections in the controller's own process),
+side by side on the same hosts, alternating.
+
+    .venv/bin/python bench/ssh_workers.py --hosts 50 --workers 0,2,4,8 --reps 3 --own-process-tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench import Bench, busy_ticks  # noqa: E402
+
+
+def timed(command: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(wall s, the run's CPU s: controller and its workers, the machine's busy CPU s)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    busy = busy_ticks()
+    before = os.times()
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    after = os.times()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{command!r} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    own = (after.children_user + after.children_system) - (before.children_user + before.children_system)
+    return wall, own, (busy_ticks() - busy) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", default="50")
+    parser.add_argument("--workers", default="0,2,4,8")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--workloads", default="restart,trivial")
+    parser.add_argument("--own-process-tables", action="store_true")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="opsrunner-sshworkers-"))
+    bench = Bench(work, Path(sys.executable).parent.parent, [], args.reps, True)
+    bench.own_tables = args.own_process_tables
+    rows = ["| workload | hosts | ssh workers | median s | min-max s | run's CPU ms/host | machine CPU ms/host "
+            "| ratio to 0 workers |", "|---|---|---|---|---|---|---|---|"]
+    counts = [int(k) for k in args.workers.split(",")]
+    try:
+        for workload in args.workloads.split(","):
+            for n in (int(x) for x in args.hosts.split(",")):
+                d = work / f"{workload}-{n}"
+                base = bench.prepare("opsrunner", workload, bench.hosts(n), d)
+                results: dict[int, list[tuple[float, float, float]]] = {k: [] for k in counts}
+                for k in counts:
+                    timed([*base, "--ssh-workers", str(k)], d)  # warm-up
+                for rep in range(args.reps):
+                    for k in counts[rep % len(counts):] + counts[:rep % len(counts)]:
+                        results[k].append(timed([*base, "--ssh-workers", str(k)], d))
+                first = statistics.median(w for w, _, _ in results[counts[0]])
+                for k, runs in results.items():
+                    walls = [w for w, _, _ in runs]
+                    med = statistics.median(walls)
+                    rows.append(f"| {workload} | {n} | {k} | {med:.2f} | {min(walls):.2f}-{max(walls):.2f} | "
+                                f"{statistics.median(c for _, c, _ in runs) * 1000 / n:.1f} | "
+                                f"{statistics.median(m for _, _, m in runs) * 1000 / n:.1f} | {med / first:.2f}x |")
+                print("\n".join(rows[-len(counts):]), flush=True)
+    finally:
+        bench.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{args.reps} timed runs per cell after one warm-up each, alternating; {os.cpu_count()} CPUs.\n"
+          + "\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
