@@ -25,11 +25,11 @@ from opsrunner.playrun import PlayRun
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import Masker, masker_for
-from opsrunner.selection import RunOptions, batches, select_play_hosts, tags_selected
+from opsrunner.selection import RunOptions, batches, play_serial, select_play_hosts, serial_problem, tags_selected
 from opsrunner.sshworkers import planned_workers
 from opsrunner.startat import StartAt
 from opsrunner.taskrun import TaskRunner, started_pool, switch_interval_for
-from opsrunner.templating import LazyVars, render, template_value
+from opsrunner.templating import LazyVars, render
 
 __all__ = ["Engine", "RunOptions"]
 
@@ -123,12 +123,9 @@ class Engine:
         if not self._fail_preflight(play, hosts):
             return False
         try:
-            variables = LazyVars([play.vars, self.options.extra_vars])
-            plan = batches(hosts, template_value(play.serial, variables))
-        except (TemplateError, ValueError) as exc:
-            self.emit(Notice(f"{play.pos}: bad serial {play.serial!r}: {exc}"))
-            for host in hosts:
-                self.summary.host(host).failed += 1
+            plan = batches(hosts, play_serial(play, self.options.extra_vars))
+        except (TemplateError, ValueError):  # preflight refuses it first (exit 4): only a safety net
+            self._fail_serial(play, hosts)
             return False
         for batch in plan:
             try:
@@ -160,6 +157,17 @@ class Engine:
             self.emit(Notice(f"every host failed preflight: stopping the run in play '{play.name}'"))
             return False
         return True
+
+    def _fail_serial(self, play: Play, hosts: list[str]) -> None:
+        """A serial that cannot split the hosts fails each of them, untouched, with the reason
+        recorded as a task's (the recap, `opsrunner show` and the history name it)."""
+        problem = serial_problem(play, self.options.extra_vars)
+        why = str(problem) if problem else f"bad serial {play.serial!r}"
+        self.emit(TaskStart(play.name, "serial", "serial", hosts, False, str(play.serial_pos or play.pos)))
+        task = Task("serial", "serial", {}, play.serial_pos or play.pos, {})
+        for host in hosts:
+            self.state.record(play, task, host, TaskResult(Status.FAILED, msg=f"{why}; nothing was run on this host"),
+                              False)
 
     def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str]) -> None:
         self.state.batch = batch

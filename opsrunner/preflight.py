@@ -30,6 +30,7 @@ from opsrunner.inventory import Inventory, PatternError
 from opsrunner.modules import template as template_file
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
+from opsrunner.selection import serial_problem
 from opsrunner.taskconnection import delegate_refusal
 from opsrunner.taskflags import task_no_log
 from opsrunner.tasks import Task, iter_tasks
@@ -332,6 +333,8 @@ class PreflightReport:
 
     hosts: list[str] = field(default_factory=list)
     problems: dict[str, list[Problem]] = field(default_factory=dict)
+    #: Problems of a play keyword rendered from no host's vars (serial): every host has them.
+    play_problems: list[Problem] = field(default_factory=list)
 
     def add(self, host: str, problems: Sequence[Problem]) -> None:
         if host not in self.hosts:
@@ -341,7 +344,10 @@ class PreflightReport:
 
     def static_problems(self) -> list[Problem]:
         """The problems when every host failed for the same reasons (a mistake in the files or
-        the command line, not in one host): then nothing runs and the exit code is 4."""
+        the command line, not in one host): then nothing runs and the exit code is 4. A play
+        keyword's problem is such a mistake whatever the hosts' own are: all are told."""
+        if self.play_problems:
+            return self.listing()
         if not self.hosts or set(self.problems) != set(self.hosts):
             return []
         first = self.problems[self.hosts[0]]
@@ -381,6 +387,10 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
                     told = _as_told(play, task, task_vars, found_here, masker)
                     found += [p for p in told if p not in found]
             report.add(host, found)
+    report.play_problems = [p for play, hosts in zip(playbook.plays, plays_hosts, strict=True)
+                            if hosts and (p := serial_problem(play, variables.extra_vars))]
+    for host in report.hosts:
+        report.add(host, report.play_problems)
     return report
 
 

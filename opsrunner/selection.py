@@ -5,14 +5,15 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opsrunner.becomeopts import BecomeDefaults
 from opsrunner.connections.defaults import ConnectionDefaults
 from opsrunner.connections.startslots import DEFAULT_START_SLOTS
-from opsrunner.errors import Problem, SourcePos, ValidationError
-from opsrunner.templating import render
+from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
+from opsrunner.templating import LazyVars, render, template_value
 
 if TYPE_CHECKING:
     from opsrunner.inventory import Inventory
@@ -110,19 +111,36 @@ def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozens
     return bool(task_tags & tags)
 
 
-def _batch_size(serial: int | str, total: int) -> int:
-    if isinstance(serial, str) and serial.endswith("%"):
-        return max(1, math.floor(total * int(serial[:-1]) / 100))
-    size = int(serial)
-    return size if size > 0 else total
+def _batch_size(size: int | str, total: int) -> int:
+    if isinstance(size, str) and size.endswith("%"):
+        return max(1, math.floor(total * int(size[:-1]) / 100))
+    return int(size) if int(size) > 0 else total
+
+
+def serial_sizes(serial: Any) -> list[int | str]:
+    """A rendered serial as its list of batch sizes ([] for none: one batch of every host);
+    ValueError says why it is not one (a size that is no number, `abc%`, a mapping)."""
+    if not serial:
+        return []
+    sizes = []
+    for size in serial if isinstance(serial, list) else [serial]:
+        text = size.strip() if isinstance(size, str) else size
+        try:
+            if isinstance(text, bool) or not isinstance(text, int | float | str):
+                raise ValueError
+            sizes.append(f"{int(text[:-1])}%" if isinstance(text, str) and text.endswith("%") else int(text))
+        except ValueError:
+            raise ValueError(f"{size!r} is not a number of hosts or a percentage of them "
+                             "(e.g. 2 or '50%')") from None
+    return sizes
 
 
 def batches(hosts: list[str], serial: int | str | list[int | str] | None) -> list[list[str]]:
     """Ansible's serial: a size, a percentage of the play's hosts, or a list of them whose
     last one repeats (`[1, "50%"]`: one canary, then half of the hosts at a time)."""
-    if not serial:
+    sizes = serial_sizes(serial)
+    if not sizes:
         return [hosts]
-    sizes = serial if isinstance(serial, list) else [serial]
     out: list[list[str]] = []
     start = 0
     while start < len(hosts):
@@ -130,6 +148,22 @@ def batches(hosts: list[str], serial: int | str | list[int | str] | None) -> lis
         out.append(hosts[start:start + size])
         start += size
     return out
+
+
+def play_serial(play: Play, extra_vars: Mapping[str, Any]) -> list[int | str]:
+    """The play's serial rendered as ansible-core renders it, with the play's vars and -e (no
+    host's: it splits the hosts), and checked: TemplateError or ValueError when it cannot be."""
+    return serial_sizes(template_value(play.serial, LazyVars([play.vars, extra_vars])))
+
+
+def serial_problem(play: Play, extra_vars: Mapping[str, Any]) -> Problem | None:
+    """A serial that cannot split the play's hosts: known before any host is touched."""
+    try:
+        play_serial(play, extra_vars)
+    except (TemplateError, ValueError) as exc:
+        why = exc.bare_message if isinstance(exc, TemplateError) else str(exc)
+        return Problem(play.serial_pos or play.pos, f"bad serial {play.serial!r}: {why}", "serial")
+    return None
 
 
 def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions, *, sliced: bool = True) -> list[str]:
@@ -142,3 +176,4 @@ def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions, *, 
     if sliced and options.host_slice is not None:
         hosts = [h for h in hosts if options.host_slice.selects(h)]
     return hosts
+

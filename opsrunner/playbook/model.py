@@ -31,6 +31,7 @@ class Play:
     timeout: float | str | None = None
     role_vars: dict[str, Any] = field(default_factory=dict)  # visible to every task of the play
     hosts_pos: SourcePos | None = None  # where `hosts:` is written, for a pattern that fails to evaluate
+    serial_pos: SourcePos | None = None  # where `serial:` is written, for one that cannot split the hosts
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
             tasks=tuple(tasks),
             handlers=tuple(handlers),
             serial=raw.get("serial"),
+            serial_pos=raw.at("serial"),
             any_errors_fatal=bool(raw.get("any_errors_fatal", False)),
             strategy=str(raw.get("strategy", "linear")),
             max_fail_percentage=raw.get("max_fail_percentage"),
