@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from opsrunner.errors import TemplateError, ValidationError
+from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.templating import is_template, render
 from opsrunner.yamlsource import load_yaml_file
 
@@ -67,3 +67,19 @@ def include_file(name: str, dirs: Sequence[Path]) -> Path | None:
         if (folder / path).is_file():
             return folder / path
     return None
+
+
+def vars_file_problems(name: str, dirs: Sequence[Path], pos: SourcePos, key: str) -> list[Problem]:
+    """include_vars' file found and read as the task will read it (`dirs`: where a relative name
+    is looked up): why it cannot be, located in that file or at `pos`, the task's `file`."""
+    found = include_file(name, dirs)
+    if found is None:
+        looked = "" if Path(name).expanduser().is_absolute() else f" (looked in {', '.join(map(str, dirs))})"
+        return [Problem(pos, f"include_vars file '{name}' not found{looked}", key)]
+    try:
+        read_vars_file(found)
+    except ValidationError as exc:
+        return [Problem(p.pos, f"{p.message} (in the include_vars file at {pos})", key) for p in exc.problems]
+    except TemplateError as exc:
+        return [Problem(pos, exc.bare_message, key)]
+    return []

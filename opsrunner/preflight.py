@@ -25,7 +25,7 @@ from opsrunner.deadline_fit import grace_problems
 from opsrunner.deadlines import COMMAND_MODULES, DEFAULT_TIMEOUT_VAR, module_default, seconds
 from opsrunner.errors import ModuleFailure, Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.hostvars import VariableManager, connection_spec
-from opsrunner.includes import read_vars_file
+from opsrunner.includes import read_vars_file, vars_file_problems
 from opsrunner.inventory import Inventory, PatternError
 from opsrunner.modules import template as template_file
 from opsrunner.playbook import Play, Playbook
@@ -126,6 +126,15 @@ def _template_file_problems(task: Task, args: dict[str, Any], variables: LazyVar
         message = exc.detail if line else exc.bare_message
         return [Problem(pos, f"{message} (in the template src at {arg_pos(task, 'src')})", "template.src")]
     return []
+
+
+def _vars_file_problems(task: Task, args: dict[str, Any]) -> list[Problem]:
+    """include_vars of a templated file name, rendered from what is known before the run: the
+    file it names must exist and hold variables (an untemplated name was read at load)."""
+    raw = task.args.get("file")
+    if not isinstance(raw, str) or not is_template(raw) or not isinstance(args.get("file"), str):
+        return []
+    return vars_file_problems(args["file"], task.search_dirs("vars"), arg_pos(task, "file"), "include_vars.file")
 
 
 def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
@@ -251,6 +260,8 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
         checked = render_args(task, variables, deferred | extra, memo)
         if task.module == "template" and not looped and not checked.problems and not checked.deferred:
             return problems + _template_file_problems(task, checked.args, variables, deferred)
+        if task.module == "include_vars" and not looped and not checked.problems and not checked.deferred:
+            return problems + _vars_file_problems(task, checked.args)
         return problems + checked.problems
     try:
         items = render(loop, variables, deferred)

@@ -11,6 +11,7 @@ from typing import Any
 
 from opsrunner.coercion import coerce_args
 from opsrunner.errors import Problem, SourcePos
+from opsrunner.includes import vars_file_problems
 from opsrunner.modules.registry import module_info
 from opsrunner.templating.template_files import check_file, include_path, template_source
 from opsrunner.validation import schema_problems
@@ -47,7 +48,8 @@ def module_args(module: str, raw: Any, pos: SourcePos, path: str, filename: str,
     if not isinstance(args, dict):
         return {}, problems
     return args, (problems + _local_path_problems(module, args, pos, path, search_dirs)
-                  + _template_file_problems(module, args, pos, path, search_dirs))
+                  + _template_file_problems(module, args, pos, path, search_dirs)
+                  + _vars_file_problems(module, args, pos, path, search_dirs))
 
 
 def expression_args(module: str) -> tuple[str, ...]:
@@ -121,6 +123,18 @@ def _template_file_problems(module: str, args: dict[str, Any], pos: SourcePos, p
             problems.append(Problem(SourcePos(found.file, found.line, 1 if found.line else 0),
                                     f"{found.message} (in the {module} {key} at {where})", f"{path}.{key}"))
     return problems
+
+
+def _vars_file_problems(module: str, args: dict[str, Any], pos: SourcePos, path: str,
+                        search_dirs: list[Path]) -> list[Problem]:
+    """include_vars of a file named without a template reads it now, as a play's vars_files: a
+    missing or broken file is bad input before any host is touched (a templated name is checked
+    once rendered, preflight.py)."""
+    name = args.get("file")
+    if module != "include_vars" or not isinstance(name, str) or has_template(name):
+        return []
+    return vars_file_problems(name, search_dirs, args.at("file") if isinstance(args, PosDict) else pos,
+                              f"{path}.file")
 
 
 def _key_values(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:

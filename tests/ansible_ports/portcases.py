@@ -56,6 +56,7 @@ DELIBERATE: dict[str, str] = {
     "include_tasks_templated_name": _STATIC_INCLUDES,
     "include_tasks_missing_file": _STATIC_INCLUDES,
     "template_file_syntax_error": f"a syntax error in a template file: {_PREFLIGHT}",
+    "include_vars_missing_file": f"an include_vars file that does not exist: {_PREFLIGHT}",
     "hosts_pattern_no_match": "a play whose hosts pattern matches no host is refused (exit 1, nothing run), "
                               "against a typo silently running nothing; ansible-core skips the play (exit 0)",
 }

@@ -82,3 +82,50 @@ def test_a_good_serial_from_e_still_runs_in_batches(env: ProjectEnv) -> None:
     res = play(env, "serial.yml", "-e", "serial=50%")
     assert res.rc == 0, res.out + res.err
     assert res.out.count("TASK [touch]") == 2 and touched(env) == ["h1", "h2"]
+
+
+def include_vars_playbook(env: ProjectEnv, file: str) -> Path:
+    return write_yaml(env.project / "iv.yml", [{"hosts": "all", "tasks": [TOUCH, {"include_vars": file}]}])
+
+
+def test_a_missing_include_vars_file_is_bad_input_before_any_host(env: ProjectEnv) -> None:
+    missing = env.root / "nope.yml"
+    pb = include_vars_playbook(env, str(missing))
+    for command in ("play", "check"):
+        res = env.run(command, "iv.yml", "-i", "inv.yml")
+        assert res.rc == 4, res.out + res.err
+        assert (f"ERROR: {pb.name}:5:5: include_vars file '{missing}' not found "
+                "(at [0].tasks[1].include_vars.file)") in res.err, res.err
+    assert touched(env) == []
+
+
+def test_a_broken_include_vars_file_is_bad_input_at_its_line(env: ProjectEnv) -> None:
+    (env.project / "brokenvars.yml").write_text("a: 1\n  b: [\n")
+    pb = include_vars_playbook(env, "brokenvars.yml")
+    res = play(env, "iv.yml")
+    assert res.rc == 4, res.out + res.err
+    assert f"ERROR: {env.project / 'brokenvars.yml'}:2:" in res.err and "YAML syntax error" in res.err, res.err
+    assert f"(in the include_vars file at {pb.name}:5:5)" in res.err, res.err
+    (env.project / "listvars.yml").write_text("- 1\n")
+    include_vars_playbook(env, "listvars.yml")
+    res = play(env, "iv.yml")
+    assert res.rc == 4 and "listvars.yml must hold a mapping of variables" in res.err, res.err
+    assert touched(env) == []
+
+
+def test_an_include_vars_file_named_from_e_is_checked_before_any_host(env: ProjectEnv) -> None:
+    pb = include_vars_playbook(env, "{{ vf }}.yml")
+    res = play(env, "iv.yml", "-e", "vf=nope")
+    assert res.rc == 4, res.out + res.err
+    assert f"ERROR: {pb.name}:5:5: include_vars file 'nope.yml' not found" in res.err, res.err
+    assert touched(env) == []
+    (env.project / "good.yml").write_text("x: 1\n")
+    assert play(env, "iv.yml", "-e", "vf=good").rc == 0 and touched(env) == ["h1", "h2"]
+
+
+def test_an_include_vars_file_named_from_a_registered_result_is_read_at_run_time(env: ProjectEnv) -> None:
+    write_yaml(env.project / "iv.yml", [{"hosts": "all", "tasks": [
+        {**TOUCH, "register": "r"}, {"include_vars": "{{ r.rc }}-vars.yml"}]}])
+    res = play(env, "iv.yml")
+    assert res.rc == 2, res.out + res.err
+    assert "include_vars: 0-vars.yml not found" in res.out and touched(env) == ["h1", "h2"]
