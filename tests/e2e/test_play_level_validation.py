@@ -129,3 +129,14 @@ def test_an_include_vars_file_named_from_a_registered_result_is_read_at_run_time
     res = play(env, "iv.yml")
     assert res.rc == 2, res.out + res.err
     assert "include_vars: 0-vars.yml not found" in res.out and touched(env) == ["h1", "h2"]
+
+
+def test_a_limit_term_that_matches_no_host_is_warned_about_and_ignored(env: ProjectEnv) -> None:
+    write_yaml(env.project / "two.yml", [{"hosts": "all", "tasks": [TOUCH]}, {"hosts": "all", "tasks": [TOUCH]}])
+    res = play(env, "two.yml", "-l", "h1:nosuch")
+    assert res.rc == 0, res.out + res.err
+    warning = "[WARNING]: Could not match supplied host pattern, ignoring: nosuch"
+    assert res.err.count(warning) == 1, res.err  # once per run, not once per play
+    assert touched(env) == ["h1"]
+    none = play(env, "two.yml", "-l", "nosuch")
+    assert none.rc == 1 and "--limit 'nosuch' leave no hosts to target" in none.err, none.err
