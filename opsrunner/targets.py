@@ -40,8 +40,9 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
             return (f"slice {options.host_slice} selects none of the {len(whole)} host(s) of this run "
                     "(the other slices have them): nothing to do here")
     if playbook.plays and not any(selected):
-        patterns = ", ".join(sorted({str(p.hosts) for p in playbook.plays}))
+        distinct = sorted({str(p.hosts) for p in playbook.plays})
         limit = f" and --limit {options.limit!r}" if options.limit else ""
-        raise NoHostsToTarget(f"host pattern {patterns!r}{limit} leave no hosts to target in "
-                              f"{len(inventory.hosts)} inventory hosts; nothing was run")
+        verb = "leave" if limit or len(distinct) > 1 else "leaves"  # "A and B leave", "A leaves"
+        raise NoHostsToTarget(f"host pattern{'s' if len(distinct) > 1 else ''} {', '.join(distinct)!r}{limit} "
+                              f"{verb} no hosts to target in {len(inventory.hosts)} inventory hosts; nothing was run")
     return None

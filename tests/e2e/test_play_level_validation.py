@@ -140,3 +140,12 @@ def test_a_limit_term_that_matches_no_host_is_warned_about_and_ignored(env: Proj
     assert touched(env) == ["h1"]
     none = play(env, "two.yml", "-l", "nosuch")
     assert none.rc == 1 and "--limit 'nosuch' leave no hosts to target" in none.err, none.err
+
+
+def test_a_pattern_that_leaves_no_host_is_said_in_english(env: ProjectEnv) -> None:
+    write_yaml(env.project / "one.yml", [{"hosts": "trainers", "tasks": [TOUCH]}])
+    res = play(env, "one.yml")
+    assert res.rc == 1 and "host pattern 'trainers' leaves no hosts to target" in res.err, res.err
+    write_yaml(env.project / "two.yml", [{"hosts": "trainers", "tasks": [TOUCH]}, {"hosts": "gpus", "tasks": [TOUCH]}])
+    res = play(env, "two.yml")
+    assert res.rc == 1 and "host patterns 'gpus, trainers' leave no hosts to target" in res.err, res.err

@@ -36,7 +36,7 @@ def test_play_pattern_matching_nothing_is_an_error(tmp_path: Path) -> None:
     proj = _project(tmp_path, marker=False)
     write_yaml(proj / "playbooks" / "typo.yml", [dict(PLAY[0], hosts="trainer")])
     res = cli("play", "typo.yml", cwd=proj)
-    assert (res.rc, res.err) == (1, "ERROR: host pattern 'trainer' leave no hosts to target in 2 inventory hosts; "
+    assert (res.rc, res.err) == (1, "ERROR: host pattern 'trainer' leaves no hosts to target in 2 inventory hosts; "
                                     "nothing was run\n")
     listed = cli("play", "typo.yml", "--list-hosts", cwd=proj)
     assert listed.rc == 1
