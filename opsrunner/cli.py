@@ -6,9 +6,10 @@ import argparse
 import gc
 import json
 import sys
-from typing import IO, TYPE_CHECKING, NoReturn, cast
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 from opsrunner import __version__
+from opsrunner.cliopts import HelpFormatter, add_extra_vars, add_inventory, add_limit
 from opsrunner.connections.startslots import DEFAULT_START_SLOTS
 from opsrunner.errors import ArgumentsError, OpsrunnerError, Problem, SourcePos, Terminated, UsageError, ValidationError
 from opsrunner.exitcodes import (
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise ArgumentsError(f"{self.prog}: {message}")
 
@@ -40,9 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     play = sub.add_parser("play", help="run a playbook")
     _common(play)
-    play.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
-                      help="key=value pairs, a YAML/JSON mapping, or @file.yml (highest precedence)")
-    play.add_argument("-l", "--limit", help="further limit hosts with a pattern (a:b, a:&b, a:!b, globs)")
+    add_extra_vars(play)
+    add_limit(play)
     play.add_argument("-t", "--tags", action="append", default=[], help="only tasks with these tags")
     play.add_argument("--skip-tags", action="append", default=[], help="skip tasks with these tags")
     play.add_argument("-C", "--check", action="store_true", help="dry run: change nothing")
@@ -77,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate a playbook and inventory; touch no host")
     _common(check)
-    check.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
+    add_extra_vars(check)
     check.add_argument("-l", "--limit", help="further limit hosts with a pattern, as `play -l`: one that leaves "
                        "no host is a problem (exit 4)")
     check.add_argument("-t", "--tags", action="append", default=[], help="only tasks with these tags, as `play -t`")
@@ -104,8 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("playbook", help="playbook file; a bare name is looked up here, then in playbooks/")
-    p.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY",
-                   help="inventory file or directory (default inventory/hosts.yml)")
+    add_inventory(p)
 
 
 def _become_flags(p: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opsrunner.cliopts import OptionalCommands, help_text
 from opsrunner.modules.registry import module_info, module_names
 from opsrunner.playbook.module_args import FREE_FORM_OPTIONS
 
@@ -108,8 +109,8 @@ def _value(action: argparse.Action) -> str:
 
 
 def _usage_word(action: argparse.Action) -> str:
-    if isinstance(action, argparse._SubParsersAction):
-        return "COMMAND" if action.required else "[COMMAND]"
+    if isinstance(action, argparse._SubParsersAction):  # as --help (cliopts.HelpFormatter) says it
+        return "[COMMAND]" if isinstance(action, OptionalCommands) else "COMMAND"
     if not action.option_strings:
         word = _value(action).upper() if action.metavar is None else _value(action)
         return f"[{word}]" if action.nargs == "?" else word
@@ -131,18 +132,7 @@ def _cell(text: str) -> str:
     return text
 
 
-def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """The first help text each destination has anywhere in the tree: an option declared again
-    without one (`check -e`, `schedule add -i`) means what it means where it is explained."""
-    found: dict[str, str] = {}
-    for parent in [parser, *(c.parser for c in commands(parser))]:
-        for action in parent._actions:
-            if action.option_strings and action.help and action.help != argparse.SUPPRESS:
-                found.setdefault(action.dest, action.help)  # options only: positionals' names are reused
-    return found
-
-
-def _command_section(command: Command, helps: dict[str, str]) -> list[str]:
+def _command_section(command: Command) -> list[str]:
     actions = [a for a in command.parser._actions if _documented(a)]
     usage = " ".join(["opsrunner", *command.path, *(_usage_word(a) for a in actions)])
     out = [f"### `opsrunner {' '.join(command.path)}`", "", _cell(command.summary), "", "```", usage, "```", ""]
@@ -152,10 +142,7 @@ def _command_section(command: Command, helps: dict[str, str]) -> list[str]:
         for action in rows:
             name = ", ".join(action.option_strings) or _usage_word(action).strip("[]")
             value = _value(action) if action.option_strings else ""
-            meaning = (action.help or (helps.get(action.dest, "") if action.option_strings else "")) \
-                % {"default": action.default}
-            if isinstance(action, argparse._AppendAction | argparse._CountAction):
-                meaning += " (repeatable)"
+            meaning = help_text(action) % {"default": action.default}
             out.append(f"| `{name}` | {f'`{value}`' if value else ''} | {_default(action)} | {_cell(meaning)} |")
         out.append("")
     return out
@@ -166,12 +153,11 @@ def cli_reference() -> str:
     from opsrunner.cli import build_parser
 
     parser = build_parser()
-    helps = _helps(parser)
     top = [a for a in parser._actions if _documented(a) and a.option_strings]
     out = ["| option | meaning |", "|---|---|"]
     out += [f"| `{', '.join(a.option_strings)}` | {_cell(a.help or '')} |" for a in top] + [""]
     for command in commands(parser):
-        out += _command_section(command, helps)
+        out += _command_section(command)
     return "\n".join(out)
 
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from opsrunner.cliopts import add_extra_vars, add_inventory
 from opsrunner.connections.base import Connection
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.connections.ops import TAIL
@@ -30,15 +31,14 @@ AGENT_TIMEOUT_S = 30.0
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("logs", help="print the job log's last lines per host (--follow to stream)")
-    p.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY",
-                   help="inventory file or directory (default: the project's inventory/hosts.yml)")
+    add_inventory(p)
     p.add_argument("-l", "--limit", help="only hosts matching this pattern")
     p.add_argument("-n", "--lines", type=int, default=20, help="how many last lines (default 20)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until Ctrl-C")
     p.add_argument("--log", help="the log's path on the hosts (default: the play's log_path)")
     p.add_argument("--playbook", default="status.yml",
                    help="the play whose hosts and variables (log_path, pidfile) are used (default status.yml)")
-    p.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
+    add_extra_vars(p)
 
 
 @dataclass

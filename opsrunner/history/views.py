@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from opsrunner.cliopts import optional_commands
 from opsrunner.errors import CommandError, UsageError
 
 if TYPE_CHECKING:  # sqlite3 is imported only when a history command runs
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     hist.add_argument("-n", type=int, default=20, dest="limit", help="at most N runs (default 20)")
     hist.add_argument("--json", action="store_true", help="JSON instead of a table")
     _db_option(hist)
-    hsub = hist.add_subparsers(dest="history_command", metavar="prune")
+    hsub = optional_commands(hist, dest="history_command", metavar="prune")
     prune = hsub.add_parser("prune", help="delete runs older than --keep-days")
     prune.add_argument("--keep-days", type=float, required=True, metavar="N",
                        help="delete the runs started more than N days ago")
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     show = sub.add_parser("show", help="one run: recap, failed and changed tasks, git commit")
     show.add_argument("run_id", metavar="RUN_ID",
                       help="a run id (or a unique prefix) from `opsrunner history`, or `last`")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="JSON instead of text")
     _db_option(show)
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import IO, Any
 
+from opsrunner.cliopts import add_inventory
 from opsrunner.errors import UsageError
 from opsrunner.exitcodes import EXIT_OK
 
@@ -13,8 +14,7 @@ from opsrunner.exitcodes import EXIT_OK
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     inv = sub.add_parser("inventory", help="show the inventory as ansible-inventory does (--list, --host, --graph)")
     inv.add_argument("group", nargs="?", default="all", metavar="GROUP", help="with --graph: the group to start at")
-    inv.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY",
-                     help="inventory file or directory (default inventory/hosts.yml)")
+    add_inventory(inv)
     # One action of the three; checked after parsing, as ansible-inventory does, so that none or
     # several are a bad option (exit 5) and not a command line that does not parse (exit 2).
     inv.add_argument("--list", action="store_true", help="every group and host, with hostvars under _meta (JSON)")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from opsrunner.cliopts import add_extra_vars, add_inventory, add_limit
 from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
 from opsrunner.history.location import without_password
 from opsrunner.schedule.lastruns import LastRun, LastRuns, history_of
@@ -25,9 +26,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add = ssub.add_parser("add", help="validate a playbook, write the schedule file and install its timer")
     add.add_argument("name", help="schedule name (letters, digits, - and _)")
     add.add_argument("playbook", help="playbook file, relative to the current directory (the project)")
-    add.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY")
-    add.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS")
-    add.add_argument("-l", "--limit")
+    add_inventory(add)
+    add_extra_vars(add)
+    add_limit(add)
     when = add.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="SPEC", help="systemd OnCalendar expression: daily, 'Sun 03:00', "
                       "'*-*-* 04:00:00', 'Mon..Fri 08:30'; or a 5-field cron expression: '*/15 9-17 * * 1-5'")
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="fast-forward the project first; refuse to run on a dirty or diverged tree")
     add.add_argument("--notify", action="append", default=[], metavar="URL",
                      help="an apprise URL to alert (slack://, mailto://, ntfy://, json://, ...; a plain "
-                     "http(s) URL gets a JSON POST); repeatable")
+                     "http(s) URL gets a JSON POST)")
     add.add_argument("--notify-on", choices=("failure", "recovery", "always"), default="failure",
                      help="failure (default); recovery: failures and the first success after one; always")
     add.add_argument("--dashboard", metavar="URL", help="the dashboard's address (opsrunner serve): alerts "
