@@ -33,7 +33,16 @@ class LineInFileModule(Module):
             return TaskResult(Status.OK, msg=reply.get("msg", ""), data={"backup": ""})
         diff = unified(reply["before"], reply["after"], str(args["path"])) if ctx.diff_mode else ""
         data = {"backup": reply.get("backup_file", "")}
-        return TaskResult(Status.CHANGED, changed=True, msg=reply["msg"], diff=diff, data=data)
+        msg = _would(state, reply["before"], reply["after"]) if ctx.check_mode else reply["msg"]
+        return TaskResult(Status.CHANGED, changed=True, msg=msg, diff=diff, data=data)
+
+
+def _would(state: str, before: str, after: str) -> str:
+    """Check mode's message: what the edit would do (the agent's says it was done, which it was not)."""
+    old, new = len(before.splitlines()), len(after.splitlines())
+    if state == "absent":
+        return f"would remove {old - new} line(s)"
+    return "would add the line" if new > old else "would replace the line"
 
 
 MODULE = LineInFileModule()

@@ -111,7 +111,7 @@ def test_lineinfile_add_replace_absent_insertafter_diff(edge_target: Target, tmp
         ["changed", "changed", "ok", "changed"]
     assert f.read_text() == "# header\nA=1\nB=2\nx=2\n"
     dry = edge_target.play([li("rm", regexp="^x=", state="absent")], "--check", "--diff")
-    assert dry.end("rm")["msg"] == "1 line(s) removed" and "-x=2" in dry.out and "x=2" in f.read_text()
+    assert dry.end("rm")["msg"] == "would remove 1 line(s)" and "-x=2" in dry.out and "x=2" in f.read_text()
     assert edge_target.play([li("rm", regexp="^x=", state="absent")]).end("rm")["status"] == "changed"
     assert f.read_text() == "# header\nA=1\nB=2\n"
     missing = edge_target.play([{"name": "m", "lineinfile": {"path": str(tmp_path / "no"), "line": "a"}}])
