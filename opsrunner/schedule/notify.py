@@ -62,16 +62,20 @@ QUERY_MASK = "****"
 def label(url: str) -> str:
     """The URL as notes and warnings show it: apprise's privacy form (passwords and tokens
     elided), without its options; a web hook's own query parameters are named, their values
-    masked (`?token=****`: a hook's query often is its credential)."""
+    masked (`?token=****`: a hook's query often is its credential). A plain http(s) hook is
+    shown as given (`http://...`), not as the json:// URL apprise posts it through."""
     import apprise
     from apprise.plugins.custom_form import NotifyForm
     from apprise.plugins.custom_json import NotifyJSON
     from apprise.plugins.custom_xml import NotifyXML
 
-    plugin = apprise.Apprise.instantiate(resolve(url), suppress_exceptions=True)
+    target = resolve(url)
+    plugin = apprise.Apprise.instantiate(target, suppress_exceptions=True)
     if plugin is None:
         return "(an unusable URL)"
     shown: str = plugin.url(privacy=True).split("?", 1)[0]
+    if target != url:  # a plain web hook: its own http(s) scheme, not the json:// it is sent through
+        shown = url.split(":", 1)[0].lower() + shown[shown.index("://"):]
     if isinstance(plugin, NotifyJSON | NotifyXML | NotifyForm) and plugin.params:
         shown += "?" + "&".join(f"{name}={QUERY_MASK}" for name in plugin.params)
     return shown

@@ -29,8 +29,8 @@ class Env(ProjectEnv):
 
 
 def hook(alerts: Alerts) -> str:
-    """How notes name the receiver: the apprise URL its plain http URL is posted through."""
-    return alerts.url.replace("http://", "json://")
+    """How notes name the receiver: the plain http URL given to --notify."""
+    return alerts.url
 
 
 def git(project: Path, *args: str) -> str:
