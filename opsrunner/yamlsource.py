@@ -207,12 +207,22 @@ def load_yaml_text(text: str, filename: str) -> Any:
         msg = f"YAML syntax error: unacceptable character {code}: {exc.reason}"
         raise ValidationError([Problem(text_pos(text, exc.position, filename), msg)]) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        pos = _mark_pos(filename, mark) if mark else SourcePos(filename)
-        msg = f"YAML syntax error: {exc.problem or exc.context}"
-        raise ValidationError([Problem(pos, msg)]) from None
+        raise ValidationError([_syntax_problem(filename, exc)]) from None
     except yaml.YAMLError as exc:
         raise ValidationError([Problem(SourcePos(filename), f"YAML error: {exc}")]) from None
+
+
+def _syntax_problem(filename: str, exc: yaml.MarkedYAMLError) -> Problem:
+    """PyYAML's syntax error at its mark. A quoted string never closed is found at the end of
+    the file, lines past the mistake: it is named where the quote opened (the context mark)."""
+    if (exc.context == "while scanning a quoted scalar" and exc.context_mark and exc.problem_mark
+            and exc.problem == "found unexpected end of stream"):
+        end = _mark_pos(filename, exc.problem_mark)
+        return Problem(_mark_pos(filename, exc.context_mark), "YAML syntax error: unterminated quoted string "
+                       f"opened here (found the end of the file at {end.line}:{end.col})")
+    mark = exc.problem_mark or exc.context_mark
+    pos = _mark_pos(filename, mark) if mark else SourcePos(filename)
+    return Problem(pos, f"YAML syntax error: {exc.problem or exc.context}")
 
 
 def load_yaml_file(path: Path) -> Any:
