@@ -57,9 +57,11 @@ def release_text(release: str | None, commit: str | None) -> str:
     return f"release {release} ({f'commit {commit}' if commit else 'no git commit'})"
 
 
-def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Status, str]:
+def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool = False) -> tuple[Status, str]:
     """The task's status and the rollback's part of the line (after_failure: it follows what
-    failed, so a rollback that fails fails "too")."""
+    failed, so a rollback that fails fails "too"). by_hand (not `auto`): a rollback asked for
+    that finds nothing to roll back to fails, as one finding no release before current does;
+    the restart's own rescue fails the run with its `fail` task, so there it is only said."""
     outcome, where = reply.get("outcome"), release_text(reply.get("release"), reply.get("commit"))
     if outcome == "rolled_back":
         return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified"
@@ -70,7 +72,7 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True) -> tuple[Stat
             f"no rollback needed: the last good run ({where}, pid {reply.get('pid')}) is still running; nothing "
             f"was stopped{back}")
     if outcome == "no_good_run":
-        return Status.OK, f"no rollback: {reply.get('why')}"
+        return Status.FAILED if by_hand else Status.OK, f"no rollback: {reply.get('why')}"
     if outcome == "would":
         stop = ", ".join(map(str, reply.get("stopped") or [])) or "nothing running"
         switch = ""
@@ -139,7 +141,7 @@ class RollbackModule(Module):
             if reply.get("outcome") == "launched":
                 status, text = _judge(ctx, args, reply, progress, bool(failed), extra)
             else:
-                status, text = outcome_text(reply, after_failure=bool(failed))
+                status, text = outcome_text(reply, after_failure=bool(failed), by_hand=not args.get("auto"))
         except ModuleFailure as exc:
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
