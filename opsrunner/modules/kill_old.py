@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
+from opsrunner import interrupts
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
@@ -11,7 +13,11 @@ from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_jobs import GpuWaitArgs, KillArgs, ProcInfo
+    from opsrunner.remote.protocol_jobs import GpuWaitArgs, KillArgs, KillReply, ProcInfo
+
+#: Seconds of each wait for the signalled processes to exit: how fresh an interrupted stop's
+#: record of what still ran is.
+FOLLOW_S = 1.0
 
 
 def _clip(text: str, width: int) -> str:
@@ -43,18 +49,23 @@ class KillOldModule(Module):
             request["signal"] = str(args["signal"])
         if "grace" in args:
             request["grace"] = float(args["grace"])
-        reply = ctx.agent(ops.KILL, request)
+        if ctx.check_mode:
+            reply = ctx.agent(ops.KILL, request)
+            killed = reply.get("killed", [])
+            ctx.ledger.would_stop.update(int(p) for p in reply.get("main", []))
+            msg = f"would kill {len(killed)}: {describe(killed)}" if killed else "nothing to kill"
+            return TaskResult(Status.CHANGED if killed else Status.OK, msg=msg, changed=bool(killed),
+                              data={"killed": killed, "pids": [p["pid"] for p in killed], "forced": []})
+        reply = _Stop(ctx, request, float(args.get("grace", 10))).run()
         killed = reply.get("killed", [])
         data: dict[str, Any] = {"killed": killed, "pids": [p["pid"] for p in killed],
                                 "forced": reply.get("forced", [])}
-        if ctx.check_mode:
-            ctx.ledger.would_stop.update(int(p) for p in reply.get("main", []))
-            msg = f"would kill {len(killed)}: {describe(killed)}" if killed else "nothing to kill"
-            return TaskResult(Status.CHANGED if killed else Status.OK, msg=msg, changed=bool(killed), data=data)
         msg = f"killed {len(killed)}: {describe(killed)}" if killed else "no old process found"
         if reply.get("forced"):
             msg += f"; SIGKILL needed for {len(reply['forced'])} after {args.get('grace', 10)}s grace"
         if args.get("wait_gpu_free") is not None:
+            interrupts.so_far(ctx.host, ctx.task, f"stop interrupted while waiting for GPU memory to be released: "
+                                                  f"{msg}")
             msg += "; " + self._wait_gpu(ctx, args, data)
         return TaskResult(Status.CHANGED if killed else Status.OK, msg=msg, changed=bool(killed), data=data)
 
@@ -74,6 +85,62 @@ class KillOldModule(Module):
             raise ModuleFailure(f"GPU memory still in use {wait:g}s after the kill ({busy}; "
                                 f"free means below {below:g} MB)", data)
         return f"GPU memory released (all below {below:g} MB)"
+
+
+class _Stop:
+    """The stop in steps (remote/procs.py's op_kill): select and signal, then wait in slices
+    of FOLLOW_S for those signalled to exit, then SIGKILL what is left after the grace. After
+    each step the task's interrupted record is what was done so far (interrupts.so_far): a
+    run stopped meanwhile says which signals went to which pids, and which still ran at the
+    last look, where a single request would leave only "not known"."""
+
+    def __init__(self, ctx: TaskContext, request: KillArgs, grace: float) -> None:
+        self.ctx, self.request, self.grace = ctx, request, grace
+        self.t0 = time.monotonic()
+
+    def run(self) -> KillReply:
+        self._so_far("stop interrupted before the target answered: it may have signalled the job; what it "
+                     "sent is not known")
+        first = self._agent({**self.request, "signal_only": True})
+        pairs = first.get("signalled") or []
+        if not pairs:
+            return first
+        sig, sent_at = first.get("signal", "SIGTERM"), time.time()
+        names = dict((p["pid"], p) for p in first.get("killed", []))
+        sent = f"sent {sig} to {len(pairs)} at {_clock(sent_at)}: " + describe(
+            [names[p[0]] for p in pairs if p[0] in names])
+        left = pairs
+        self._so_far(f"stop interrupted: {sent}; all were running then; SIGKILL after {self.grace:g}s grace "
+                     "was not sent")
+        follow: KillArgs = {"follow": left, "main": first.get("main", [])}
+        if "pidfile" in self.request:
+            follow["pidfile"] = self.request["pidfile"]
+        while left and time.time() - sent_at < self.grace:
+            wait = min(FOLLOW_S, self.grace - (time.time() - sent_at))
+            left = self._agent({**follow, "follow": left, "wait": wait}).get("left") or []
+            still = ", ".join(str(p[0]) for p in left) or "none"
+            self._so_far(f"stop interrupted: {sent}; still running at {_clock(time.time())} (the last look): "
+                         f"{still}; SIGKILL after {self.grace:g}s grace was not sent")
+        first["forced"] = []
+        if left:
+            self._so_far(f"stop interrupted: {sent}; SIGKILL sent at {_clock(time.time())} after {self.grace:g}s "
+                         f"grace to {', '.join(str(p[0]) for p in left)}, still running then; whether they are "
+                         "gone is not known")
+            first["forced"] = self._agent({**follow, "follow": left, "force": True}).get("forced") or []
+        return first
+
+    def _agent(self, request: KillArgs) -> KillReply:
+        """One step, under what is left of the task's timeout."""
+        timeout = self.ctx.timeout
+        left = None if timeout is None else max(0.5, timeout - (time.monotonic() - self.t0))
+        return self.ctx.agent(ops.KILL, request, timeout=left)
+
+    def _so_far(self, text: str) -> None:
+        interrupts.so_far(self.ctx.host, self.ctx.task, text)
+
+
+def _clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
 
 
 MODULE = KillOldModule()

@@ -6,6 +6,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from opsrunner import interrupts
 from opsrunner.connections import ops
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
@@ -62,6 +63,8 @@ class LaunchDetachedModule(Module):
         for key in ("chdir", "log", "pidfile", "umask", "release_link"):
             if key in args:
                 request[key] = str(args[key])
+        if not ctx.check_mode:
+            interrupts.so_far(ctx.host, ctx.task, _interrupted_text(args))
         # Behind a wrapper chain the launch gets an exec session of its own (own_session.py).
         reply, survival = start_in_own_session(ctx, ops.LAUNCH, request, None, _fresh_job, "launched")
         data: dict[str, Any] = {k: v for k, v in reply.items()
@@ -83,6 +86,18 @@ class LaunchDetachedModule(Module):
         if survival.unseen:  # then what the chain does at a session's end was not seen: say so
             result.warnings.append(end_not_seen("the launch's"))
         return result
+
+
+def _interrupted_text(args: dict[str, Any]) -> str:
+    """An interrupted run's record of this launch, should it be cut short before the reply:
+    the agent then ends what the request started, but a job may have started (and written to
+    its log) first, and only the target's records can tell."""
+    if not args.get("pidfile"):
+        return ("launch interrupted before the target answered: whether the job started is not known, and with no "
+                "pidfile nothing on the target records it")
+    return (f"launch interrupted before the target answered: whether the job started is not known here; the launch "
+            f"record beside {args['pidfile']} says what the target had done (the job's pid and start time, or that "
+            "it had started none yet), and the next verify or status reads it")
 
 
 def _fresh_job(reply: LaunchReply) -> tuple[int | None, int | None]:

@@ -107,6 +107,15 @@ def _ended_text(record: ExitRecord, meta: LaunchRecord | None) -> tuple[str, str
     return (f"exited {code}"), text
 
 
+def _stop_signals(meta: LaunchRecord | None, pid: int | None) -> str | None:
+    """What opsrunner sent the job `pid` to stop it, and when, from its launch record
+    ("SIGTERM at T", "SIGTERM, then SIGKILL, at T"); None where the record says of none."""
+    stopped = (meta or {}).get("stopped")
+    if not stopped or pid is None or (meta or {}).get("pid") != pid:
+        return None
+    return f"{', then '.join(stopped['signals']) or 'a signal'} at {when(stopped['at'])}"
+
+
 def _torn_down(pid: int) -> bool:
     """A live pid without a cmdline: the job is exiting, its memory being released."""
     p = read_proc(pid)
@@ -121,10 +130,16 @@ def _job_state(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> tup
     running = alive(pid, start) if pid else False
     record = exit_record(pidfile, pid) if pidfile and not running else None
     if record:
-        return _ended_text(record, meta)
+        name, text = _ended_text(record, meta)
+        how = _stop_signals(meta, record.get("pid"))
+        return (name, text + (f"; opsrunner had sent it {how} to stop it" if how else ""))
     if pidfile and pid is None and meta and meta.get("error"):
         return "never started", (f"never started: the launch at {when(meta.get('started_at') or 0)} failed: "
                                  f"{meta['error']}")
+    if pidfile and pid is None and meta and meta.get("launching"):
+        return "unknown", (f"not known whether it started: the launch at {when(meta.get('started_at') or 0)} was "
+                           "cut short before it recorded a job (the run that launched it was interrupted, or it is "
+                           "still under way); no process of it is counted")
     if state.log_error:
         return "unknown", f"the log {log} cannot be read: {state.log_error}"
     if pidfile and pid is None and log and state.log_size is None:
@@ -133,6 +148,10 @@ def _job_state(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> tup
         return "ending", (f"ending: the job (pid {pid}) is being torn down (no cmdline left) and has not recorded "
                           "an exit status yet")
     if pidfile and pid and not running:
+        how = _stop_signals(meta, pid)
+        if how:
+            return "not running", (f"not running: the job (pid {pid}) was stopped by opsrunner ({how}); no exit "
+                                   "status was recorded")
         return "not running", f"not running: pid {pid} from {pidfile} is gone and no exit status was recorded"
     if not pidfile and not state.procs and log and state.log_size is None:
         return "never started", f"never started: no matching process and no log at {log}"

@@ -8,8 +8,11 @@ from __future__ import annotations
 import os
 import time
 
+from .atomic import write_atomic
 from .guards import Refused
 from .reads import Unreadable, load_json, read_json, read_small
+from .watchdog import ignored
+from .wire import json_dumps
 
 #: The supervisor's command line starts with this (launch.py); it never names the job.
 SUPERVISOR_NAME = "opsrunner-supervisor"
@@ -102,6 +105,12 @@ def as_launch_record(raw: Mapping[str, object]) -> LaunchRecord:
         record["earlier_supervisors"] = [[_int(v) for v in pair] for pair in earlier if isinstance(pair, list)]
     if isinstance(error, str):
         record["error"] = error
+    if raw.get("launching") is True:
+        record["launching"] = True
+    stopped = raw.get("stopped")
+    if isinstance(stopped, dict) and isinstance(stopped.get("at"), (int, float)):
+        record["stopped"] = {"at": stopped["at"], "signals": [str(s) for s in stopped.get("signals") or []
+                                                               if isinstance(s, str)]}
     env = raw.get("env")
     if isinstance(env, dict):
         record["env"] = dict((str(k), str(v)) for k, v in env.items())
@@ -197,6 +206,19 @@ def trusted_pid(pidfile: str, procs: Mapping[int, Proc], pattern: str | None = N
         why = f"not the job launched at {when(meta.get('started_at'))}"
     raise Refused("pidfile-trust", f"{found}, {why}; refusing to signal or count it (a pattern that "
                   "matches the job's command line makes it trusted)")
+
+def mark_stopped(pidfile: str, pid: int, signal_name: str) -> None:
+    """The launch record of the job `pid` says opsrunner sent it `signal_name`, and when: a job
+    found gone later is told stopped, not crashed, even where no exit status was recorded.
+    Nothing is written where the record names another job or cannot be read."""
+    path = pidfile_paths(pidfile)["meta"]
+    raw = read_json(path, "launch record")
+    if raw is None or raw.get("pid") != pid:
+        return
+    earlier = as_launch_record(raw).get("stopped")
+    raw["stopped"] = {"at": time.time(), "signals": [*(earlier["signals"] if earlier else []), signal_name]}
+    with ignored(OSError):  # the stop itself goes on: this record only explains it later
+        write_atomic(path, json_dumps(raw).encode(), 0o600)
 
 def exit_record(pidfile: str, pid: int | None) -> ExitRecord | None:
     raw = read_json(pidfile_paths(pidfile)["exit"], "exit file")

@@ -19,7 +19,7 @@ from .procs import alive, read_proc, send_signal
 from .programs import resolve_program
 from .reads import check_regular, file_size, read_json, tail_lines
 from .releases import resolve_release_link
-from .watchdog import PR_SET_CHILD_SUBREAPER, load_prctl, open_pidfd
+from .watchdog import PR_SET_CHILD_SUBREAPER, ignored, load_prctl, open_pidfd
 from .wire import json_dumps
 
 TYPE_CHECKING = False
@@ -65,10 +65,8 @@ def op_launch(args: LaunchArgs) -> LaunchReply:
         return {"changed": True, "would_launch": args["argv"], "program": program}
     log_offset = (file_size(args["log"]) or 0) if args.get("log") else 0
     earlier = _earlier_supervisors(paths["pid"]) if paths else []
-    if paths:
-        for path in (paths["exit"], paths["meta"]):
-            if os.path.lexists(path):
-                os.unlink(path)
+    if paths and os.path.lexists(paths["exit"]):
+        os.unlink(paths["exit"])
     # The exact launch (env and chdir too), so a rollback can start it again as it was; the
     # file is 0600 as the environment may hold secrets.
     record: LaunchRecord = {"pid": None, "start": None, "argv": args["argv"], "log": args.get("log"),
@@ -80,29 +78,65 @@ def op_launch(args: LaunchArgs) -> LaunchReply:
         record["earlier_supervisors"] = earlier
     if problem:
         return _failed_launch(paths, record, problem)
+    if paths:
+        failed = _record_launching(paths, record)
+        if failed:
+            return {"error": failed}
     pid, error, record["supervisor"] = _spawn(args, paths["exit"] if paths else None)
     if error or pid is None:
+        record.pop("launching", None)
         return _failed_launch(paths, record, f"could not start the job: {error}")
     return _launched(args, paths, record, pid)
 
 
+def _record_launching(paths: JobPaths, record: LaunchRecord) -> str | None:
+    """Before the job starts: a record of this launch (its log offset, its start time) that
+    says it has started no job yet, and no pidfile naming the job it replaces. A launch cut
+    short from here on (the agent ends a request's processes when the controller goes away)
+    leaves the truth for the next verify, not the stopped job's pid and record. Why it cannot
+    be written, or None."""
+    record["launching"] = True
+    try:
+        write_atomic(paths["meta"], json_dumps(record).encode(), RECORD_MODE)
+        if os.path.lexists(paths["pid"]):
+            os.unlink(paths["pid"])  # names a job already stopped: it must not be trusted
+    except OSError as exc:
+        return (f"cannot write the launch record {paths['meta']}: {exc.strerror} (errno {exc.errno}); the job "
+                "was not started")
+    return None
+
+
+def _record_job(paths: JobPaths, record: LaunchRecord, pid: int) -> str | None:
+    """The job started: its launch record and pidfile name it (and its start time) at once,
+    before the launch waits to see whether it ends at once; why they cannot be written, or None."""
+    p = read_proc(pid)
+    record["pid"], record["start"] = pid, (p.start if p is not None and p.sid == pid else None)
+    record.pop("launching", None)
+    try:
+        write_atomic(paths["meta"], json_dumps(record).encode(), RECORD_MODE)
+        write_atomic(paths["pid"], f"{pid}\n".encode())
+    except OSError as exc:
+        return f"cannot write {paths['pid']}: {exc.strerror} (errno {exc.errno})"
+    return None
+
+
 def _launched(args: LaunchArgs, paths: JobPaths | None, record: LaunchRecord, pid: int) -> LaunchReply:
     """Record the launch; a job that already ended is reported with its exit status."""
+    if paths:
+        failed = _record_job(paths, record, pid)
+        if failed:
+            send_signal(-pid, signal.SIGKILL)  # never leave a job that nothing tracks
+            return {"error": f"{failed}; the job (pid {pid}) was killed"}
     p = _settle(pid)
     ended: ExitRecord | None = None
     if p is None or p.state == "Z" or p.sid != pid:
         ended = _await_exit(paths["exit"], pid) if paths else {"pid": pid, "unknown": True}
-    record["pid"] = pid
-    record["start"] = p.start if p is not None and p.sid == pid else (ended or {}).get("start")
-    if paths:
-        try:
+    start = p.start if p is not None and p.sid == pid else (ended or {}).get("start")
+    if paths and start != record["start"]:  # it ended before its start time was read: the exit record's
+        record["start"] = start
+        with ignored(OSError):  # the job has ended: the record names it by pid, its exit record says how
             write_atomic(paths["meta"], json_dumps(record).encode(), RECORD_MODE)
-            write_atomic(paths["pid"], f"{pid}\n".encode())
-        except OSError as exc:
-            if ended is None:
-                send_signal(-pid, signal.SIGKILL)  # never leave a job that nothing tracks
-            return {"error": f"cannot write {paths['pid']}: {exc.strerror} (errno {exc.errno}); the job "
-                             f"(pid {pid}) was killed"}
+    record["start"] = start
     reply: LaunchReply = {"changed": True, "pid": pid, "log": args.get("log"),
                           "exit_file": paths["exit"] if paths else None}
     if ended is None and p is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from .jobfiles import SUPERVISOR_NAME, launch_record, live_supervisors, trusted_pid
+from .jobfiles import SUPERVISOR_NAME, launch_record, live_supervisors, mark_stopped, trusted_pid
 from .reads import NotRegular, read_small
 from .watchdog import ignored, open_pidfd, walk
 
@@ -210,28 +210,69 @@ def _eligible(p: Proc, protected: set[int], uid: int | None) -> bool:
 
 
 def op_kill(args: KillArgs) -> KillReply:
+    """Stop the selected processes: the signal, up to `grace` seconds for them to exit, then
+    SIGKILL. The controller's kill_old asks in steps instead, to know what was done should the
+    run be interrupted meanwhile: `signal_only` (select and signal), then `follow` (wait a
+    while for those signalled; with `force`, SIGKILL what is left)."""
+    if args.get("follow") is not None:
+        return _follow(args)
     procs = table()
     selected, main = select(args, procs)
     victims = [procs[pid].as_dict() for pid in selected]
     if args.get("check_mode") or not selected:
         return {"changed": bool(selected), "killed": victims, "main": main}
     starts = dict((pid, procs[pid].start) for pid in selected)
-    sig: int = getattr(signal, "SIG" + str(args.get("signal", "TERM")).upper().replace("SIG", ""))
-    for pid in selected:
-        if alive(pid, starts[pid]):  # never a pid reused since the table was read
-            send_signal(pid, sig)
+    name = "SIG" + str(args.get("signal", "TERM")).upper().replace("SIG", "")
+    sig: int = getattr(signal, name)
+    signalled = [pid for pid in selected if alive(pid, starts[pid])]  # never a pid reused since the table was read
+    for pid in signalled:
+        send_signal(pid, sig)
+    _mark_stopped(args, main, signalled, name)
+    if args.get("signal_only"):
+        return {"changed": True, "killed": victims, "main": main, "signal": name,
+                "signalled": [[pid, starts[pid]] for pid in signalled]}
     survivors = _wait_gone(starts, float(args.get("grace", 10)))
+    return _force(args, starts, survivors, victims, main, procs)
+
+
+def _force(args: KillArgs, starts: Mapping[int, int], survivors: set[int], victims: list[ProcInfo],
+           main: list[int], procs: Mapping[int, Proc]) -> KillReply:
+    """SIGKILL to what outlived the grace, and confirm it is gone."""
     forced = sorted(survivors)
     for pid in survivors:
         send_signal(pid, signal.SIGKILL)
+    if forced:
+        _mark_stopped(args, main, forced, "SIGKILL")
     survivors = _wait_gone(dict((p, starts[p]) for p in survivors), 5.0)
     result: KillReply = {"changed": True, "killed": victims, "main": main, "forced": forced}
     if survivors:
-        left = [procs[pid].as_dict() for pid in sorted(survivors)]
+        left = [procs[pid].as_dict() for pid in sorted(survivors) if pid in procs]
         result["error"] = "processes survived SIGKILL: " + "; ".join(
             f"{p['pid']} ({p['cmdline'][:120]})" for p in left)
         result["survivors"] = left
     return result
+
+
+def _follow(args: KillArgs) -> KillReply:
+    """The processes an earlier signal_only step signalled ([pid, start] pairs): wait up to
+    `wait` seconds for them to exit and say which are left; with `force`, SIGKILL those left
+    and confirm they are gone."""
+    starts = dict((int(pair[0]), int(pair[1])) for pair in args.get("follow") or [])
+    main = [pid for pid in starts if pid in (args.get("main") or [])]
+    if args.get("force"):
+        procs = dict((pid, read_proc(pid)) for pid in starts)
+        live = dict((pid, p) for pid, p in procs.items() if p is not None and p.start == starts[pid] and p.state != "Z")
+        return _force(args, starts, set(live), [], main, live)
+    left = _wait_gone(starts, float(args.get("wait", 0)))
+    return {"changed": True, "killed": [], "main": main, "left": [[pid, starts[pid]] for pid in sorted(left)]}
+
+
+def _mark_stopped(args: KillArgs, main: list[int], pids: list[int], name: str) -> None:
+    """The pidfile's job, signalled here: its launch record says so (mark_stopped)."""
+    pidfile = args.get("pidfile")
+    for pid in main:
+        if pidfile and pid in pids:
+            mark_stopped(pidfile, pid, name)
 
 
 def send_signal(pid: int, sig: int) -> None:

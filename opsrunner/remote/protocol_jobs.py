@@ -63,6 +63,12 @@ if TYPE_CHECKING:
         earlier_supervisors: list[list[int | None]]
         #: Why the launch failed (the job never started).
         error: str
+        #: Written before the job starts, dropped once the record names it: a record that still
+        #: has it is of a launch cut short before it knew whether its job started.
+        launching: bool
+        #: opsrunner signalled this job (kill_old, a rollback's stop): when it last did, and the
+        #: signals sent, in order ("SIGTERM", then "SIGKILL" after the grace).
+        stopped: StopMark
         #: The launch's extra environment and directory (0600 file: env may hold secrets).
         env: dict[str, str]
         chdir: str | None
@@ -73,10 +79,24 @@ if TYPE_CHECKING:
         commit: str | None
 
     # -- kill, select -------------------------------------------------------------------------
+    class StopMark(TypedDict):
+        """What opsrunner sent a job it stopped (a launch record's `stopped`)."""
+        at: float
+        signals: list[str]
+
     class KillArgs(Selector, total=False):
         signal: str
         grace: float
         check_mode: bool
+        #: Select and signal, then reply at once with what was signalled (`signalled`).
+        signal_only: bool
+        #: [[pid, start], ...] signalled by an earlier signal_only request: wait up to `wait`
+        #: seconds for them to exit (reply: `left`), or with `force` SIGKILL those left.
+        follow: list[list[int]]
+        wait: float
+        force: bool
+        #: With follow: the pidfile's pids among them (their launch record is marked stopped).
+        main: list[int]
 
     class _KillReplyBase(ErrorReply):
         changed: bool
@@ -87,6 +107,11 @@ if TYPE_CHECKING:
     class KillReply(_KillReplyBase, total=False):
         #: Pids that needed SIGKILL after the grace.
         forced: list[int]
+        #: signal_only: the signal's name, and [[pid, start], ...] of the processes sent it.
+        signal: str
+        signalled: list[list[int]]
+        #: follow: [[pid, start], ...] of those still alive after the wait.
+        left: list[list[int]]
         #: Processes still alive after SIGKILL (with "error").
         survivors: list[ProcInfo]
 
