@@ -7,7 +7,7 @@ run checks again what renders differently by then; both through one memo (Memo).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -64,10 +64,46 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
     for p in schema_problems(args, schema, str(task.pos.file)):
         path = f"{task.module}.{p.key_path}" if p.key_path else task.module
         problems.append(Problem(arg_pos(task, p.key_path) if p.key_path else task.pos, p.message, path))
+    if not problems:  # the arguments there are, also where others are deferred
+        problems += value_problems(task, args)
     if not problems and not partial:
         problems += [Problem(getattr(task.args, "pos", task.pos), msg, task.module)
                      for msg in get_module(task.module).sanity(args)]
     return TaskArgs(args, problems or directory_problems(task, args))
+
+
+#: (the argument's key path, what is wrong with its value) for each bad value found.
+Findings = list[tuple[str, str]]
+
+
+def value_problems(task: Task, args: Mapping[str, Any]) -> list[Problem]:
+    """Values the target would refuse whatever it holds, told at their key before any host is
+    touched: a restart must not stop the job and only then find its launch or clear unusable."""
+    rule = _VALUE_RULES.get(task.module)
+    return [Problem(arg_pos(task, key), message + origin(task, key), f"{task.module}.{key}")
+            for key, message in (rule(args) if rule else [])]
+
+
+def _launch_program(args: Mapping[str, Any]) -> Findings:
+    """launch_detached's program: a blank command runs `sh -c ' '`, which exits 0 at once
+    (reported as launched), and a blank argv[0] is refused only on the target."""
+    argv = args.get("argv")
+    if isinstance(argv, list) and argv and not str(argv[0]).strip():
+        return [("argv[0]", f"the program {str(argv[0])!r} is blank: there is no program to run")]
+    command = args.get("command")
+    if isinstance(command, str) and command and not command.strip():
+        return [("command", f"{command!r} is blank: there is no program to run")]
+    return []
+
+
+def _clear_cache_paths(args: Mapping[str, Any]) -> Findings:
+    from opsrunner.modules.clear_cache import refused_anywhere  # the module's code: loaded when used
+
+    return refused_anywhere(args)
+
+
+_VALUE_RULES: dict[str, Callable[[Mapping[str, Any]], Findings]] = {
+    "launch_detached": _launch_program, "clear_cache": _clear_cache_paths}
 
 
 #: Checks already made in one preflight: (task, rendered arguments) -> problems. Hosts usually

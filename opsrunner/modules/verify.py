@@ -60,6 +60,9 @@ class VerifyModule(Module):
     def sanity(self, args: dict[str, Any]) -> list[str]:
         if not any(k in args for k in CHECK_KEYS):
             return ["verify needs at least one check: processes, min_processes, log, port or gpu_min_memory_mb"]
+        # verify.json says so for a verify task; rollback's `verify` is checked only here.
+        if args.get("log") == "":
+            return ["verify log '' should be non-empty: an empty log would skip every log check"]
         return []
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
