@@ -84,14 +84,23 @@ class VerifyModule(Module):
                 "processes": len(procs), "log_size": reply.get("log_size")}
         data.update({k: status.get(k) for k in STATUS_KEYS})
         if reply.get("ok"):
-            passed = ", ".join(f"{c[0]}={c[3]}" for c in reply["checks"])
-            msg = f"all checks passed: {passed}\n{status_line(status)}"
-            if reply.get("good"):
-                data["good"] = reply["good"]
-                msg += "\nrecorded as the last good run" + (f" (release {reply['good']['release']})"
-                                                            if reply["good"].get("release") else "")
-            return TaskResult(Status.OK, msg=msg, data=data)
+            return _passed(request, reply, data, status_line(status))
         return _failure(args, reply, data, ctx.timeout)
+
+
+def _passed(request: VerifyArgs, reply: VerifyReply, data: dict[str, Any], status: str) -> TaskResult:
+    passed = ", ".join(f"{c[0]}={c[3]}" for c in reply["checks"])
+    result = TaskResult(Status.OK, msg=f"all checks passed: {passed}\n{status}", data=data)
+    good = reply.get("good")
+    if good:
+        data["good"] = good
+        result.msg += "\nrecorded as the last good run" + (f" (release {good['release']})"
+                                                          if good.get("release") else "")
+    elif request.get("record_good"):  # asked for, and nothing recorded: say so
+        why = ("the pidfile names no running job started by launch_detached" if request.get("pidfile")
+               else "it needs a pidfile")
+        result.warnings.append(f"record_good: nothing was recorded as the last good run: {why}")
+    return result
 
 
 def _failure(args: dict[str, Any], reply: VerifyReply, data: dict[str, Any], timeout: float | None) -> TaskResult:

@@ -101,6 +101,17 @@ def _regex_checks(args: VerifyArgs, log: str, state: VerifyState, size: int | No
                     f"found {m.group(0)!r}" if m else "absent"))
 
 
+def _job_check(pidfile: str, by_pattern: bool, count: int) -> Check:
+    """A verify that names a pidfile and states no count wants its job running (`processes: 0`
+    says it must be stopped): without this a job that exited or never started passed."""
+    if by_pattern:  # the pattern's processes were counted: the pidfile's job is looked at itself
+        pid, start = read_pidfile(pidfile)
+        up = pid is not None and alive(pid, start)
+    else:
+        up = count > 0  # select() counted the pidfile's pid: alive and the launched job
+    return ("job", up, f"running (the pid in {pidfile})", "running" if up else "not running")
+
+
 def _checks(args: VerifyArgs, state: VerifyState) -> list[Check]:
     """Evaluate every requested check once; returns a list of (name, ok, expected, actual)."""
     out: list[Check] = []
@@ -116,6 +127,8 @@ def _checks(args: VerifyArgs, state: VerifyState) -> list[Check]:
         out.append(("processes", count == int(processes), f"exactly {processes}", count))
     if min_processes is not None:
         out.append(("min_processes", count >= int(min_processes), f">= {min_processes}", count))
+    if processes is None and min_processes is None and args.get("pidfile"):
+        out.append(_job_check(args["pidfile"], bool(args.get("pattern")), count))
     log = args.get("log")
     if log:
         _log_checks(args, log, state, out)
