@@ -75,13 +75,17 @@ class Engine:
         every_host = (h for hosts in play_hosts for h in hosts)
         self.state.connections.start_workers(planned_workers(self.options.ssh_workers, self.inventory, every_host,
                                                              self.options.connection))
-        report = run_preflight(self.playbook, play_hosts, self.state.vars, self._selected, self.state.masker,
-                               self.state.checked_args)
-        if report.static_problems():
-            raise ValidationError(report.static_problems())
-        self.state.preflight = report.problems
-        workers = min(max(1, self.options.forks), max([1, *(len(h) for h in play_hosts)]))
-        pool = started_pool(workers)
+        try:  # from here the run's connections end with it (_run_plays closes them)
+            report = run_preflight(self.playbook, play_hosts, self.state.vars, self._selected, self.state.masker,
+                                   self.state.checked_args)
+            if report.static_problems():
+                raise ValidationError(report.static_problems())
+            self.state.preflight = report.problems
+            workers = min(max(1, self.options.forks), max([1, *(len(h) for h in play_hosts)]))
+            pool = started_pool(workers)
+        except BaseException:
+            self.state.connections.close_all()  # the ssh workers started above, if any
+            raise
         self._runner = TaskRunner(self.state, pool)
         with switch_interval_for(workers):
             self._run_plays(pool)

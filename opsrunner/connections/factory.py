@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -25,9 +26,12 @@ class ConnectionFactory:
         """Hold the ssh connections in `count` worker processes (workerpool.py), started now
         so that their start overlaps the run's own before the first host connects."""
         if count > 0 and self._workers is None:
-            from opsrunner.connections.workerpool import WorkerPool
+            from opsrunner.connections.workerpool import WorkerPool, WorkersFailed
 
-            self._workers = WorkerPool(count)
+            try:
+                self._workers = WorkerPool(count)
+            except WorkersFailed as exc:  # the connections stay in this process, as with --ssh-workers 0
+                print(f"[WARNING]: {exc}: the ssh connections stay in the controller's process", file=sys.stderr)
 
     def get(self, spec: ConnectionSpec) -> Connection:
         conn = self._open.get(spec.name)

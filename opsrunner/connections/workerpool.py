@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import IO, Any
 
 from opsrunner.connections.base import CommandLogger, Connection, ConnectionSpec
@@ -32,6 +31,16 @@ from opsrunner.results import CommandResult
 #: How long the pool's close waits for a worker to end after its stdin closes (it closes its
 #: hosts' connections first), before killing it.
 WORKER_EXIT_WAIT_S = 15.0
+#: How many bytes sent to one stream may wait in its worker before a send waits: a channel in
+#: this process waits for the ssh window; a worker must not hold a whole payload per host.
+UNACKED_LIMIT = 4 << 20
+SYS_PATH_VAR = "OPSRUNNER_WORKER_SYS_PATH"
+_BOOT = (f"import os, sys; sys.path[:] = os.environ.pop({SYS_PATH_VAR!r}).split(os.pathsep); "
+         "from opsrunner.connections.workerproc import main; main()")
+
+
+class WorkersFailed(ConnectionFailed):
+    """The ssh worker processes could not be started."""
 
 
 class _Reply:
@@ -45,10 +54,16 @@ class WorkerProcess:
     """One worker: its pipes, the requests waiting for their replies, and its streams."""
 
     def __init__(self, index: int) -> None:
-        root = str(Path(__file__).resolve().parents[2])  # the worker imports this same opsrunner
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        self.proc = subprocess.Popen([sys.executable, "-m", "opsrunner.connections.workerproc"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        # The worker imports what this process imports, from its sys.path, passed in a variable
+        # it takes out of its environment at once: PYTHONPATH would reach every program it starts
+        # (a ProxyCommand), and `-m` would put the playbook's directory first on its path. Its
+        # own process group: a terminal's Ctrl-C goes to the controller, which handles it.
+        env = dict(os.environ, **{SYS_PATH_VAR: os.pathsep.join(sys.path)})
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, env=env, process_group=0)
+        except OSError as exc:
+            raise WorkersFailed(f"could not start an ssh worker process ({sys.executable}): {exc}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in: IO[bytes] = self.proc.stdin
         self._write_lock = threading.Lock()
@@ -78,7 +93,7 @@ class WorkerProcess:
         try:
             self.post((kind, req_id, *args))
         except ConnectionFailed:
-            del self._waiting[req_id]
+            self._waiting.pop(req_id, None)  # the reader may have failed every request already
             raise
         return reply
 
@@ -92,19 +107,29 @@ class WorkerProcess:
         return self.answer(self.ask(kind, *args))
 
     def _read(self, source: IO[bytes]) -> None:
-        while (message := read_message(source)) is not None:
-            kind = message[0]
-            if kind == "reply":
-                reply = self._waiting.pop(message[1])
-                reply.ok, reply.value = message[2], message[3]
-                reply.done.set()
-            elif kind in ("data", "eof", "senderr") and message[1] in self.streams:
-                self.streams[message[1]].arrived(kind, message[2] if len(message) > 2 else None)
-        self._lost()
+        try:
+            while (message := read_message(source)) is not None:
+                kind = message[0]
+                if kind == "reply":
+                    reply = self._waiting.pop(message[1], None)
+                    if reply is not None:
+                        reply.ok, reply.value = message[2], message[3]
+                        reply.done.set()
+                elif (stream := self.streams.get(message[1])) is not None:
+                    stream.arrived(kind, message[2] if len(message) > 2 else None)
+        except Exception:  # a garbled pipe ends the worker's hosts as its death does
+            pass
+        finally:
+            self._lost()
 
     def _lost(self) -> None:
+        try:
+            code = self.proc.wait(1.0)
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        except subprocess.TimeoutExpired:
+            how = "its output ended"
         with self._write_lock:
-            self.gone = f"the ssh worker process (pid {self.proc.pid}) ended"
+            self.gone = f"the ssh worker process (pid {self.proc.pid}) that held this host's connection ended ({how})"
         for reply in list(self._waiting.values()):
             reply.ok, reply.value = False, ("ConnectionFailed", self.gone)
             reply.done.set()
@@ -127,7 +152,13 @@ class WorkerPool:
     """The run's ssh worker processes, started at once; hosts are dealt to them in turn."""
 
     def __init__(self, count: int) -> None:
-        self.workers = [WorkerProcess(i) for i in range(count)]
+        self.workers: list[WorkerProcess] = []
+        try:
+            for index in range(count):
+                self.workers.append(WorkerProcess(index))
+        except WorkersFailed:
+            self.close()
+            raise
         self._dealt = itertools.count()
 
     def connection(self, spec: ConnectionSpec, log: CommandLogger | None, slots: StartSlots) -> ProxyConnection:
@@ -213,11 +244,14 @@ class ProxyStream(Stream):
         self._eof = False
         self._closed: bool | None = None  # once closed: whether the command's exit was seen
         self._send_error: str | None = None
+        self._unacked = 0
 
     def arrived(self, kind: str, data: Any) -> None:
         with self._changed:
             if kind == "data":
                 self._buf += data
+            elif kind == "acked":
+                self._unacked -= data
             elif kind == "eof":
                 self._eof = True
             else:
@@ -225,11 +259,17 @@ class ProxyStream(Stream):
             self._changed.notify_all()
 
     def send(self, data: bytes) -> None:
-        if self._closed is not None:
-            raise EOFError("the agent's channel is closed")
-        if self._send_error is not None:
-            raise OSError(f"ssh: {self._send_error}")
-        self._worker.post(("send", self.sid, bytes(data)))
+        with self._changed:
+            self._changed.wait_for(lambda: self._unacked < UNACKED_LIMIT or self._eof or self._send_error is not None)
+            if self._closed is not None or (self._eof and self._unacked >= UNACKED_LIMIT):
+                raise EOFError("the agent's channel is closed")
+            if self._send_error is not None:
+                raise OSError(f"ssh: {self._send_error}")
+            self._unacked += len(data)
+        try:
+            self._worker.post(("send", self.sid, bytes(data)))
+        except ConnectionFailed as exc:  # a Stream's send raises OSError or EOFError (agent.py reads them)
+            raise EOFError(str(exc)) from None
 
     def recv(self, size: int, timeout: float | None) -> bytes:
         with self._changed:
@@ -242,9 +282,12 @@ class ProxyStream(Stream):
     def close(self, wait_exit: bool = False) -> bool:
         if self._closed is None:
             try:
-                self._closed = bool(self._worker.call("stream_close", self.sid, wait_exit))
+                exited = bool(self._worker.call("stream_close", self.sid, wait_exit))
             except ConnectionFailed:
-                self._closed = False
+                exited = False
+            with self._changed:  # a recv waiting on another thread returns b"", as on a closed channel
+                self._closed, self._eof = exited, True
+                self._changed.notify_all()
             self._worker.streams.pop(self.sid, None)
         return self._closed
 

@@ -6,9 +6,10 @@ What it does is SSHConnection's own (ssh.py): connect, open channels, run comman
 (the agent's channel) pushes what arrives to the controller as it comes, so the controller's
 read of an agent's reply is a wait on data already there, not a request of its own.
 
-It ignores SIGINT and SIGTERM: a Ctrl-C or a service's stop reaches the whole process group,
-and the controller, which handles them, still needs its connections to stop the run's steps
-and record what they did. It ends when the controller closes its stdin (or dies).
+It runs in a process group of its own (a terminal's Ctrl-C goes to the controller only) and
+ignores SIGINT and SIGTERM (a service manager's stop reaches every process of the service):
+the controller, which handles them, still needs its connections to stop the run's steps and
+record what they did. It ends when the controller closes its stdin (or dies).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 from typing import IO, Any
 
 from opsrunner.connections.base import ConnectionSpec
@@ -30,6 +32,8 @@ from opsrunner.results import CommandResult
 
 #: The run's start slots are the controller's (it holds one while a host opens here).
 _UNLIMITED = 1 << 30
+#: How long the worker's end waits for its connections to close (their agents to exit).
+CLOSE_WAIT_S = 15.0
 
 
 class _Fed(io.RawIOBase):
@@ -76,7 +80,7 @@ class _Pushed:
                 if not data:
                     break
                 self.worker.send(("data", self.sid, data))
-        except Exception:
+        except Exception:  # a lost channel is an end of the stream like any other
             pass
         self.worker.send(("eof", self.sid))
 
@@ -84,9 +88,10 @@ class _Pushed:
         while (data := self.outgoing.get()) is not None:
             try:
                 self.stream.send(data)
-            except Exception as exc:
+            except Exception as exc:  # told to the controller, which raises it on its next send
                 self.worker.send(("senderr", self.sid, f"{type(exc).__name__}: {exc}"))
                 return
+            self.worker.send(("acked", self.sid, len(data)))  # the controller may send that much more
 
 
 class Worker:
@@ -101,6 +106,7 @@ class Worker:
         self.streams: dict[int, _Pushed] = {}
         self.stream_conn: dict[int, int] = {}
         self.feeds: dict[int, _Fed] = {}
+        self.ended: dict[int, str] = {}
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self._write_lock:
@@ -109,10 +115,12 @@ class Worker:
     def serve(self) -> None:
         while (message := read_message(self.source)) is not None:
             kind = message[0]
-            if kind == "send":
-                self.streams[message[1]].outgoing.put(message[2])
+            if kind == "send":  # to a stream closed meanwhile (a run's end): dropped, as by its channel
+                if (pushed := self.streams.get(message[1])) is not None:
+                    pushed.outgoing.put(message[2])
             elif kind == "feed":
-                self.feeds[message[1]].chunks.put(message[2])
+                if (fed := self.feeds.get(message[1])) is not None:
+                    fed.chunks.put(message[2])
             else:
                 if kind == "execute" and isinstance(message[4], tuple):  # stdin follows as "feed"s
                     self.feeds[message[4][1]] = _Fed()
@@ -122,7 +130,7 @@ class Worker:
     def _answer(self, kind: str, req_id: int, *args: Any) -> None:
         try:
             value = getattr(self, f"op_{kind}")(*args)
-        except BaseException as exc:
+        except BaseException as exc:  # every failure goes back to the caller
             self.send(("reply", req_id, False, exception_fields(exc)))
         else:
             self.send(("reply", req_id, True, value))
@@ -150,8 +158,12 @@ class Worker:
 
     def op_execute(self, cid: int, argv: list[str], stdin: bytes | tuple[str, int] | None,
                    timeout: float | None) -> CommandResult:
-        fed = self.feeds.pop(stdin[1]) if isinstance(stdin, tuple) else None
-        return self.conns[cid]._execute(argv, fed if fed is not None else stdin, timeout)  # type: ignore[arg-type]
+        if not isinstance(stdin, tuple):
+            return self.conns[cid]._execute(argv, stdin, timeout)
+        try:  # the rest of its stdin may still be on its way: the feed stays until the command ends
+            return self.conns[cid]._execute(argv, self.feeds[stdin[1]], timeout)  # type: ignore[arg-type]
+        finally:
+            self.feeds.pop(stdin[1], None)
 
     def op_spawn(self, cid: int, sid: int, argv: list[str]) -> None:
         stream = self.conns[cid]._spawn(argv)
@@ -159,22 +171,28 @@ class Worker:
         self.stream_conn[sid] = cid
 
     def op_stream_close(self, sid: int, wait_exit: bool) -> bool:
-        pushed = self.streams.get(sid)
+        pushed = self.streams.pop(sid, None)
+        self.stream_conn.pop(sid, None)
         if pushed is None:
             return True
         pushed.outgoing.put(None)
-        return pushed.stream.close(wait_exit)
+        exited = pushed.stream.close(wait_exit)
+        self.ended[sid] = pushed.stream.exit_text()  # what exit_text says after the close
+        return exited
 
     def op_exit_text(self, sid: int) -> str:
         pushed = self.streams.get(sid)
-        return pushed.stream.exit_text() if pushed is not None else "connection lost"
+        if pushed is not None:
+            return pushed.stream.exit_text()
+        return self.ended.get(sid, "connection lost")
 
     def _close_all(self) -> None:
         closers = [threading.Thread(target=conn.close, daemon=True) for conn in self.conns.values()]
         for closer in closers:
             closer.start()
+        deadline = time.monotonic() + CLOSE_WAIT_S  # one wait for all: the controller may be gone
         for closer in closers:
-            closer.join(15)
+            closer.join(max(0.0, deadline - time.monotonic()))
 
 
 def main() -> None:

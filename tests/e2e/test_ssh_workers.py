@@ -144,3 +144,65 @@ def test_a_bad_worker_count_is_bad_input(tmp_path: Path, args: list[str], env: d
     res = cli_subprocess("play", str(pb), "-i", str(inv), *args, env=env)
     assert res.rc == 4 and f"(at {key})" in res.out + res.err
     assert not flag.exists()
+
+
+def test_a_commands_stdin_streamed_from_a_file_reaches_it_whole_through_a_worker(tmp_path: Path,
+                                                                                  sshd: PrivateSSHD) -> None:
+    """put() and run(stdin=<file>) send their stdin in chunks after the request (workerpool.py):
+    the worker keeps the feed until the command has read it all."""
+    import hashlib
+    import io
+
+    from opsrunner.connections.base import ConnectionSpec
+    from opsrunner.connections.startslots import StartSlots
+    from opsrunner.connections.workerpool import WorkerPool
+
+    data = bytes(range(256)) * 3000  # 768 KB: twelve chunks
+    pool = WorkerPool(1)
+    spec = ConnectionSpec(name="h", host="127.0.0.1", port=sshd.port, user=sshd.user, key_file=str(sshd.key_file),
+                          known_hosts_file=str(sshd.known_hosts))
+    conn = pool.connection(spec, None, StartSlots())
+    try:
+        assert conn.put(io.BytesIO(data), str(tmp_path / "put.bin")).rc == 0
+        summed = conn.run(["sha256sum"], stdin=io.BytesIO(data))
+        assert summed.rc == 0 and summed.stdout.split()[0] == hashlib.sha256(data).hexdigest()
+        again = conn.run(["cat", str(tmp_path / "put.bin")])  # the worker still serves its hosts
+    finally:
+        conn.close()
+        pool.close()
+    assert (tmp_path / "put.bin").read_bytes() == data and again.stdout_bytes == data
+    assert all(w.proc.returncode == 0 for w in pool.workers)
+
+
+def test_a_worker_that_dies_leaves_its_hosts_unreachable_and_the_run_ends(tmp_path: Path, sshd: PrivateSSHD,
+                                                                           cleanup_marker: str) -> None:
+    inv = write_inventory(tmp_path / "inv.yml", {f"h{i}": sshd.host_vars() for i in range(2)})
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
+        {"name": "long", "shell": f"sleep {cleanup_marker}"}, {"name": "after", "command": "true"}]}])
+    events = tmp_path / "ev.jsonl"
+    with opsrunner_process("play", str(pb), "-i", str(inv), "--ssh-workers", "1", "--json-events", str(events),
+                           "--no-color") as proc:
+        assert wait_for(lambda: len(pids_with(cleanup_marker)) == 2, 30), "the remote commands never started"
+        (worker,) = _workers_of(proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+    assert "Traceback" not in out, out
+    ends = {(e["host"], e["task"]): e for e in task_ends(read_events(events))}
+    for host in ("h0", "h1"):
+        assert ends[(host, "long")]["status"] == "unreachable", ends
+        assert ("h0", "after") not in ends and ("h1", "after") not in ends
+    assert proc.returncode != 0
+    assert wait_for(lambda: not pids_with(cleanup_marker), 15), pids_with(cleanup_marker)
+
+
+def test_workers_end_with_a_run_refused_before_its_first_task(tmp_path: Path, sshd: PrivateSSHD) -> None:
+    """A library caller's run that preflight refuses (exit 4) leaves no worker behind."""
+    from opsrunner import api
+    from opsrunner.errors import ValidationError
+
+    inv = write_inventory(tmp_path / "inv.yml", {"h": sshd.host_vars()})
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
+        {"name": "bad", "command": "echo {{ never_defined_anywhere }}"}]}])
+    with pytest.raises(ValidationError):
+        api.run(api.PlayRequest(playbook=str(pb), inventory=[str(inv)], ssh_workers=2, history=False))
+    assert wait_for(lambda: not _workers_of(os.getpid()), 5), _workers_of(os.getpid())
