@@ -66,7 +66,7 @@ def planned_workers(requested: int | None, inventory: Inventory, hosts: Iterable
     """`requested` (--ssh-workers), or the automatic choice for these hosts on this machine."""
     if requested is not None:
         return requested
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container's share), not the machine's
     if cores < AUTO_MIN_CORES:
         return 0
     return auto_workers(sum(likely_ssh(inventory, h, defaults) for h in set(hosts)), cores)
