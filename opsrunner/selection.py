@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import sys
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -174,42 +172,8 @@ def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions, *, 
     hosts = inventory.select(str(render(play.hosts, options.extra_vars)))
     if options.limit:
         allowed = set(inventory.select(options.limit))
-        if allowed:  # a --limit that matches nothing at all is refused instead (targets.py)
-            _warn_unmatched(inventory, options.limit, options.extra_vars)
         hosts = [h for h in hosts if h in allowed]
     if sliced and options.host_slice is not None:
         hosts = [h for h in hosts if options.host_slice.selects(h)]
     return hosts
 
-
-#: The --limit patterns already warned about, per inventory (one run): said once, not per play.
-_WARNED: weakref.WeakKeyDictionary[Inventory, set[str]] = weakref.WeakKeyDictionary()
-
-
-def unmatched_terms(inventory: Inventory, pattern: str) -> list[str]:
-    """The terms of a host pattern that match no host, which ansible-core ignores with a warning
-    (`h1:nosuch` runs on h1)."""
-    from opsrunner.inventory import PatternError, split_host_pattern
-
-    unmatched = []
-    for term in split_host_pattern(pattern):
-        try:
-            if not inventory.select(term.lstrip("&!")):
-                unmatched.append(term.lstrip("&!"))
-        except PatternError:
-            continue  # told by the evaluation of the whole pattern
-    return unmatched
-
-
-def _warn_unmatched(inventory: Inventory, limit: str, extra_vars: Mapping[str, Any]) -> None:
-    """ansible-core's warning for each --limit term that matches no host, on stderr (masked: a
-    limit may hold a variable's secret value); the run goes on with the hosts the others match."""
-    from opsrunner.secrets import masker_for
-
-    warned = _WARNED.setdefault(inventory, set())
-    if limit in warned:
-        return
-    warned.add(limit)
-    for term in unmatched_terms(inventory, limit):
-        text = f"Could not match supplied host pattern, ignoring: {term} (in --limit {limit!r})"
-        sys.stderr.write(f"[WARNING]: {masker_for(inventory, extra_vars).mask(text)}\n")
