@@ -105,7 +105,7 @@ class _Stop:
         pairs = first.get("signalled") or []
         if not pairs:
             return first
-        sig, sent_at = first.get("signal", "SIGTERM"), time.time()
+        sig, sent_at, since = first.get("signal", "SIGTERM"), time.time(), time.monotonic()
         names = dict((p["pid"], p) for p in first.get("killed", []))
         sent = f"sent {sig} to {len(pairs)} at {_clock(sent_at)}: " + describe(
             [names[p[0]] for p in pairs if p[0] in names])
@@ -115,8 +115,8 @@ class _Stop:
         follow: KillArgs = {"follow": left, "main": first.get("main", [])}
         if "pidfile" in self.request:
             follow["pidfile"] = self.request["pidfile"]
-        while left and time.time() - sent_at < self.grace:
-            wait = min(FOLLOW_S, self.grace - (time.time() - sent_at))
+        while left and time.monotonic() - since < self.grace:  # the grace by a clock that cannot jump
+            wait = min(FOLLOW_S, self.grace - (time.monotonic() - since))
             left = self._agent({**follow, "follow": left, "wait": wait}).get("left") or []
             still = ", ".join(str(p[0]) for p in left) or "none"
             self._so_far(f"stop interrupted: {sent}; still running at {_clock(time.time())} (the last look): "
