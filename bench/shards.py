@@ -27,11 +27,13 @@ sys.path.insert(0, str(ROOT))
 from bench.bench import Bench, busy_ticks  # noqa: E402
 
 
-def timed(commands: list[list[str]], cwd: Path) -> tuple[float, float]:
-    """(wall seconds, machine busy CPU seconds) of the commands run at once."""
+def timed(commands: list[list[str]], cwd: Path) -> tuple[float, float, float]:
+    """(wall seconds, machine busy CPU seconds, the commands' own CPU seconds: theirs and their
+    children's) of the commands run at once."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     busy = busy_ticks()
+    before = os.times()
     start = time.perf_counter()
     procs = [subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for cmd in commands]
@@ -39,7 +41,10 @@ def timed(commands: list[list[str]], cwd: Path) -> tuple[float, float]:
         _, err = proc.communicate()
         if proc.returncode != 0:
             raise RuntimeError(f"{proc.args!r} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return time.perf_counter() - start, (busy_ticks() - busy) / os.sysconf("SC_CLK_TCK")
+    wall = time.perf_counter() - start
+    after = os.times()
+    own = (after.children_user + after.children_system) - (before.children_user + before.children_system)
+    return wall, (busy_ticks() - busy) / os.sysconf("SC_CLK_TCK"), own
 
 
 def main() -> int:
@@ -69,12 +74,12 @@ def main() -> int:
                 order = list(variants)[rep % len(variants):] + list(variants)[:rep % len(variants)]
                 for k in order:
                     results[k].append(timed(variants[k], d))
-            base = statistics.median(w for w, _ in results[1])
+            base = statistics.median(w for w, _, _ in results[1])
             for k, runs in results.items():
-                walls = [w for w, _ in runs]
+                walls = [w for w, _, _ in runs]
                 med = statistics.median(walls)
                 rows.append(f"| {n} | {k} | {med:.2f} | {min(walls):.2f}-{max(walls):.2f} | "
-                            f"{statistics.median(c for _, c in runs):.2f} | {med / base:.2f}x |")
+                            f"{statistics.median(c for _, c, _ in runs):.2f} | {med / base:.2f}x |")
             print("\n".join(rows[-len(results):]), flush=True)
     finally:
         bench.cleanup()

@@ -11,32 +11,15 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench import Bench, busy_ticks  # noqa: E402
-
-
-def timed(command: list[str], cwd: Path) -> tuple[float, float, float]:
-    """(wall s, the run's CPU s: controller and its workers, the machine's busy CPU s)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    busy = busy_ticks()
-    before = os.times()
-    start = time.perf_counter()
-    proc = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - start
-    after = os.times()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{command!r} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
-    own = (after.children_user + after.children_system) - (before.children_user + before.children_system)
-    return wall, own, (busy_ticks() - busy) / os.sysconf("SC_CLK_TCK")
+from bench.bench import Bench  # noqa: E402
+from bench.shards import timed  # noqa: E402
 
 
 def main() -> int:
@@ -60,17 +43,17 @@ def main() -> int:
                 base = bench.prepare("opsrunner", workload, bench.hosts(n), d)
                 results: dict[int, list[tuple[float, float, float]]] = {k: [] for k in counts}
                 for k in counts:
-                    timed([*base, "--ssh-workers", str(k)], d)  # warm-up
+                    timed([[*base, "--ssh-workers", str(k)]], d)  # warm-up
                 for rep in range(args.reps):
                     for k in counts[rep % len(counts):] + counts[:rep % len(counts)]:
-                        results[k].append(timed([*base, "--ssh-workers", str(k)], d))
+                        results[k].append(timed([[*base, "--ssh-workers", str(k)]], d))
                 first = statistics.median(w for w, _, _ in results[counts[0]])
                 for k, runs in results.items():
                     walls = [w for w, _, _ in runs]
                     med = statistics.median(walls)
                     rows.append(f"| {workload} | {n} | {k} | {med:.2f} | {min(walls):.2f}-{max(walls):.2f} | "
-                                f"{statistics.median(c for _, c, _ in runs) * 1000 / n:.1f} | "
-                                f"{statistics.median(m for _, _, m in runs) * 1000 / n:.1f} | {med / first:.2f}x |")
+                                f"{statistics.median(c for _, _, c in runs) * 1000 / n:.1f} | "
+                                f"{statistics.median(m for _, m, _ in runs) * 1000 / n:.1f} | {med / first:.2f}x |")
                 print("\n".join(rows[-len(counts):]), flush=True)
     finally:
         bench.cleanup()
