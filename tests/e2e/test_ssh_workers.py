@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pids_with, wait_for, write_inventory, write_yaml
+from tests.conftest import FD_HOLDER, REAPER, pids_with, wait_for, write_inventory, write_yaml
 from tests.helpers import cli_subprocess, opsrunner_process, read_events, task_ends
 from tests.sshd import PrivateSSHD
 
@@ -56,6 +56,8 @@ def _outcomes(tmp_path: Path, sshd: PrivateSSHD, workers: int, marker: str) -> t
     run.mkdir()
     hosts = {f"h{i}": {**sshd.host_vars(connect_timeout=5), "work": str(run / f"h{i}")} for i in range(4)}
     hosts["gone"] = {**sshd.host_vars(connect_timeout=3), "port": _closed_port(), "work": str(run / "gone")}
+    # Behind the hostile wrappers: bare execs under the watchdog, and the launch in an exec session of its own.
+    hosts["wrapped"] = {**sshd.host_vars(connect_timeout=5, wrapper=[REAPER, FD_HOLDER]), "work": str(run / "wrapped")}
     inv = write_inventory(run / "inv.yml", hosts)
     payload = run / "payload.bin"
     payload.write_bytes(bytes(range(256)) * 1200)  # more than one chunk of a command's stdin
@@ -91,6 +93,8 @@ def test_a_run_gives_the_same_results_with_workers(tmp_path: Path, sshd: Private
     assert by[("h0", "hang")][0] == "timed_out" and "timed out" in by[("h0", "hang")][1]
     assert by[("h2", "verify")][0] == "ok" and by[("h3", "stop")][0] == "changed"
     assert "hello from h1" in by[("h1", "show")][1]
+    assert [by[("wrapped", t)][0] for t in ("copy", "launch", "verify", "hang", "stop")] == [
+        "changed", "changed", "ok", "timed_out", "changed"]
     assert not pids_with(cleanup_marker)  # the job stopped, the hung command stopped at its timeout
 
 
