@@ -63,6 +63,8 @@ class LaunchDetachedModule(Module):
         for key in ("chdir", "log", "pidfile", "umask", "release_link"):
             if key in args:
                 request[key] = str(args[key])
+        if "settle" in args:
+            request["settle"] = float(args["settle"])
         if not ctx.check_mode:
             interrupts.so_far(ctx.host, ctx.task, _interrupted_text(args))
         # Behind a wrapper chain the launch gets an exec session of its own (own_session.py).

@@ -127,7 +127,7 @@ def _launched(args: LaunchArgs, paths: JobPaths | None, record: LaunchRecord, pi
         if failed:
             send_signal(-pid, signal.SIGKILL)  # never leave a job that nothing tracks
             return {"error": f"{failed}; the job (pid {pid}) was killed"}
-    p = _settle(pid)
+    p = _settle(pid, float(args.get("settle", SETTLE_S)))
     ended: ExitRecord | None = None
     if p is None or p.state == "Z" or p.sid != pid:
         ended = _await_exit(paths["exit"], pid) if paths else {"pid": pid, "unknown": True}
@@ -148,8 +148,12 @@ def _launched(args: LaunchArgs, paths: JobPaths | None, record: LaunchRecord, pi
     return reply
 
 
-def _settle(pid: int, wait_s: float = 0.25) -> Proc | None:
-    """The job a moment after its exec: one that fails at once (bad arguments, missing file)
+#: How long a launch watches its job by default (the task's `settle`).
+SETTLE_S = 0.25
+
+
+def _settle(pid: int, wait_s: float) -> Proc | None:
+    """The job `wait_s` after its exec: one that fails at once (bad arguments, missing file)
     is then reported with its exit status instead of as launched. Woken by a pidfd where
     there is one (~5 ms of CPU less than reading /proc every 10 ms, on every host). A pidfd
     is readable as its process exits, a moment before /proc shows the zombie (procs.py's

@@ -139,6 +139,8 @@ if TYPE_CHECKING:
         would_exist: list[str]
         #: A release's `current` link: resolved at launch, argv and chdir then name the real release.
         release_link: str
+        #: Seconds to watch the job for an exit at once before replying (default SETTLE_S).
+        settle: float
 
     class LaunchSpec(LaunchArgs, total=False):
         """What the supervisor (supervisor.py) is given: the launch's args and these."""
