@@ -11,17 +11,20 @@ TRIVIAL_TASKS = 10
 TRIVIAL_YAML = "".join(f"    - {{name: t{i}, command: 'true'}}\n" for i in range(TRIVIAL_TASKS))
 
 
-def opsrunner_playbook(workload: str, root: Path) -> str:
+def opsrunner_playbook(workload: str, root: Path, launch_settle: float | None = None) -> str:
+    """launch_settle: the launch's `settle` (None: its default, a 0.25 s watch for a job that
+    ends at once, which none of the other tools keeps; 0: return at the exec's handshake)."""
     if workload == "trivial":
         return "- hosts: all\n  tasks:\n" + TRIVIAL_YAML
     d = f"{root}/{{{{ inventory_hostname }}}}"
+    settle = "" if launch_settle is None else f", settle: {launch_settle:g}"
     return f"""- hosts: all
   tasks:
     - {{name: copy, deploy_code: {{src: {root}/payload.bin, dest: "{d}/code/payload.bin"}}}}
     - {{name: cache, clear_cache: {{paths: ["{d}/cache"]}}}}
     - {{name: kill, kill_old: {{pidfile: "{d}/job.pid", grace: 5}}}}
     - name: launch
-      launch_detached: {{argv: [sleep, "{{{{ marker }}}}"], log: "{d}/job.log", pidfile: "{d}/job.pid"}}
+      launch_detached: {{argv: [sleep, "{{{{ marker }}}}"], log: "{d}/job.log", pidfile: "{d}/job.pid"{settle}}}
     - {{name: verify, verify: {{pidfile: "{d}/job.pid", processes: 1, log: "{d}/job.log", log_exists: true}}}}
 """
 
