@@ -166,10 +166,15 @@ def serial_problem(play: Play, extra_vars: Mapping[str, Any]) -> Problem | None:
     return None
 
 
+def play_pattern(play: Play, extra_vars: Mapping[str, Any]) -> str:
+    """The play's `hosts:` pattern, templated with -e vars."""
+    return str(render(play.hosts, extra_vars))
+
+
 def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions, *, sliced: bool = True) -> list[str]:
     """The play's `hosts:` pattern (templated with -e vars), narrowed by --limit, then by
     --slice (unless `sliced` is False: what all the slices together run)."""
-    hosts = inventory.select(str(render(play.hosts, options.extra_vars)))
+    hosts = inventory.select(play_pattern(play, options.extra_vars))
     if options.limit:
         allowed = set(inventory.select(options.limit))
         hosts = [h for h in hosts if h in allowed]

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from opsrunner.errors import OpsrunnerError, Problem, TemplateError, ValidationError
-from opsrunner.inventory import Inventory, PatternError, split_host_pattern
-from opsrunner.playbook import Playbook
+from opsrunner.inventory import Inventory, PatternError, names_nothing, split_host_pattern
+from opsrunner.playbook import Play, Playbook
 from opsrunner.preflight import hosts_problem
-from opsrunner.selection import RunOptions, select_play_hosts
+from opsrunner.selection import RunOptions, play_pattern, select_play_hosts
 
 
 class NoHostsToTarget(OpsrunnerError):
@@ -29,15 +29,16 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
     happens to be empty did its share. The line saying so is returned, for the output."""
     # A bad --limit is the command line's mistake (exit 5), not the play's; one that matches
     # nothing at all is refused below, one with terms that match nothing is warned about.
-    if options.limit and inventory.select(options.limit):
-        _warn_unmatched(inventory, options.limit, options.extra_vars)
+    warnings = _limit_unmatched(inventory, options.limit) if options.limit else []
     selected: list[list[str]] = []
     problems: list[Problem] = []
     for play in playbook.plays:
         try:
             selected.append(select_play_hosts(play, inventory, options))
+            warnings += _play_unmatched(play, inventory, options.extra_vars)
         except (TemplateError, PatternError, ValueError) as exc:
             problems.append(hosts_problem(play, exc))
+    _warn(inventory, options.extra_vars, warnings)
     if problems:
         raise ValidationError(problems)
     if playbook.plays and not any(selected) and options.host_slice is not None:
@@ -55,28 +56,49 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
 
 
 def unmatched_terms(inventory: Inventory, pattern: str) -> list[str]:
-    """The terms of a host pattern that match no host, which ansible-core ignores with a warning
-    (`h1:nosuch` runs on h1)."""
-    unmatched = []
+    """The terms of a host pattern that name no host or group, which ansible-core ignores with
+    a warning (`h1:nosuch` runs on h1), each once and without its `&` or `!`."""
+    unmatched: dict[str, None] = {}
     for term in split_host_pattern(pattern):
         try:
-            if not inventory.select(term.lstrip("&!")):
-                unmatched.append(term.lstrip("&!"))
+            if names_nothing(inventory, term):
+                unmatched[term.lstrip("&!")] = None
         except PatternError:
             continue  # told by the evaluation of the whole pattern
-    return unmatched
+    return list(unmatched)
 
 
-def _warn_unmatched(inventory: Inventory, limit: str, extra_vars: Mapping[str, Any]) -> None:
-    """ansible-core's warning for each --limit term that matches no host, once per run (here,
-    where the run's targets are settled), on stderr, masked: a limit may hold a variable's
-    secret value. The run goes on with the hosts the other terms match."""
-    terms = unmatched_terms(inventory, limit)
-    if not terms:
+_IGNORING = "Could not match supplied host pattern, ignoring:"
+
+
+def _limit_unmatched(inventory: Inventory, limit: str) -> list[str]:
+    """The warnings for the --limit terms that match nothing, when the limit as a whole
+    matches something (one that matches nothing is refused)."""
+    if not inventory.select(limit):
+        return []
+    return [f"{_IGNORING} {term} (in --limit {limit!r})" for term in unmatched_terms(inventory, limit)]
+
+
+def _play_unmatched(play: Play, inventory: Inventory, extra_vars: Mapping[str, Any]) -> list[str]:
+    """The warnings for the terms of a play's own `hosts:` that match nothing, whatever this
+    run's --limit. A pattern that matches nothing as a whole is told otherwise: the play is
+    skipped ("no hosts matched"), or the run refused when no play has a host."""
+    pattern = play_pattern(play, extra_vars)
+    if not inventory.select(pattern):
+        return []
+    where = play.hosts_pos or play.pos
+    return [f"{_IGNORING} {term} (in hosts {pattern!r} of play {play.name!r} at {where})"
+            for term in unmatched_terms(inventory, pattern)]
+
+
+def _warn(inventory: Inventory, extra_vars: Mapping[str, Any], warnings: list[str]) -> None:
+    """ansible-core's warnings, once per run (here, where the run's targets are settled), on
+    stderr, masked: a limit or a pattern from -e may hold a variable's secret value. The run
+    goes on with the hosts the other terms match."""
+    if not warnings:
         return
     from opsrunner.secrets import masker_for
 
     masker = masker_for(inventory, extra_vars)
-    for term in terms:
-        text = f"Could not match supplied host pattern, ignoring: {term} (in --limit {limit!r})"
+    for text in warnings:
         sys.stderr.write(f"[WARNING]: {masker.mask(text)}\n")

@@ -6,9 +6,9 @@ the playbook (vars_dirs.py); Ansible's host patterns (patterns.py)."""
 
 from opsrunner.inventory.loader import load_inventory, localhost_inventory
 from opsrunner.inventory.model import RESERVED_VARS, Group, Host, Inventory, VarsDir
-from opsrunner.inventory.patterns import PatternError, select_hosts, split_host_pattern
+from opsrunner.inventory.patterns import PatternError, names_nothing, select_hosts, split_host_pattern
 
 __all__ = [
     "RESERVED_VARS", "Group", "Host", "Inventory", "PatternError", "VarsDir",
-    "load_inventory", "localhost_inventory", "select_hosts", "split_host_pattern",
+    "load_inventory", "localhost_inventory", "names_nothing", "select_hosts", "split_host_pattern",
 ]

@@ -107,6 +107,17 @@ def _match_term(source: HostSource, term: str) -> list[str]:
         raise PatternError(f"no hosts matched the subscripted pattern '{term}'") from None
 
 
+def names_nothing(source: HostSource, term: str) -> bool:
+    """ansible-core's "Could not match supplied host pattern": the term, its `&`/`!` and
+    subscript aside, names no group (an empty group is a group) and no host; `all` and `*`
+    always name something. PatternError for a term that cannot be evaluated."""
+    expr, _ = _split_subscript(term[1:] if term[0] in "&!" else term)
+    if expr in ("all", "*") or expr in source.hosts:
+        return False
+    rx = _compile(expr)
+    return not any(rx.match(name) for name in source.groups) and not any(rx.match(name) for name in source.hosts)
+
+
 def select_hosts(source: HostSource, pattern: str | Sequence[str]) -> list[str]:
     """The hosts a pattern names, in inventory order of first match, without duplicates."""
     chosen: list[str] = []
