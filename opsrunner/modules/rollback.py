@@ -122,7 +122,8 @@ class RollbackModule(Module):
         if unknown:
             return [f"rollback verify: unknown verify argument(s) {', '.join(unknown)} "
                     f"(known: {', '.join(sorted(known))})"]
-        return VerifyModule().sanity(dict(checks)) if checks else []
+        # The op gives the verify this pidfile: with no count, it checks that the job runs.
+        return VerifyModule().sanity({**checks, "pidfile": args.get("pidfile")}) if checks else []
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         failed = failure_text(args.get("failed_task"), args.get("failure"))

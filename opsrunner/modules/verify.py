@@ -11,7 +11,8 @@ from opsrunner.results import Status, TaskResult
 if TYPE_CHECKING:
     from opsrunner.remote.protocol_jobs import VerifyArgs, VerifyReply
 
-CHECK_KEYS = ("processes", "min_processes", "log", "port", "gpu_min_memory_mb")
+#: A pidfile alone is a check: without a process count its job must be running (the `job` check).
+CHECK_KEYS = ("processes", "min_processes", "pidfile", "log", "port", "gpu_min_memory_mb")
 #: Seconds of a task timeout kept for starting the agent and bringing its verdict back.
 TIMEOUT_MARGIN_S = 1.0
 STATUS_KEYS = ("state", "pid", "release", "commit", "uptime_s", "log_size", "log_age_s", "last_line",
@@ -59,7 +60,8 @@ class VerifyModule(Module):
 
     def sanity(self, args: dict[str, Any]) -> list[str]:
         if not any(k in args for k in CHECK_KEYS):
-            return ["verify needs at least one check: processes, min_processes, log, port or gpu_min_memory_mb"]
+            return ["verify needs at least one check: processes, min_processes, pidfile (its job running), log, "
+                    "port or gpu_min_memory_mb"]
         # verify.json says so for a verify task; rollback's `verify` is checked only here.
         if args.get("log") == "":
             return ["verify log '' should be non-empty: an empty log would skip every log check"]

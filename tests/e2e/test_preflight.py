@@ -166,8 +166,8 @@ all:
     assert res.rc == 4
     lines = res.err.splitlines()
     assert lines == [
-        f"ERROR: {pb}:7:15: on hosts h1, h2: verify needs at least one check: processes, min_processes, log, "
-        "port or gpu_min_memory_mb (at verify)",
+        f"ERROR: {pb}:7:15: on hosts h1, h2: verify needs at least one check: processes, min_processes, "
+        "pidfile (its job running), log, port or gpu_min_memory_mb (at verify)",
         f"ERROR: {pb}:9:9: on host h1: undefined variable: 'undefined_thing' is undefined "
         "(from {{ undefined_thing }}) (at debug.msg)",
         f"ERROR: {pb}:6:9: on host h2: kill_old argument 'grace': 'thirty' is not a number "

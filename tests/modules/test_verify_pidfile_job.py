@@ -82,3 +82,35 @@ def test_a_pass_that_records_nothing_says_so(edge_target: Target) -> None:
     assert end["warnings"] == ["record_good: nothing was recorded as the last good run: the pidfile names no "
                                "running job started by launch_detached"]
     assert not (target.work / "q.good.json").exists()
+
+
+def test_a_pidfile_alone_is_a_check_that_its_job_runs(edge_target: Target, cleanup_marker: str) -> None:
+    """`verify: {pidfile: x}` states "the job of this pidfile is running": it was refused as
+    no check at all (exit 4) though the verdict checks just that."""
+    target = edge_target
+    log, pid = str(target.work / "q.log"), str(target.work / "q.pid")
+    assert _launch(target, pid, log, command=target.trainer_command(cleanup_marker, target.work / "ck.json")).rc == 0
+    job = int(Path(pid).read_text())
+    run = _verify(target, pidfile=pid)
+    assert run.rc == 0, run.out
+    assert run.end("verify")["msg"].startswith(f"all checks passed: job=running\nrunning, pid {job}, up "), run.out
+    os.kill(target.host_pid(Path(pid)), signal.SIGKILL)
+    assert wait_for((target.work / "q.exit").exists, 5)
+    run = _verify(target, pidfile=pid)
+    msg = run.end("verify")["msg"]
+    assert run.rc == 2, run.out
+    assert msg.startswith(f"job: expected running (the pid in {pid}), got not running\n"), msg
+    assert f"diagnosis: the job (pid {job}) was killed by signal 9 (SIGKILL)" in msg, msg
+
+
+def test_a_pidfile_alone_fails_on_a_job_that_exited(edge_target: Target) -> None:
+    target = edge_target
+    log, pid = str(target.work / "q.log"), str(target.work / "q.pid")
+    assert _launch(target, pid, log, command="sh -c 'echo started; exit 3'").rc == 2  # exits at once
+    job = json.loads((target.work / "q.exit").read_text())["pid"]
+    run = _verify(target, pidfile=pid, within=30)
+    msg = run.end("verify")["msg"]
+    assert run.rc == 2, run.out
+    assert msg.startswith(f"job: expected running (the pid in {pid}), got not running\n"), msg
+    assert f"diagnosis: the job (pid {job}) exited with code 3, " in msg, msg
+    assert run.end("verify")["duration_s"] < 10  # final at once, not after within=30
