@@ -31,6 +31,8 @@ from typing import Any
 
 BOOL_TRUE = frozenset({"y", "yes", "on", "1", "true", "t"})
 BOOL_FALSE = frozenset({"n", "no", "off", "0", "false", "f"})
+#: The boolean words a message suggests (y/n and t/f are accepted too, as by ansible-core).
+BOOL_WORDS = "true/false, yes/no, on/off or 1/0"
 _ARTICLE = {"integer": "an integer", "number": "a number", "boolean": "a boolean",
             "array": "a list", "object": "a mapping", "string": "a string", "null": "null"}
 
@@ -109,15 +111,25 @@ def _to_number(value: Any) -> int | float:
     raise _Refused()
 
 
-def _to_boolean(value: Any) -> bool:
+def strict_boolean(value: Any) -> bool:
+    """ansible-core's `boolean(value, strict=True)`: a bool, the number 0 or 1, or one of its
+    words (any case, stripped); ValueError for anything else."""
+    if isinstance(value, bool):
+        return value
     if isinstance(value, str):
         text = value.strip().lower()
         if text in BOOL_TRUE or text in BOOL_FALSE:
             return text in BOOL_TRUE
-        raise _Refused("use true/false, yes/no, on/off or 1/0")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value in (0, 1):
+    elif isinstance(value, (int, float)) and value in (0, 1):
         return bool(value)
-    raise _Refused("use true/false, yes/no, on/off or 1/0")
+    raise ValueError(f"{show_value(value)} is not a valid boolean (use {BOOL_WORDS}; case does not matter)")
+
+
+def _to_boolean(value: Any) -> bool:
+    try:
+        return strict_boolean(value)
+    except ValueError:
+        raise _Refused(f"use {BOOL_WORDS}") from None
 
 
 def _parse_yaml(text: str) -> Any:

@@ -32,7 +32,7 @@ from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
 from opsrunner.selection import serial_problem
 from opsrunner.taskconnection import delegate_refusal
-from opsrunner.taskflags import task_no_log
+from opsrunner.taskflags import no_log_at, no_log_problem, no_log_refusal, task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
 
@@ -161,6 +161,17 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
     return problems + _delegate_problems(task, variables, deferred)
 
 
+def _no_log_problems(play: Play, task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    """A `no_log` known now that is no boolean: the run would fail the task on it."""
+    try:
+        why = no_log_refusal(play, task, lambda value: render(value, variables, deferred))
+    except Deferred:
+        return []  # known on the host only: the task fails there if it is no boolean
+    except TemplateError as exc:
+        why = no_log_problem(task.kw("no_log", play.no_log), exc.bare_message)
+    return [Problem(no_log_at(play, task), why, "no_log")] if why else []
+
+
 def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
     """kill_old's grace against its deadline (deadline_fit.py), when the grace is known now."""
     if task.module != "kill_old":
@@ -239,9 +250,9 @@ def _will_run(task: Task, variables: LazyVars, deferred: frozenset[str]) -> bool
 
 
 def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: Memo | None = None,
-               play_timeout: Any = None) -> list[Problem]:
-    """Every problem of one task for one host that can be seen before the run (`play_timeout`:
-    the play's `timeout`, the deadline of its tasks that set none)."""
+               play: Play | None = None) -> list[Problem]:
+    """Every problem of one task for one host that can be seen before the run (`play`: the
+    task's, whose `timeout` and `no_log` hold for its tasks that set none)."""
     control = task.kw("loop_control")
     control = control if isinstance(control, Mapping) else {}
     loop_var, index_var = str(control.get("loop_var", "item")), control.get("index_var")
@@ -253,7 +264,10 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
             return []
     except TemplateError as exc:
         return [Problem(task.at("when"), exc.bare_message, "when")]
-    problems = _keyword_problems(task, variables, deferred, play_timeout)
+    problems = _keyword_problems(task, variables, deferred, play.timeout if play else None)
+    # A no_log that reads the loop's item is left to the host, where it hides when in doubt.
+    problems += _no_log_problems(play, task, variables, deferred | loop_names if looped else deferred) \
+        if play else []
     loop = task.kw("loop")
     if loop is None:
         extra = loop_names if task.kw("with_items") is not None else frozenset()
@@ -394,7 +408,7 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
             if not found:
                 for task in tasks:
                     task_vars = variables.for_task(play, task, host, list(hosts))
-                    found_here = check_task(task, task_vars, deferred, memo, play.timeout)
+                    found_here = check_task(task, task_vars, deferred, memo, play)
                     told = _as_told(play, task, task_vars, found_here, masker)
                     found += [p for p in told if p not in found]
             report.add(host, found)
@@ -417,8 +431,8 @@ def _as_told(play: Play, task: Task, variables: LazyVars, problems: list[Problem
         return problems
     if masker is not None:
         masker.add_vars(variables)
-    if task_no_log(play, task, variables):
-        return [dataclasses.replace(p, message=NO_LOG_PROBLEM) for p in problems]
+    if task_no_log(play, task, variables):  # a no_log that is no boolean hides too, yet is told itself
+        return [p if p.key_path == "no_log" else dataclasses.replace(p, message=NO_LOG_PROBLEM) for p in problems]
     return problems
 
 

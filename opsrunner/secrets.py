@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
 from opsrunner.becomeopts import PASSWORD_VARS
+from opsrunner.coercion import strict_boolean
 from opsrunner.errors import ValidationError
 from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
 from opsrunner.results import TaskResult
@@ -316,11 +317,11 @@ def censor(result: TaskResult) -> TaskResult:
 
 
 def no_log_enabled(value: Any, render: Any = None) -> bool:
-    """The `no_log` keyword's value: a bool, or a string that renders to a truthy word."""
-    if isinstance(value, bool) or value is None:
-        return bool(value)
-    text = str(render(value) if render is not None else value).strip().lower()
-    return text in ("true", "yes", "1", "on", "y")
+    """The `no_log` keyword's value, rendered: a boolean as ansible-core takes one (its words in
+    any case: coercion.strict_boolean), null for false; ValueError for anything else, on which
+    ansible-core fails too (no guessing either way: "abc" is neither shown nor hidden)."""
+    rendered = render(value) if render is not None and isinstance(value, str) else value
+    return rendered is not None and strict_boolean(rendered)
 
 
 def mask_error(exc: E, masker: Masker) -> E:

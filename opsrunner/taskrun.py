@@ -23,7 +23,7 @@ from opsrunner.playbook import Play, Task
 from opsrunner.playrun import PlayRun
 from opsrunner.results import Status, TaskResult
 from opsrunner.taskconnection import EnvConnection, environment, password_hint, task_spec
-from opsrunner.taskflags import flag, run_once, task_no_log
+from opsrunner.taskflags import flag, no_log_at, no_log_refusal, run_once, task_no_log
 from opsrunner.templating import LazyVars, is_template, render
 
 
@@ -182,6 +182,10 @@ class TaskRunner:
             return TaskResult(Status.FAILED, msg=str(exc) if exc.pos else f"{task.pos}: {exc}",  # once, not twice
                               no_log=task_no_log(play, task, None))
         run.masker.add_vars(variables)
+        with contextlib.suppress(TemplateError):  # one that does not render hides the task (task_no_log)
+            refusal = no_log_refusal(play, task, lambda value: render(value, variables))
+            if refusal:  # known only now (preflight refuses the others): nothing is run, nothing shown
+                return TaskResult(Status.FAILED, msg=f"{no_log_at(play, task)}: {refusal}")
         no_log = task_no_log(play, task, variables)
         executor = TaskExecutor(task, host, variables, connection, check, diff,
                                 ledger=run.ledgers.setdefault(host, CheckLedger()), play_timeout=play.timeout,

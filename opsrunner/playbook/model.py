@@ -32,6 +32,7 @@ class Play:
     role_vars: dict[str, Any] = field(default_factory=dict)  # visible to every task of the play
     hosts_pos: SourcePos | None = None  # where `hosts:` is written, for a pattern that fails to evaluate
     serial_pos: SourcePos | None = None  # where `serial:` is written, for one that cannot split the hosts
+    no_log_pos: SourcePos | None = None  # where `no_log:` is written, for one that is no boolean
 
 
 @dataclass(frozen=True)

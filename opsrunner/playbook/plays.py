@@ -83,6 +83,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
             max_fail_percentage=raw.get("max_fail_percentage"),
             base_dir=self.base_dir,
             no_log=raw.get("no_log", False),
+            no_log_pos=raw.at("no_log"),
             timeout=raw.get("timeout"),
             vars_files=tuple(dynamic_files),
             role_defaults=merged_layers([r.defaults for r in self.roles if r.path not in self.private_roles]),

@@ -1,0 +1,136 @@
+"""Templated `no_log` is held to what ansible-core holds it to.
+
+`no_log` is a boolean keyword: ansible-core fails on a value that is not one of its boolean
+words (`boolean(value, strict=True)`). A value known before the run (a literal, -e, play or
+inventory vars) that is none of them is bad input (exit 4, file:line, the key); one known
+only on the host fails the task there, its arguments and output hidden.
+
+Every host is a local one in the test's tmp dir; a host that ran a touch leaves a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_yaml
+from tests.helpers import CliResult, ProjectEnv
+
+SHOWN = "printed-Q7vz"  # what the no_log task prints; it is hidden unless no_log is false
+ACCEPTED = "true/false, yes/no, on/off or 1/0"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> ProjectEnv:
+    e = ProjectEnv(tmp_path)
+    local = {"connection": "local"}
+    write_yaml(e.project / "inv.yml", {"all": {"hosts": {"h1": local, "h2": local},
+                                               "vars": {"out": str(e.root / "out")}}})
+    (e.root / "out").mkdir()
+    return e
+
+
+def touched(env: ProjectEnv) -> list[str]:
+    return sorted(p.name for p in (env.root / "out").iterdir())
+
+
+def play(env: ProjectEnv, name: str, *args: str) -> CliResult:
+    return env.run("play", name, "-i", "inv.yml", *args)
+
+
+NO_LOG_TASK = f"""
+- hosts: all
+  tasks:
+    - name: touch
+      command: touch {{{{ out }}}}/{{{{ inventory_hostname }}}}
+    - name: maybe hidden
+      command: echo {SHOWN}
+      no_log: "{{{{ hide }}}}"
+"""
+
+
+def test_a_no_log_from_e_that_is_no_boolean_is_bad_input_before_any_host(env: ProjectEnv) -> None:
+    pb = write_yaml(env.project / "nl.yml", NO_LOG_TASK)
+    for command in ("play", "check"):
+        res = env.run(command, "nl.yml", "-i", "inv.yml", "-e", "hide=abc", *(["-v"] if command == "play" else []))
+        assert res.rc == 4, res.out + res.err
+        assert f"ERROR: {pb.name}:8:7: no_log '{{{{ hide }}}}': 'abc' is not a valid boolean" in res.err, res.err
+        assert ACCEPTED in res.err and "(at no_log)" in res.err, res.err
+        assert SHOWN not in res.out + res.err
+    assert touched(env) == []
+
+
+@pytest.mark.parametrize(("pb_text", "where"), [
+    # a literal on the task
+    ("- hosts: all\n  tasks:\n    - command: touch {{ out }}/x\n      no_log: maybe\n", "4:7"),
+    # the play's, from the play's vars
+    ("- hosts: all\n  vars: {hide: sometimes}\n  no_log: '{{ hide }}'\n  tasks:\n    - command: touch {{ out }}/x\n",
+     "3:3"),
+    # a block's, from the inventory's vars (every host has the same)
+    ("- hosts: all\n  tasks:\n    - block:\n        - command: touch {{ out }}/x\n      no_log: '{{ out }}'\n",
+     "4:11"),
+])
+def test_a_no_log_known_before_the_run_that_is_no_boolean_is_bad_input(env: ProjectEnv, pb_text: str,
+                                                                        where: str) -> None:
+    pb = write_yaml(env.project / "nl.yml", pb_text)
+    res = play(env, "nl.yml")
+    assert res.rc == 4, res.out + res.err
+    assert f"ERROR: {pb.name}:{where}: no_log" in res.err and "is not a valid boolean" in res.err, res.err
+    assert ACCEPTED in res.err and "(at no_log)" in res.err, res.err
+    assert touched(env) == [] and "PLAY [" not in res.out
+
+
+def test_a_no_log_known_only_on_the_host_that_is_no_boolean_fails_that_task_hidden(env: ProjectEnv) -> None:
+    write_yaml(env.project / "nl.yml", f"""
+- hosts: all
+  tasks:
+    - name: word
+      command: echo abc
+      register: r
+    - name: maybe hidden
+      command: echo {SHOWN}
+      no_log: "{{{{ r.stdout }}}}"
+    - name: touch
+      command: touch {{{{ out }}}}/{{{{ inventory_hostname }}}}
+""")
+    res = play(env, "nl.yml", "-vvv")
+    assert res.rc == 2, res.out + res.err
+    assert SHOWN not in res.out + res.err
+    assert "no_log '{{ r.stdout }}': 'abc' is not a valid boolean" in res.out, res.out
+    assert ACCEPTED in res.out and res.out.count("fatal: [") == 2, res.out
+    assert touched(env) == []  # the hosts stopped at the failed task
+
+
+def test_a_no_log_naming_an_undefined_variable_is_bad_input(env: ProjectEnv) -> None:
+    pb = write_yaml(env.project / "nl.yml", NO_LOG_TASK)
+    res = play(env, "nl.yml")
+    assert res.rc == 4, res.out + res.err
+    assert f"ERROR: {pb.name}:8:7: no_log '{{{{ hide }}}}': " in res.err, res.err
+    assert "'hide' is undefined (at no_log)" in res.err and touched(env) == [], res.err
+
+
+def test_a_no_log_reading_the_loop_item_still_hides_the_task(env: ProjectEnv) -> None:
+    """The item is not known when no_log is rendered for the task: hidden when in doubt."""
+    write_yaml(env.project / "nl.yml", f"""
+- hosts: all
+  tasks:
+    - name: looped
+      command: echo {SHOWN} {{{{ item.n }}}}
+      loop: [{{n: 1, hide: true}}]
+      no_log: "{{{{ item.hide }}}}"
+""")
+    res = play(env, "nl.yml", "-v")
+    assert res.rc == 0, res.out + res.err
+    assert SHOWN not in res.out + res.err
+
+
+@pytest.mark.parametrize(("word", "hidden"), [
+    ("false", False), ("No", False), ("OFF", False), ("0", False),
+    ("true", True), ("Yes", True), ("on", True), ("1", True),
+])
+def test_no_log_boolean_words_in_any_case_show_or_hide_the_output(env: ProjectEnv, word: str, hidden: bool) -> None:
+    write_yaml(env.project / "nl.yml", NO_LOG_TASK)
+    res = play(env, "nl.yml", "-e", f"hide={word}", "-v")
+    assert res.rc == 0, res.out + res.err
+    assert (SHOWN in res.out) is not hidden, res.out
+    assert touched(env) == ["h1", "h2"]
