@@ -25,11 +25,18 @@ from opsrunner.playrun import PlayRun
 from opsrunner.preflight import run_preflight
 from opsrunner.results import RunSummary, Status, TaskResult
 from opsrunner.secrets import Masker, masker_for
-from opsrunner.selection import RunOptions, batches, play_serial, select_play_hosts, serial_problem, tags_selected
+from opsrunner.selection import (
+    RunOptions,
+    batches,
+    play_serial,
+    select_play_hosts,
+    serial_problem,
+    tags_selected,
+    task_tags,
+)
 from opsrunner.sshworkers import planned_workers
 from opsrunner.startat import StartAt
 from opsrunner.taskrun import TaskRunner, started_pool, switch_interval_for
-from opsrunner.templating import LazyVars, render
 
 __all__ = ["Engine", "RunOptions"]
 
@@ -262,19 +269,11 @@ class Engine:
             self.emit(Notice(f"meta: end_play: ending play '{play.name}'"))
             raise _PlayEnded
 
-    def _selected(self, task: Task, play: Play | None = None) -> bool:
-        tags = task.tags
-        if any("{{" in t for t in tags):
-            # Templated tags, rendered with the play's and extra vars, as ansible-core does.
-            variables = LazyVars([play.vars if play else {}, self.options.extra_vars])
-            rendered: set[str] = set()
-            for tag in tags:
-                try:
-                    value = render(tag, variables)
-                except TemplateError:
-                    return True  # preflight (no play at hand): keep the task; the run decides
-                rendered.update(str(v) for v in (value if isinstance(value, list) else [value]))
-            tags = frozenset(rendered)
+    def _selected(self, task: Task, play: Play) -> bool:
+        try:
+            tags = task_tags(task, play, self.options.extra_vars)
+        except (TemplateError, ValueError):  # preflight refuses them first (exit 4): only a safety net
+            return True
         return tags_selected(tags, self.options.tags, self.options.skip_tags)
 
     def _rescuer(self, host: str) -> Callable[[], None]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from opsrunner.errors import ValidationError
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Playbook, iter_tasks
-from opsrunner.selection import RunOptions, select_play_hosts, tags_selected
+from opsrunner.selection import RunOptions, select_play_hosts, tags_problems, tags_selected, task_tags
 
 
 def list_hosts(playbook: Playbook, inventory: Inventory, options: RunOptions) -> str:
@@ -19,15 +20,21 @@ def list_hosts(playbook: Playbook, inventory: Inventory, options: RunOptions) ->
 
 
 def list_tasks(playbook: Playbook, options: RunOptions) -> str:
+    """The tasks a run selects, their tags rendered as the run renders them; tags that cannot
+    be rendered are bad input here as in the run (as ansible-playbook --list-tasks, for every play)."""
+    problems = [p for play in playbook.plays for p in tags_problems(play, options.extra_vars)]
+    if problems:
+        raise ValidationError(problems)
     lines = [f"playbook: {playbook.path}", ""]
     for i, play in enumerate(playbook.plays, 1):
         serial = f"  serial={play.serial}" if play.serial else ""
         lines.append(f"  play #{i} ({play.hosts}): {play.name}{serial}")
         for task in iter_tasks(play.tasks):
-            if not tags_selected(task.tags, options.tags, options.skip_tags):
+            task_tag_names = task_tags(task, play, options.extra_vars)
+            if not tags_selected(task_tag_names, options.tags, options.skip_tags):
                 continue
             role = f"{task.role.name} : " if task.role else ""
-            tags = f"\tTAGS: [{', '.join(sorted(task.tags))}]" if task.tags else ""
+            tags = f"\tTAGS: [{', '.join(sorted(task_tag_names))}]" if task_tag_names else ""
             timeout = f"  timeout={task.kw('timeout')}" if task.kw("timeout") is not None else ""
             lines.append(f"    {role}{task.name}  [{task.module}]{timeout}{tags}")
         for handler in play.handlers:

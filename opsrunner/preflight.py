@@ -30,7 +30,7 @@ from opsrunner.inventory import Inventory, PatternError
 from opsrunner.modules import template as template_file
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
-from opsrunner.selection import serial_problem
+from opsrunner.selection import serial_problem, tags_problems
 from opsrunner.taskconnection import delegate_refusal
 from opsrunner.taskflags import no_log_at, no_log_problem, no_log_refusal, task_no_log
 from opsrunner.tasks import Task, iter_tasks
@@ -358,7 +358,7 @@ class PreflightReport:
 
     hosts: list[str] = field(default_factory=list)
     problems: dict[str, list[Problem]] = field(default_factory=dict)
-    #: Problems of a play keyword rendered from no host's vars (serial): every host has them.
+    #: Problems of a play keyword rendered from no host's vars (tags, serial): every host has them.
     play_problems: list[Problem] = field(default_factory=list)
 
     def add(self, host: str, problems: Sequence[Problem]) -> None:
@@ -390,7 +390,7 @@ class PreflightReport:
 
 
 def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], variables: VariableManager,
-                  selected: Callable[[Task], bool] = lambda task: True,
+                  selected: Callable[[Task, Play], bool] = lambda task, play: True,
                   masker: Masker | None = None, memo: Memo | None = None) -> PreflightReport:
     """Check every selected task of every play for each of the play's hosts. `masker` learns
     the secrets of every variable set that a problem was found with (a problem may quote a
@@ -399,7 +399,7 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
     deferred = runtime_names([t for play in playbook.plays for t in play_tasks(play)])
     memo = {} if memo is None else memo
     for play, hosts in zip(playbook.plays, plays_hosts, strict=True):
-        tasks = [t for t in play_tasks(play) if selected(t)]
+        tasks = [t for t in play_tasks(play) if selected(t, play)]
         for host in hosts:
             host_vars = variables.for_task(play, None, host, list(hosts))
             found = _host_problems(variables.inventory, host, host_vars)
@@ -412,11 +412,17 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
                     told = _as_told(play, task, task_vars, found_here, masker)
                     found += [p for p in told if p not in found]
             report.add(host, found)
-    report.play_problems = [p for play, hosts in zip(playbook.plays, plays_hosts, strict=True)
-                            if hosts and (p := serial_problem(play, variables.extra_vars))]
+    report.play_problems = [p for play, hosts in zip(playbook.plays, plays_hosts, strict=True) if hosts
+                            for p in _play_problems(play, variables.extra_vars)]
     for host in report.hosts:
         report.add(host, report.play_problems)
     return report
+
+
+def _play_problems(play: Play, extra_vars: Mapping[str, Any]) -> list[Problem]:
+    """The play's keywords that are rendered from no host's vars (tags, serial), checked."""
+    serial = serial_problem(play, extra_vars)
+    return [*tags_problems(play, extra_vars), *([serial] if serial else [])]
 
 
 #: What a `no_log` task's problem says instead of its message (which may quote its arguments).

@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opsrunner.becomeopts import BecomeDefaults
+from opsrunner.coercion import show_value
 from opsrunner.connections.defaults import ConnectionDefaults
 from opsrunner.connections.startslots import DEFAULT_START_SLOTS
 from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
-from opsrunner.templating import LazyVars, render, template_value
+from opsrunner.templating import LazyVars, is_template, render, template_value
 
 if TYPE_CHECKING:
     from opsrunner.inventory import Inventory
-    from opsrunner.playbook import Play
+    from opsrunner.playbook import Play, Task
 
 
 class TaskConfirm(Protocol):
@@ -109,6 +110,40 @@ def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozens
     if "untagged" in tags and not task_tags:
         return True
     return bool(task_tags & tags)
+
+
+def task_tags(task: Task, play: Play, extra_vars: Mapping[str, Any]) -> frozenset[str]:
+    """The task's tags (its own and those it inherits) with templated ones rendered as
+    ansible-core renders them: with the play's vars and -e, no host's (they select the
+    play's tasks for every host). TemplateError or ValueError when one cannot be."""
+    if not any(is_template(tag) for tag in task.tags):
+        return task.tags  # nothing to render: the common case, per task and host
+    variables = LazyVars([play.vars, extra_vars])
+    return frozenset(name for tag in task.tags for name in _tag_names(tag, variables))
+
+
+def _tag_names(tag: str, variables: LazyVars) -> list[str]:
+    """One written tag's names: a template may render to one name or to a list of them."""
+    value = render(tag, variables)
+    names = value if isinstance(value, list) else [value]
+    # ansible-core takes numbers as tag names too; null, a mapping or a nested list are none.
+    if any(isinstance(n, bool) or not isinstance(n, str | int) for n in names):
+        raise ValueError(f"{show_value(value)} is not a tag name nor a list of them")
+    return [str(n).strip() for n in names if str(n).strip()]
+
+
+def tags_problems(play: Play, extra_vars: Mapping[str, Any]) -> list[Problem]:
+    """Templated tags of the play's tasks that name no tags: known before any host is touched
+    (ansible-core fails on them when the play starts, even without -t or --skip-tags)."""
+    variables = LazyVars([play.vars, extra_vars])
+    problems = []
+    for tag, pos in play.tag_pos.items():
+        try:
+            _tag_names(tag, variables)
+        except (TemplateError, ValueError) as exc:
+            why = exc.bare_message if isinstance(exc, TemplateError) else str(exc)
+            problems.append(Problem(pos, f"tag {tag!r}: {why}", "tags"))
+    return problems
 
 
 def _batch_size(size: int | str, total: int) -> int:

@@ -33,6 +33,8 @@ class Play:
     hosts_pos: SourcePos | None = None  # where `hosts:` is written, for a pattern that fails to evaluate
     serial_pos: SourcePos | None = None  # where `serial:` is written, for one that cannot split the hosts
     no_log_pos: SourcePos | None = None  # where `no_log:` is written, for one that is no boolean
+    #: Where each templated tag of the play's tasks (its own, its roles', blocks', ...) is written.
+    tag_pos: dict[str, SourcePos] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

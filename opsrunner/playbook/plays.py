@@ -9,7 +9,7 @@ from typing import Any
 from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.includes import entry_names, first_found, is_dynamic, read_vars_file
 from opsrunner.playbook.includes import IncludeLoader
-from opsrunner.playbook.keys import PLAY_DEFAULTS, merged_layers, tags_of
+from opsrunner.playbook.keys import PLAY_DEFAULTS, merged_layers
 from opsrunner.playbook.model import Play, Playbook
 from opsrunner.playbook.roles import RoleLoader
 from opsrunner.playbook.task_lists import TaskLoader
@@ -58,7 +58,8 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
         # templated at run time; a syntax error in one is bad input, found here like any other.
         self.check_templates({k: v for k, v in raw.items() if k not in _PLAY_BODY}, path, raw)
         play_vars, dynamic_files = self.play_vars(raw, path)
-        play_tags = tags_of(raw.get("tags"))
+        self.tag_pos = {}
+        play_tags = self.tags_at(raw)
         self.play_defaults = {k: raw[k] for k in PLAY_DEFAULTS if k in raw}
         self.roles, self.role_refs, self.private_roles = [], [], set()
         tasks: list[Node] = []
@@ -84,6 +85,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
             base_dir=self.base_dir,
             no_log=raw.get("no_log", False),
             no_log_pos=raw.at("no_log"),
+            tag_pos=dict(self.tag_pos),
             timeout=raw.get("timeout"),
             vars_files=tuple(dynamic_files),
             role_defaults=merged_layers([r.defaults for r in self.roles if r.path not in self.private_roles]),

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.errors import SourcePos, ValidationError
-from opsrunner.playbook.keys import tags_of
 from opsrunner.playbook.state import LoaderState
 from opsrunner.tasks import Node, Role
 from opsrunner.validation import load_schema, schema_problems
@@ -26,7 +25,7 @@ class RoleLoader(LoaderState):
         """The role's task list (`kind` "tasks", the role is then part of the play) or its handlers."""
         name = ref if isinstance(ref, str) else ref["role"]
         params = {} if isinstance(ref, str) else dict(ref.get("vars") or {})
-        tags = play_tags | (frozenset() if isinstance(ref, str) else tags_of(ref.get("tags")))
+        tags = play_tags | (frozenset() if isinstance(ref, str) else self.tags_at(ref))
         role_dir = self.find_role(name)
         if role_dir is None:
             if kind == "tasks":

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.errors import Problem, SourcePos
+from opsrunner.playbook.keys import tags_of
 from opsrunner.playbook.model import Playbook
 from opsrunner.tasks import Block, Node, Role
-from opsrunner.templating import check_expression, check_syntax
+from opsrunner.templating import check_expression, check_syntax, is_template
 from opsrunner.yamlsource import PosDict, PosList
 
 
@@ -32,6 +33,8 @@ class LoaderState:
         self.play_defaults: dict[str, Any] = {}
         #: Task-list entries with a shape problem (`tags: 5`): reported, never built (plays.py).
         self.broken_nodes: set[str] = set()
+        #: Where each templated tag of the play being built is first written (Play.tag_pos).
+        self.tag_pos: dict[str, SourcePos] = {}
 
     def fail(self, pos: SourcePos, message: str, key_path: str = "") -> None:
         self.problems.append(Problem(pos, message, key_path))
@@ -51,6 +54,15 @@ class LoaderState:
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 self.check_templates(v, f"{path}[{i}]", value if isinstance(value, PosList) else parent, i)
+
+    def tags_at(self, raw: Any) -> frozenset[str]:
+        """The tags a play, role reference, block, include or task writes; a templated one is
+        rendered only when the play runs, and told at the line that writes it if it cannot be."""
+        tags = tags_of(raw.get("tags"))
+        for tag in tags:
+            if is_template(tag):
+                self.tag_pos.setdefault(tag, raw.at("tags") if isinstance(raw, PosDict) else SourcePos(str(self.path)))
+        return tags
 
     def check_expression(self, expression: Any, pos: SourcePos, path: str) -> None:
         """A bare expression (`when:`, `assert: that:`, `debug: var:`) must parse as one."""

@@ -17,7 +17,6 @@ from opsrunner.playbook.keys import (
     TASK_KEYWORDS,
     as_list,
     inherit,
-    tags_of,
 )
 from opsrunner.playbook.module_args import expression_args, module_args
 from opsrunner.playbook.state import LoaderState
@@ -53,7 +52,7 @@ class TaskLoader(LoaderState):
         """An include as a block: its keywords apply to every included task, as import_* does."""
         self.check_templates({k: v for k, v in raw.items() if k in INCLUDE_KEYWORDS}, name, raw)
         block = Block(str(raw.get("name") or name), raw.pos, tuple(nodes))
-        return block, tags | tags_of(raw.get("tags")), inherit(inherited, raw)
+        return block, tags | self.tags_at(raw), inherit(inherited, raw)
 
     def block(self, raw: PosDict, path: str, tags: frozenset[str], role: Role | None,
               params: dict[str, Any], base_dir: Path, inherited: dict[str, Any]) -> Block | None:
@@ -66,7 +65,7 @@ class TaskLoader(LoaderState):
             return None
         self.check_templates({k: v for k, v in raw.items() if k not in BLOCK_KEYS}, path, raw)
         merged = inherit(inherited, raw)
-        sub_tags = tags | tags_of(raw.get("tags"))
+        sub_tags = tags | self.tags_at(raw)
         lists = {key: tuple(self.task_list(raw.get(key), f"{path}.{key}", sub_tags, role, params, base_dir, merged))
                  for key in ("block", "rescue", "always")}
         return Block(str(raw.get("name") or "block"), raw.pos, lists["block"], lists["rescue"], lists["always"])
@@ -97,7 +96,7 @@ class TaskLoader(LoaderState):
             args=args,
             pos=raw.pos,
             keywords=keywords,
-            tags=tags | tags_of(raw.get("tags")),
+            tags=tags | self.tags_at(raw),
             role=role,
             role_params=params,
             base_dir=base_dir if role is None else self.base_dir,

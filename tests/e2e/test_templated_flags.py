@@ -1,9 +1,13 @@
-"""Templated `no_log` is held to what ansible-core holds it to.
+"""Templated `no_log` and `tags` are held to what ansible-core holds them to.
 
 `no_log` is a boolean keyword: ansible-core fails on a value that is not one of its boolean
 words (`boolean(value, strict=True)`). A value known before the run (a literal, -e, play or
 inventory vars) that is none of them is bad input (exit 4, file:line, the key); one known
 only on the host fails the task there, its arguments and output hidden.
+
+Templated `tags` are rendered with the play's vars and -e, as ansible-core does: a variable
+that is undefined, or a value that names no tags, is bad input before any host is touched,
+and --list-tasks selects (and shows) the tags the run selects.
 
 Every host is a local one in the test's tmp dir; a host that ran a touch leaves a file."""
 
@@ -134,3 +138,64 @@ def test_no_log_boolean_words_in_any_case_show_or_hide_the_output(env: ProjectEn
     assert res.rc == 0, res.out + res.err
     assert (SHOWN in res.out) is not hidden, res.out
     assert touched(env) == ["h1", "h2"]
+
+
+TAGGED_PLAY = """
+- hosts: all
+  tags: "{{ mytag }}"
+  tasks:
+    - name: touch
+      command: touch {{ out }}/{{ inventory_hostname }}
+"""
+
+
+def test_play_tags_naming_an_undefined_variable_are_bad_input_before_any_host(env: ProjectEnv) -> None:
+    pb = write_yaml(env.project / "tg.yml", TAGGED_PLAY)
+    for args in (["play"], ["play", "-t", "deploy"], ["play", "--skip-tags", "deploy"], ["check"],
+                 ["play", "--list-tasks"]):
+        res = env.run(*args, "tg.yml", "-i", "inv.yml")
+        assert res.rc == 4, (args, res.out + res.err)
+        assert f"ERROR: {pb.name}:3:3: tag '{{{{ mytag }}}}': " in res.err, (args, res.err)
+        assert "'mytag' is undefined (at tags)" in res.err, (args, res.err)
+    assert touched(env) == []
+
+
+def test_task_tags_naming_an_undefined_variable_are_bad_input_at_their_line(env: ProjectEnv) -> None:
+    pb = write_yaml(env.project / "tg.yml", """
+- hosts: all
+  tasks:
+    - name: touch
+      command: touch {{ out }}/{{ inventory_hostname }}
+      tags: [always_here, "{{ stage }}"]
+""")
+    res = play(env, "tg.yml", "--skip-tags", "build")
+    assert res.rc == 4, res.out + res.err
+    assert f"ERROR: {pb.name}:6:7: tag '{{{{ stage }}}}': " in res.err, res.err
+    assert "'stage' is undefined (at tags)" in res.err, res.err
+    assert touched(env) == []
+
+
+@pytest.mark.parametrize("extra", ['{"mytag": {"a": 1}}', '{"mytag": ["ok", [1]]}', '{"mytag": null}'])
+def test_tags_that_render_to_no_tag_names_are_bad_input(env: ProjectEnv, extra: str) -> None:
+    pb = write_yaml(env.project / "tg.yml", TAGGED_PLAY)
+    res = play(env, "tg.yml", "-e", extra)
+    assert res.rc == 4, res.out + res.err
+    assert f"ERROR: {pb.name}:3:3: tag '{{{{ mytag }}}}': " in res.err and "(at tags)" in res.err, res.err
+    assert "is not a tag name nor a list of them" in res.err, res.err
+    assert touched(env) == []
+
+
+@pytest.mark.parametrize(("select", "runs"), [
+    ([], True), (["-t", "deploy"], True), (["-t", "other"], False), (["--skip-tags", "deploy"], False),
+    (["-t", "untagged"], False), (["-t", "tagged"], True),
+])
+def test_templated_play_tags_select_the_same_tasks_in_the_run_and_the_listing(
+        env: ProjectEnv, select: list[str], runs: bool) -> None:
+    write_yaml(env.project / "tg.yml", TAGGED_PLAY)
+    listed = play(env, "tg.yml", "-e", "mytag=deploy", "--list-tasks", *select)
+    assert listed.rc == 0, listed.out + listed.err
+    assert ("touch  [command]\tTAGS: [deploy]" in listed.out) is runs, listed.out
+    assert "{{" not in listed.out
+    res = play(env, "tg.yml", "-e", "mytag=deploy", *select)
+    assert res.rc == 0, res.out + res.err
+    assert touched(env) == (["h1", "h2"] if runs else [])
