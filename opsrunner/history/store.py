@@ -255,10 +255,10 @@ class HistoryStore:
         return [HostState(host, playbook, real.get((host, playbook)), dry.get((host, playbook)))
                 for host, playbook in sorted(real.keys() | dry.keys())]
 
-    def candidates(self, prefix: str, limit: int = 10) -> list[str]:
-        """Run ids that start with `prefix`, newest first."""
-        rows = self._q("SELECT id FROM runs WHERE id LIKE ? ORDER BY started DESC LIMIT ?",
-                       (_like_prefix(prefix), limit))
+    def candidates(self, part: str, limit: int = 10) -> list[str]:
+        """Run ids that start or end with `part` (a prefix, or the random part people copy), newest first."""
+        rows = self._q("SELECT id FROM runs WHERE id LIKE ? OR id LIKE ? ORDER BY started DESC LIMIT ?",
+                       (_like_prefix(part), _like_suffix(part), limit))
         return [r[0] for r in rows]
 
     def last_run_id(self) -> str | None:
@@ -268,9 +268,11 @@ class HistoryStore:
         return newest.id if newest else None
 
     def run(self, run_id: str) -> RunRow | None:
-        """A run by id or unique id prefix, with its task results."""
-        rows = self._q(f"{_SELECT_RUN} WHERE id LIKE ? LIMIT 2", (_like_prefix(run_id),))
-        kept = [r for r in self._kept_only if r.id.startswith(run_id)]
+        """A run by id, or by a part of one that only it starts or ends with (its random part,
+        `bd552624`, is what people copy), with its task results."""
+        rows = self._q(f"{_SELECT_RUN} WHERE id = ?", (run_id,)) or \
+            self._q(f"{_SELECT_RUN} WHERE id LIKE ? OR id LIKE ? LIMIT 2", (_like_prefix(run_id), _like_suffix(run_id)))
+        kept = [r for r in self._kept_only if r.id.startswith(run_id) or r.id.endswith(run_id)]
         if len(rows) + len(kept) == 1 and kept:
             return kept[0]
         if len(rows) != 1 or kept:
@@ -311,6 +313,12 @@ def _flag_as_int(value: Any) -> Any:
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("%", "").replace("_", "") + "%"
+
+
+def _like_suffix(suffix: str) -> str:
+    """LIKE's pattern of ids that end with `suffix`; an empty one matches none."""
+    part = suffix.replace("%", "").replace("_", "")
+    return "%" + part if part else ""
 
 
 def _where(f: RunFilter) -> tuple[list[str], list[Any]]:

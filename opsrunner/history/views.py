@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     _db_option(prune)
     show = sub.add_parser("show", help="one run: recap, failed and changed tasks, git commit")
     show.add_argument("run_id", metavar="RUN_ID",
-                      help="a run id (or a unique prefix) from `opsrunner history`, or `last`")
+                      help="a run id from `opsrunner history` (or a unique prefix, or suffix: its random part), "
+                      "or `last`")
     show.add_argument("--json", action="store_true", help="JSON instead of text")
     _db_option(show)
 
@@ -120,7 +121,9 @@ def cmd_show(args: argparse.Namespace, out: IO[str]) -> int:
         candidates = store.candidates(args.run_id, limit=11) if run_id else []
         if len(candidates) > 1:
             listed = "\n".join(f"  {c}" for c in candidates[:10]) + ("\n  ..." if len(candidates) > 10 else "")
-            raise UsageError(f"run id prefix {args.run_id!r} is ambiguous; it matches:\n{listed}")
+            part = "prefix" if all(c.startswith(args.run_id) for c in candidates) else \
+                "suffix" if all(c.endswith(args.run_id) for c in candidates) else "prefix or suffix"
+            raise UsageError(f"run id {part} {args.run_id!r} is ambiguous; it matches:\n{listed}")
         raise UsageError(f"no single run matches {args.run_id!r} (see `opsrunner history`)")
     summary = None
     if run.run_group:

@@ -140,7 +140,7 @@ def _runs_content(request: Request) -> dict[str, Any]:
 
 
 def _find_run(request: Request) -> tuple[RunRow | None, list[str]]:
-    """The run of the path's id (an id, a unique prefix or `last`), or the ids a prefix matches."""
+    """The run of the path's id (an id, a unique prefix or suffix, or `last`), or the ids it matches."""
     run_id = request.path_params["run_id"]
 
     def find(store: HistoryStore, _: Dashboard) -> tuple[RunRow | None, list[str]]:
