@@ -164,12 +164,11 @@ def aborted_alert(summary: dict[str, Any], aborted: dict[str, Any]) -> Alert:
     """The alert of an earlier run of the schedule that ended aborted (its controller killed:
     SIGKILL, the OOM killer, a reboot) and so never sent its own; sent by the next run."""
     import datetime as dt
-    from pathlib import Path
 
     def when(ts: float | None) -> str:
         return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "unknown"
 
-    playbook = Path(aborted.get("playbook") or summary["playbook"]).name
+    playbook = _as_scheduled(aborted.get("playbook"), summary)
     title = f"opsrunner: schedule {summary['schedule']} ABORTED (controller gone): {playbook}"
     lines = [f"{title} on {summary['controller']}",
              f"run {aborted['run_id']}, started {when(aborted['started'])}, ended without a result: its controller "
@@ -182,3 +181,16 @@ def aborted_alert(summary: dict[str, Any], aborted: dict[str, Any]) -> Alert:
     if summary.get("dashboard"):
         lines.append(f"dashboard: {summary['dashboard'].rstrip('/')}/runs/{aborted['run_id']}")
     return Alert(title, "\n".join(lines), failure=True)
+
+
+def _as_scheduled(recorded: str | None, summary: dict[str, Any]) -> str:
+    """An aborted run's playbook as every other alert names it: as the schedule gives it
+    (relative to its project), not the absolute path its row records."""
+    from pathlib import Path
+
+    if not recorded:
+        return str(summary["playbook"])
+    project = Path(summary.get("project") or "/")
+    if (project / summary["playbook"]).resolve() == Path(recorded).resolve():
+        return str(summary["playbook"])
+    return str(Path(recorded).relative_to(project)) if Path(recorded).is_relative_to(project) else recorded
