@@ -82,6 +82,12 @@ SQLITE: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN record_gap TEXT;
     """,
+    # 7: a failed task's output, the last lines of its stdout and stderr (a scheduled run's
+    # console output goes nowhere): `show`, the dashboard and the alerts quote it.
+    """
+    ALTER TABLE results ADD COLUMN stdout_tail TEXT;
+    ALTER TABLE results ADD COLUMN stderr_tail TEXT;
+    """,
 )
 
 #: The same versions for PostgreSQL. `ord` orders runs started in the same instant by
@@ -136,6 +142,10 @@ POSTGRES: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS record_gap TEXT;
     """,
+    """
+    ALTER TABLE results ADD COLUMN IF NOT EXISTS stdout_tail TEXT;
+    ALTER TABLE results ADD COLUMN IF NOT EXISTS stderr_tail TEXT;
+    """,
 )
 
 #: For each version, the oldest schema version whose code can still read and write a database
@@ -151,6 +161,7 @@ COMPATIBLE_FROM: tuple[int, ...] = (
     4,  # PostgreSQL histories start here
     4,  # reason, outcome: empty in an older controller's rows, read as their exit codes say
     4,  # record_gap: empty in an older controller's rows
+    4,  # stdout_tail, stderr_tail: empty in an older controller's task rows
 )
 
 assert len(SQLITE) == len(POSTGRES) == len(COMPATIBLE_FROM), "one schema: every version exists on both backends"

@@ -25,6 +25,7 @@ from opsrunner.history import location as locations
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
 from opsrunner.history.outcomes import Reservation
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow, row_fields
+from opsrunner.history.taskrows import task_row
 from opsrunner.secrets import Masker
 
 Warn = Callable[[str], object]
@@ -145,11 +146,7 @@ class HistoryRecorder:
             self._current = self.masker.mask(event.task)
         elif isinstance(event, TaskEnd):
             self._seq += 1
-            r = event.result
-            mask = self.masker.mask
-            row = TaskRow(event.play, mask(self._titles.title(event)), event.module, event.host, str(r.status),
-                          r.changed, event.handler, mask(r.msg), mask(str(r.data.get("diagnosis") or "")),
-                          round(r.duration_s, 3), mask(str(r.data.get("log_tail") or "")))
+            row = task_row(event, self._titles.title(event), self.masker.mask)
             self._rows.append((self._seq, row))  # written at flush(): one transaction for those
         elif isinstance(event, Recap):
             recap = {h: s.as_dict() for h, s in event.summary.stats.items()}

@@ -34,6 +34,10 @@ class TaskRow:
     duration: float
     #: The last lines of the job's log that a failed verify (or launch) saw.
     log_tail: str = ""
+    #: A failed task's output: the last lines of its stdout and stderr (taskrows.py bounds
+    #: them), masked; empty for a task that did not fail and for a no_log one.
+    stdout_tail: str = ""
+    stderr_tail: str = ""
 
 
 @dataclass

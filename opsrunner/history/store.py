@@ -49,7 +49,7 @@ def _sql_columns(columns: tuple[str, ...]) -> list[str]:
 
 _SELECT_RUN = f"SELECT {', '.join(_sql_columns(RUN_COLUMNS + STAMP_COLUMNS))} FROM runs"
 _TASK_COLUMNS = ("play", "task", "module", "host", "status", "changed", "handler", "msg", "diagnosis", "duration",
-                 "log_tail")
+                 "log_tail", "stdout_tail", "stderr_tail")
 _SELECT_TASKS = f"SELECT run_id, {', '.join(_TASK_COLUMNS)} FROM results"
 _JSON_COLUMNS: dict[str, Any] = {"inventory": [], "extra_vars": {}, "recap": {}, "notes": [], "options": {}}
 
@@ -149,7 +149,7 @@ class HistoryStore:
                                 f"VALUES ({', '.join('?' * (len(_TASK_COLUMNS) + 2))})",
                                 [(run_id, seq, row.play, row.task, row.module, row.host, row.status,
                                   int(row.changed), int(row.handler), row.msg, row.diagnosis, row.duration,
-                                  row.log_tail) for seq, row in rows])
+                                  row.log_tail, row.stdout_tail, row.stderr_tail) for seq, row in rows])
             hosts_sql = self.backend.insert_ignore("run_hosts", "SELECT ?, id, started FROM runs WHERE id = ?")
             self.backend.executemany(hosts_sql, [(host, run_id) for host in sorted({row.host for _, row in rows})])
 
@@ -287,7 +287,7 @@ class HistoryStore:
         sql = f"{_SELECT_TASKS} WHERE run_id IN ({', '.join('?' * len(by_id))}) ORDER BY run_id, seq"
         for r in self._q(sql, list(by_id)):
             by_id[r[0]].tasks.append(TaskRow(r[1], r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7]), r[8] or "",
-                                             r[9] or "", r[10] or 0.0, r[11] or ""))
+                                             r[9] or "", r[10] or 0.0, r[11] or "", r[12] or "", r[13] or ""))
 
     def _run(self, row: tuple[Any, ...]) -> RunRow:
         data = dict(zip(RUN_COLUMNS, row[:len(RUN_COLUMNS)], strict=True))

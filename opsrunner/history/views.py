@@ -175,6 +175,9 @@ def render_show(run: RunRow, group: str | None = None) -> str:
         for t in notable:
             lines.append(f"  {t.status}: [{t.host}] {t.task} ({t.duration:.1f}s)")
             lines += ["      " + ln for ln in t.msg.splitlines()]
+            for stream, text in (("stdout", t.stdout_tail), ("stderr", t.stderr_tail)):
+                if text:  # a failed task's output: under a timer its console went nowhere
+                    lines += [f"      {stream}:", *("        " + ln for ln in text.splitlines())]
     lines.append("\nRECAP")
     if not run.recap:
         lines.append("  (none: the run never reached its recap)" if run.exit_code is not None or run.aborted

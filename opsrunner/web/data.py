@@ -45,7 +45,8 @@ def run_summary(run: RunRow) -> dict[str, Any]:
 def _task(task: TaskRow) -> dict[str, Any]:
     return {"play": task.play, "task": task.task, "module": task.module, "host": task.host, "status": task.status,
             "changed": task.changed, "handler": task.handler, "msg": task.msg, "diagnosis": task.diagnosis,
-            "log_tail": task.log_tail, "duration_s": task.duration}
+            "log_tail": task.log_tail, "stdout_tail": task.stdout_tail, "stderr_tail": task.stderr_tail,
+            "duration_s": task.duration}
 
 
 def run_detail(run: RunRow) -> dict[str, Any]:

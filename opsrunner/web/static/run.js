@@ -39,6 +39,13 @@
     message.appendChild(el("pre", t.msg, "msg"));
     if (t.diagnosis) { message.appendChild(el("p", "diagnosis: " + t.diagnosis, "diagnosis")); }
     if (t.log_tail) { message.appendChild(el("pre", t.log_tail, "log-tail")); }
+    ["stdout", "stderr"].forEach(function (stream) {
+      const text = t[stream + "_tail"];
+      if (text) {
+        message.appendChild(el("p", stream + ":", "stream"));
+        message.appendChild(el("pre", text, "log-tail " + stream + "-tail"));
+      }
+    });
     const tr = row([el("td", t.task, "task"), el("td", t.status + (t.changed ? " (changed)" : ""), "status"),
                     t.duration_s.toFixed(1) + "s", message]);
     tr.className = "status-" + t.status;

@@ -1,0 +1,64 @@
+"""A task result as the history records it (TaskRow), made from the engine's TaskEnd; and
+FailedTasks, a subscriber that keeps the failed ones of a run in memory: what a scheduled
+run's alert says went wrong, known whether or not the history could record it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opsrunner.events import Event, TaskEnd, TaskStart, TaskTitles
+from opsrunner.history.rows import TaskRow
+from opsrunner.results import TaskResult
+
+#: A failed task's output kept in its record: at most this many last lines of each stream...
+OUTPUT_LINES = 20
+#: ... and at most this many characters of them (a line of megabytes is cut to its end).
+OUTPUT_CHARS = 4096
+#: The task results that say what went wrong (what an alert lists).
+FAILED_STATUSES = ("failed", "unreachable", "timed_out", "interrupted")
+
+
+def output_tail(text: str) -> str:
+    """The last OUTPUT_LINES lines of `text`, at most OUTPUT_CHARS characters of them."""
+    kept = "\n".join(text.rstrip("\n").splitlines()[-OUTPUT_LINES:])
+    return kept if len(kept) <= OUTPUT_CHARS else "..." + kept[-(OUTPUT_CHARS - 3):]
+
+
+def _output_of(r: TaskResult) -> TaskResult:
+    """The result whose output tells why the task failed: its own, else (a loop's summary has
+    none) its last failed item's."""
+    if r.stdout.strip() or r.stderr.strip() or not r.items:
+        return r
+    return next((i for i in reversed(r.items) if i.failed), r.items[-1])
+
+
+def task_row(event: TaskEnd, title: str, mask: Callable[[str], str]) -> TaskRow:
+    """The record of one result, masked with `mask`. A failed task's output tail is kept (a
+    scheduled run's console output goes nowhere); a `no_log` result arrives censored, with
+    no output to keep."""
+    r = event.result
+    out = _output_of(r) if r.failed and not r.no_log else TaskResult(r.status)
+    return TaskRow(event.play, mask(title), event.module, event.host, str(r.status), r.changed, event.handler,
+                   mask(r.msg), mask(str(r.data.get("diagnosis") or "")), round(r.duration_s, 3),
+                   mask(str(r.data.get("log_tail") or "")), mask(output_tail(out.stdout)),
+                   mask(output_tail(out.stderr)))
+
+
+class FailedTasks:
+    """Keeps the failed results of a run (events arrive masked, no_log censored), in order."""
+
+    def __init__(self) -> None:
+        self.rows: list[TaskRow] = []
+        self._titles = TaskTitles()
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, TaskStart):
+            self._titles.started(event)
+        elif isinstance(event, TaskEnd) and str(event.result.status) in FAILED_STATUSES:
+            self.rows.append(task_row(event, self._titles.title(event), str))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
