@@ -369,9 +369,10 @@ def _only_shown(reporters: list[Reporter]) -> bool:
     is on its way (idle.py). A library caller's own reporter or callback sees each task's
     result before the next task starts, as ever."""
     from opsrunner.history.recorder import HistoryRecorder
+    from opsrunner.history.taskrows import FailedTasks
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
 
-    return all(type(r) in (ConsoleReporter, JsonEventsReporter, HistoryRecorder) for r in reporters)
+    return all(type(r) in (ConsoleReporter, JsonEventsReporter, HistoryRecorder, FailedTasks) for r in reporters)
 
 
 def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:

@@ -65,14 +65,7 @@ class SQLiteBackend:
             raise
 
     def _found(self) -> migrations.Found:
-        marker = int(self.db.execute("PRAGMA user_version").fetchone()[0])
-        recorded, needs = 0, None
-        if self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                           (migrations.VERSIONS_TABLE,)).fetchone():
-            row = self.db.execute(migrations.SELECT_RECORDED).fetchone()
-            if row[0] is not None:
-                recorded, needs = int(row[0]), int(row[1])
-        return migrations.Found(marker, recorded, needs)
+        return _found(self.db)
 
     def _migrate(self) -> None:
         """The same rules as PostgreSQL's (migrations.py): in one BEGIN IMMEDIATE transaction
@@ -118,3 +111,40 @@ class SQLiteBackend:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _found(db: sqlite3.Connection) -> migrations.Found:
+    marker = int(db.execute("PRAGMA user_version").fetchone()[0])
+    recorded, needs = 0, None
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                  (migrations.VERSIONS_TABLE,)).fetchone():
+        row = db.execute(migrations.SELECT_RECORDED).fetchone()
+        if row[0] is not None:
+            recorded, needs = int(row[0]), int(row[1])
+    return migrations.Found(marker, recorded, needs)
+
+
+def unusable(path: Path) -> str | None:
+    """Why an existing file cannot be opsrunner's run history (not a SQLite database, another
+    program's, a schema this opsrunner refuses); None where it can be, or does not exist yet.
+    Read only: nothing is created or migrated (without a -wal beside it the file holds every
+    commit, so it is read as immutable: no -wal or -shm made either)."""
+    if not path.exists():
+        return None
+    if path.is_dir():
+        return "a directory, not a SQLite file"
+    mode = "ro" if Path(f"{path}-wal").exists() else "ro&immutable=1"
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        return f"cannot be opened ({type(exc).__name__}: {exc})"
+    try:
+        found = _found(db)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    except sqlite3.Error as exc:
+        return f"not a SQLite database opsrunner can read ({type(exc).__name__}: {exc})"
+    finally:
+        db.close()
+    if found.version == 0 and tables:  # every opsrunner version sets user_version with its tables
+        return f"a SQLite database, but not an opsrunner run history (its tables: {', '.join(tables[:5])})"
+    return found.refusal()

@@ -198,7 +198,16 @@ def _history(option: str | None) -> str:
     if given and scheme and not is_postgres(given):
         raise ValidationError([Problem(SourcePos(f"<{source}>"), f"a {scheme.group(1)}:// URL is no run history: "
                                        "give a SQLite file or a postgresql:// URL", source)])
-    return resolve(given)  # a path made absolute here, a URL as given; neither: the user's file
+    location = resolve(given)  # a path made absolute here, a URL as given; neither: the user's file
+    if not is_postgres(location):  # checked now, not at the first run, whose record would be lost
+        from opsrunner.history.sqlite_backend import unusable
+
+        why = unusable(Path(location))
+        if why is not None:
+            where = source if given else "history"
+            raise ValidationError([Problem(SourcePos(f"<{where}>"), f"{location} is no opsrunner run history: "
+                                           f"{why}", where)])
+    return location
 
 
 def _check_notify(urls: list[str]) -> None:

@@ -122,6 +122,10 @@ def should_notify(notify_on: str, code: int, previous_failed: bool | None) -> bo
 
 #: How many of a failed task's message's further lines an alert quotes before its log's last lines.
 MORE_LINES = 3
+#: How many last lines of a failed task's output (stderr, else stdout) an alert quotes...
+OUTPUT_LINES = 5
+#: ... each cut to this many characters.
+LINE_CHARS = 300
 
 
 def _task_lines(task: dict[str, Any]) -> list[str]:
@@ -129,7 +133,7 @@ def _task_lines(task: dict[str, Any]) -> list[str]:
     lines (verify's log tail; else the message's own: a launch that exited at once quotes
     `last lines of LOG:` after its first line), and up to MORE_LINES other lines of it."""
     first, *rest = (task.get("msg") or "").splitlines() or [task["status"]]
-    lines = [f"- [{task['host']}] {task['task']}: {first}"]
+    lines = [f"- [{task['host']}] {task['task']}: {first}", *_output_lines(task)]
     if task.get("diagnosis"):
         lines.append(f"  diagnosis: {task['diagnosis']}")
     tail = (task.get("log_tail") or "").splitlines()
@@ -139,6 +143,15 @@ def _task_lines(task: dict[str, Any]) -> list[str]:
         tail = [ln.removeprefix("  | ").removeprefix("  ") for ln in rest[at + 1:]]
     tail = tail[-LOG_LINES:]
     return lines + (["  last log lines:", *(f"    {ln}" for ln in tail)] if tail else [])
+
+
+def _output_lines(task: dict[str, Any]) -> list[str]:
+    """The last lines of a failed task's stderr (of its stdout where stderr is empty): what a
+    command said when it failed, which its message (`non-zero return code 1`) does not."""
+    stream = "stderr" if (task.get("stderr_tail") or "").strip() else "stdout"
+    text = [ln for ln in (task.get(f"{stream}_tail") or "").splitlines() if ln.strip()][-OUTPUT_LINES:]
+    return [f"  {stream}:", *(f"    {ln[:LINE_CHARS]}" + (" ..." if len(ln) > LINE_CHARS else "") for ln in text)] \
+        if text else []
 
 
 def alert_for(summary: dict[str, Any]) -> Alert:
@@ -155,6 +168,8 @@ def alert_for(summary: dict[str, Any]) -> Alert:
         lines += _task_lines(task)
     if summary.get("run_id"):
         lines.append(f"run {summary['run_id']}: opsrunner show {summary['run_id']}")
+    if summary.get("unrecorded"):  # what `show` and the dashboard lack of this run, and why
+        lines.append(summary["unrecorded"])
     if summary.get("dashboard") and summary.get("run_id"):
         lines.append(f"dashboard: {summary['dashboard'].rstrip('/')}/runs/{summary['run_id']}")
     return Alert(title, "\n".join(lines), failure=summary["exit_code"] != 0)

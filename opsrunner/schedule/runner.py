@@ -19,15 +19,16 @@ from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, ValidationError
 from opsrunner.exitcodes import EXIT_VALIDATION, exit_code_of
-from opsrunner.history.location import resolve
+from opsrunner.history.location import display, resolve, scrub
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
+from opsrunner.history.taskrows import FAILED_STATUSES, FailedTasks
 from opsrunner.schedule.notify import Alert, aborted_alert, alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
-    from opsrunner.history.rows import RunRow
+    from opsrunner.history.rows import RunRow, TaskRow
 
 EXIT_REFUSED = 2
 
@@ -66,6 +67,7 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     project = Path(schedule.project)
     request = _request(schedule, run_id, history)
     refused = git_pull(project) if schedule.git_pull else None
+    failed = FailedTasks()  # what went wrong, for the alert, whether or not the history records it
     if refused:
         err.write(f"ERROR: {refused}\n")
         code = EXIT_REFUSED
@@ -76,8 +78,8 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
             api.record_not_run(request, GitPullRefused(refused))
     else:
         with contextlib.chdir(project):  # the schedule's paths are the project's, as `play` there
-            code, refused = _play(request, out, err)
-    summary = run_summary(schedule, run_id, code, started, refused, history)
+            code, refused = _play(request, out, err, failed)
+    summary = run_summary(schedule, run_id, code, started, refused, history, failed.rows)
     _notify(schedule, summary, err, history)
     return code
 
@@ -119,7 +121,7 @@ def _request(schedule: Schedule, run_id: str, history: str) -> PlayRequest:
                            history_path=str(history), argv=["play", *schedule.play_args(), "--lock"])
 
 
-def _play(request: PlayRequest, out: IO[str], err: IO[str]) -> tuple[int, str | None]:
+def _play(request: PlayRequest, out: IO[str], err: IO[str], failed: FailedTasks) -> tuple[int, str | None]:
     """The schedule's play, reported on `out` as `opsrunner play` would; (exit code, why the
     run did not reach its recap). However the run ends, there is an exit code and a why for
     the alert: the library masks what its errors say; of anything else only its type is told.
@@ -129,7 +131,7 @@ def _play(request: PlayRequest, out: IO[str], err: IO[str]) -> tuple[int, str | 
 
     console = ConsoleReporter(out, 0, colour=False)
     try:
-        return api.run(request, [console]).exit_code, None
+        return api.run(request, [console, failed]).exit_code, None
     except ValidationError as exc:
         for problem in exc.problems:
             err.write(f"ERROR: {problem}\n")
@@ -148,38 +150,54 @@ def _play(request: PlayRequest, out: IO[str], err: IO[str]) -> tuple[int, str | 
 
 
 def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None,
-                history: str) -> dict[str, Any]:
-    """The structured summary of the alert: from the run history (secrets already masked there)."""
+                history: str, failed: list[TaskRow] | None = None) -> dict[str, Any]:
+    """The structured summary of the alert. What went wrong is what the run itself saw
+    (`failed`: its failed task results, masked as the run masks its events), so the alert
+    says it when the history could not record the run; the run's row, its schedule's
+    previous outcome and its aborted runs come from the history, where it can be read."""
     summary: dict[str, Any] = {
         "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
         "exit_code": code, "result": result_of(code),
         "controller": socket.gethostname(), "started": started, "ended": time.time(), "git_commit": None,
-        "recap": {}, "failed_tasks": [], "error": error, "previous_failed": None, "dashboard": schedule.dashboard,
-        "aborted_unalerted": [],
+        "recap": {}, "failed_tasks": [_failed_task(t) for t in failed or [] if t.status in ALERTED_STATUSES],
+        "error": error, "previous_failed": None, "dashboard": schedule.dashboard, "aborted_unalerted": [],
+        "unrecorded": None,
     }
     run = previous = None
-    with contextlib.suppress(Exception):  # no history (unwritable, --no-history): the summary says less
+    try:
         store = HistoryStore(history)
-        run = store.run(run_id)
-        previous, aborted = _previous(store, schedule.name, run_id)
-        summary["aborted_unalerted"] = [{"run_id": r.id, "started": r.started, "heartbeat": r.heartbeat,
-                                         "task": r.current_task, "playbook": r.playbook} for r in aborted]
+    except Exception as exc:  # unwritable, corrupt, locked: the summary says less, and why
+        cause = scrub(f"{type(exc).__name__}: {str(exc).strip()}", history).splitlines()[0]
+        summary["unrecorded"] = (f"run {run_id} NOT RECORDED: the run history {display(history)} cannot be "
+                                 f"opened: {cause}")
+    else:
+        with contextlib.suppress(Exception):
+            run = store.run(run_id)
+            previous, aborted = _previous(store, schedule.name, run_id)
+            summary["aborted_unalerted"] = [{"run_id": r.id, "started": r.started, "heartbeat": r.heartbeat,
+                                             "task": r.current_task, "playbook": r.playbook} for r in aborted]
         store.close()
     if previous is not None:
         summary["previous_failed"] = previous.exit_code != 0 if previous.exit_code is not None else previous.aborted
     if run is not None and run.id == run_id:
         summary.update(run_id=run.id, git_commit=run.git_commit, recap=run.recap, started=run.started,
                        ended=run.ended or summary["ended"], result=run.result)
-        summary["failed_tasks"] = [{"host": t.host, "task": t.task, "status": t.status, "msg": t.msg,
-                                    "diagnosis": t.diagnosis, "log_tail": t.log_tail}
-                                   for t in run.tasks if t.status in ALERTED_STATUSES]
-        if summary["failed_tasks"]:
-            summary["error"] = None  # the tasks say it better than stderr's last line
+        if run.record_gap:
+            summary["unrecorded"] = f"record incomplete: {run.record_gap}"
+    elif summary["unrecorded"] is None:
+        summary["unrecorded"] = f"run {run_id} NOT RECORDED: it is not in the run history {display(history)}"
+    if summary["failed_tasks"]:
+        summary["error"] = None  # the tasks say it better than stderr's last line
     return summary
 
 
+def _failed_task(t: TaskRow) -> dict[str, Any]:
+    return {"host": t.host, "task": t.task, "status": t.status, "msg": t.msg, "diagnosis": t.diagnosis,
+            "log_tail": t.log_tail, "stdout_tail": t.stdout_tail, "stderr_tail": t.stderr_tail}
+
+
 #: The task results an alert lists as what went wrong.
-ALERTED_STATUSES = ("failed", "unreachable", "timed_out", "interrupted")
+ALERTED_STATUSES = FAILED_STATUSES
 #: The note on an aborted run's row once a later run of its schedule has alerted it.
 ALERTED_ABORTED = "alerted as aborted (controller gone) by run"
 
