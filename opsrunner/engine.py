@@ -96,6 +96,7 @@ class Engine:
         self._runner = TaskRunner(self.state, pool)
         with switch_interval_for(workers):
             self._run_plays(pool)
+        self._report_lost_locks()
         self.emit(Recap(self.summary))
         return self.summary
 
@@ -119,6 +120,14 @@ class Engine:
             # Interrupted (or failed), host threads may still be in commands that only the close ends.
             self.state.connections.close_all()
             pool.shutdown(wait=not self.summary.interrupted, cancel_futures=True)
+
+    def _report_lost_locks(self) -> None:
+        """Job locks found gone only as the run's connections closed (a lease that ran out
+        while the controller was stopped, after the host's last task): that host is
+        unreachable in the recap, and the run does not end ok."""
+        for host, why in sorted(self.state.connections.lost_job_locks.items()):
+            self.summary.host(host).unreachable += 1
+            self.emit(Notice(f"UNREACHABLE at the end of the run: {why}", host))
 
     def _run_play(self, play: Play) -> bool:
         """Run one play; False means stop the whole run (any_errors_fatal, all failed, ...)."""

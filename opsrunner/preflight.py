@@ -27,6 +27,7 @@ from opsrunner.errors import ModuleFailure, Problem, SourcePos, TemplateError, V
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file, vars_file_problems
 from opsrunner.inventory import Inventory, PatternError
+from opsrunner.locks.job_lock import LEASE_VAR, lease_seconds
 from opsrunner.modules import template as template_file
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
@@ -158,7 +159,7 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
             problems.append(Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key))
         elif key == "timeout":
             problems += _deadline_problems(task, value, key, "") or _grace_problems(task, value, variables, deferred)
-    return problems + _delegate_problems(task, variables, deferred)
+    return problems + _delegate_problems(task, variables, deferred) + _lease_problems(task, variables, deferred)
 
 
 def _no_log_problems(play: Play, task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
@@ -181,6 +182,26 @@ def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: fro
     except (Deferred, TemplateError):
         return []  # known at run time only, or a problem the argument check tells
     return grace_problems(task, seconds(timeout), grace)
+
+
+#: The modules that take a job lock (explicitly, or as kill_old and launch_detached do by their pidfile).
+_LOCKING_MODULES = frozenset({"job_lock", "kill_old", "launch_detached", "rollback"})
+
+
+def _lease_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    """`job_lock_lease`, where set, on a task that may take a job lock with it."""
+    raw = variables.get(LEASE_VAR) if task.module in _LOCKING_MODULES else None
+    if raw is None:
+        return []
+    where = f"variable {LEASE_VAR} (the lease of the job lock this {task.module} task takes): "
+    try:
+        lease_seconds(render(raw, variables, deferred))
+    except Deferred:
+        return []
+    except (TemplateError, ValueError) as exc:
+        text = exc.bare_message if isinstance(exc, TemplateError) else str(exc)
+        return [Problem(task.pos, where + text, LEASE_VAR)]
+    return []
 
 
 def _delegate_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:

@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 from opsrunner import idle
 from opsrunner.connections.artifact import UNCACHE, agent_artifact, agent_version, cache_name, inline_argv, start_argv
 from opsrunner.connections.become import REFUSED
+from opsrunner.connections.leases import JobLocksLost, LeaseWatch
 from opsrunner.connections.ops import EXEC, AgentOp, ArgsT, ReplyT
 from opsrunner.connections.startslots import StartSlots
 from opsrunner.connections.streams import Stream
@@ -92,27 +93,19 @@ BEAT_REPLY_S = 30.0
 #: An exec request's deadline in the agent is this much past the command's own, so that the
 #: worker, which returns the output so far, normally acts first.
 EXEC_GRACE_S = 2.0
-
-
 class AgentLost(ModuleFailure):
     """The agent process ended (crashed, killed, connection lost) while in use."""
-
-
-class JobLocksLost(ConnectionFailed):
-    """The job locks this run held on a host went with its agent (a lease that ran out while
-    the controller was not heard from, or an agent that died): another run may have acted on
-    the job since. The host is out of the run (unreachable): no further task, and no rescue,
-    acts on a job this run no longer holds."""
 
 
 class AgentStartFailed(ModuleFailure):
     """The agent could not be started on the host (no Python there, a wrapper that fails...)."""
 
 
-class AgentSession:
+class AgentSession(LeaseWatch):
     """The agent of one connection: started lazily, restarted once after it is lost."""
 
     def __init__(self, connection: AgentHost) -> None:
+        super().__init__()
         self.connection = connection
         self.pid: int | None = None
         self.starts = 0
@@ -121,11 +114,6 @@ class AgentSession:
         self._lost: str | None = None
         self._cacheable = True
         self._lock = threading.Lock()
-        #: The job locks this session's agent holds for the run (their paths as requested): the
-        #: agent's own process keeps them (remote/job_locks.py), so a new agent holds none.
-        self.locks: set[str] = set()
-        #: Why the locks were lost, once they were (JobLocksLost from then on).
-        self._locks_lost: str | None = None
         self._ended = threading.Event()
         self._beats: threading.Thread | None = None
         #: Seconds the last start waited for its turn (connections/startslots.py).
@@ -152,6 +140,7 @@ class AgentSession:
     def _call(self, op: str, args: dict[str, Any], timeout: float | None, payload: IO[bytes] | None,
               notes: list[str] | None, shown: str | None) -> dict[str, Any]:
         with self._lock:
+            self._begin()
             if self.connection.log:  # `shown`: what -vvv prints instead of the request
                 self.connection.log(self.connection.spec.name, shown or f"agent {op} {json.dumps(args)}")
             request = json.dumps({"op": op, "args": args, "timeout": timeout,
@@ -166,18 +155,8 @@ class AgentSession:
             if backup is not None:  # its wait for a start slot is this controller's, not the request's
                 backup += self.turn_wait
             try:
-                if not self._deliver(stream, request, payload, backup):
-                    self._drop(f"ended before it read the request ({stream.exit_text()})")
-                    if payload is not None and rewind is None:
-                        raise EOFError("the agent ended before it read the request")
-                    if payload is not None and rewind is not None:
-                        payload.seek(rewind)
-                    stream = self._ensure_started(notes, backup)
-                    if backup is not None:
-                        backup += self.turn_wait
-                    if not self._deliver(stream, request, payload, backup):
-                        raise EOFError("the new agent ended before it read the request")
-                return self._read_frame(stream, backup, JSON)
+                stream, backup = self._exchange(stream, request, payload, rewind, backup, notes)
+                reply = self._read_frame(stream, backup, JSON)
             except TimeoutError:
                 self._drop("did not answer within the task timeout; it was stopped")
                 return {"timed_out": True, "error": f"the agent did not answer within {timeout:g}s"}
@@ -188,6 +167,27 @@ class AgentSession:
                 reason = self._drop(f"ended ({stream.exit_text() or exc})")
                 raise AgentLost(f"remote agent (pid {self.pid}) {reason} during '{op}'; "
                                 "a new agent will be started for the next task") from None
+            if self._may_have_lapsed():  # (a pause): no reply is taken unconfirmed
+                self._confirm_held(stream, f"the reply to '{op}' is not reported as this host's state")
+            return reply
+
+    def _exchange(self, stream: Stream, request: bytes, payload: IO[bytes] | None, rewind: int | None,
+                  backup: float | None, notes: list[str] | None) -> tuple[Stream, float | None]:
+        """Deliver the request (to a new agent, once, where the agent was found gone before it
+        read it); the stream the reply comes on, and the reply's deadline."""
+        if self._deliver(stream, request, payload, backup):
+            return stream, backup
+        self._drop(f"ended before it read the request ({stream.exit_text()})")
+        if payload is not None and rewind is None:
+            raise EOFError("the agent ended before it read the request")
+        if payload is not None and rewind is not None:
+            payload.seek(rewind)
+        stream = self._ensure_started(notes, backup)
+        if backup is not None:
+            backup += self.turn_wait
+        if not self._deliver(stream, request, payload, backup):
+            raise EOFError("the new agent ended before it read the request")
+        return stream, backup
 
     def exec(self, argv: Sequence[str], *, stdin: IO[bytes] | None, cwd: str | None, timeout: float | None,
              notes: list[str] | None = None, shown: str | None = None) -> CommandResult:
@@ -243,21 +243,47 @@ class AgentSession:
 
     def end(self) -> bool:
         """The end of the connection: no more heartbeats; the agent exits, waited for (its
-        job locks are released once this returns). True when its session was seen to end."""
+        job locks are released once this returns). True when its session was seen to end.
+        Locks found lost here, or lost with no caller told, are kept in lost_at_end."""
         self._ended.set()
+        self._check_at_end()
         ended = self.close(wait_exit=True)
         self.locks.clear()
         return ended
 
-    def keep_leased(self, interval: float) -> None:
-        """While this agent holds job locks, renew their lease every `interval` seconds when
-        no request is in flight (a request renews it itself): the agent lets its locks go
-        when a half-open connection stops delivering anything (remote/job_locks.py)."""
+    def _check_at_end(self) -> None:
+        """The run ends holding job locks: an agent gone, or a pause since it was last heard
+        from that could have let the lease run out, is confirmed with it first (the end's EOF
+        alone would look the same whether the locks were held to the end or not)."""
+        if self.locks and self._lock.acquire(blocking=False):  # (else a request is in flight: interrupted)
+            try:
+                self._begin()
+                stream = self._stream
+                if stream is None or not stream.alive() or self._may_have_lapsed():
+                    self._confirm_held(stream, "found at the end of the run, which therefore does not end ok")
+            except JobLocksLost:
+                self._lost_told = False  # told by the run's end instead (lost_at_end)
+            finally:
+                self._lock.release()
+        if self._locks_lost is not None and not self._lost_told:
+            self.lost_at_end = self._locks_lost
+
+    def hold(self, path: str, lease: float) -> None:
+        """The agent took the job lock at `path` for this run with `lease`: the session keeps
+        it leased from now on (the agent keeps the shortest lease of the locks it holds)."""
+        self._hold(path, lease)
+        self.keep_leased()
+
+    def keep_leased(self, interval: float | None = None) -> None:
+        """While this agent holds job locks, renew their lease every `interval` seconds (a
+        quarter of the lease by default) when no request is in flight (a request renews it
+        itself): the agent lets its locks go when a half-open connection stops delivering
+        anything (remote/job_locks.py)."""
         if self._beats is not None:
             return
 
         def beat() -> None:
-            while not self._ended.wait(interval):
+            while not self._ended.wait(interval or self.lease / 4):
                 if self.locks and self._lock.acquire(blocking=False):
                     try:
                         self._beat()
@@ -271,6 +297,7 @@ class AgentSession:
         stream = self._stream
         if stream is None:
             return
+        self._begin()
         deadline = time.monotonic() + BEAT_REPLY_S
         try:
             if self._deliver(stream, b'{"op":"beat","args":{}}', None, deadline):
@@ -284,16 +311,39 @@ class AgentSession:
     def _drop(self, reason: str) -> str:
         self.close()
         if self.locks:  # the kernel released them with the agent
-            held = ", ".join(sorted(self.locks))
-            reason += f"; the job lock(s) it held ({held}) went with it"
-            self._locks_lost = (
-                f"the job lock(s) this run held here ({held}) were let go: the remote agent {reason} (the "
-                "target also lets a lock go when it has not heard from the controller for the lock's lease, "
-                "as after a pause of the controller). Another run may have acted on the job since: nothing "
-                "more is done on this host in this run")
-            self.locks.clear()
+            reason += f"; the job lock(s) it held ({', '.join(sorted(self.locks))}) went with it"
+            self._locks_went(reason)
         self._lost = reason
         return reason
+
+    def lose_locks(self, why: str) -> JobLocksLost:
+        """The agent no longer holds locks this run took (a release it did not hold): the
+        agent is stopped and the host out of the run as when the locks went with it."""
+        self._drop(why)
+        return self._told()
+
+    def _confirm_held(self, stream: Stream | None, consequence: str) -> None:
+        """After a gap in which the lease may have run out: the agent says whether it still
+        holds this run's locks (it exits when its lease runs out: one gone holds none).
+        JobLocksLost, the agent stopped, when it does not."""
+        held: list[Any] = []
+        deadline = time.monotonic() + BEAT_REPLY_S
+        request = json.dumps({"op": "job_held", "args": {"paths": sorted(self.locks)}}).encode()
+        if self.connection.log:  # a request as any other (-vvv)
+            self.connection.log(self.connection.spec.name, f"agent {request.decode()}")
+        try:
+            if stream is not None and self._deliver(stream, request, None, deadline):
+                held = self._read_frame(stream, deadline, JSON).get("held") or []
+        except (OSError, EOFError, ValueError):  # TimeoutError is an OSError
+            pass
+        if self.locks <= set(held):
+            self._gap = 0.0
+            return
+        self._locks_lost = self._lapsed(consequence)
+        self._lost = "let its job locks go at their lease"
+        self.locks.clear()
+        self.close()
+        raise self._told()
 
     # -- start and greeting -----------------------------------------------------------------
     def _ensure_started(self, notes: list[str] | None, deadline: float | None) -> Stream:
@@ -303,7 +353,7 @@ class AgentSession:
                 return self._stream
             self._drop(f"ended between tasks ({self._stream.exit_text()})")  # crashed or killed
         if self._locks_lost is not None:
-            raise JobLocksLost(self._locks_lost)
+            raise self._told()
         idle.run(keep_errors=True)  # a start may take seconds: what this thread put off goes first
         lost, self._lost = self._lost, None
         asked = time.monotonic()
@@ -330,6 +380,7 @@ class AgentSession:
         TimeoutError where the task's `deadline` (monotonic) came first, AgentStartFailed
         where they reach it but the agent cannot run there."""
         with self._lock:
+            self._begin()
             try:
                 self._ensure_started(notes, deadline)
             except Exception:
@@ -415,7 +466,12 @@ class AgentSession:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
                 raise TimeoutError
-            chunk = stream.recv(max(1 << 16, size - len(self._buf)), wait)
+            try:  # while locks are held, awake every quarter lease: a longer gap is a pause
+                chunk = stream.recv(max(1 << 16, size - len(self._buf)), self._wait_slice(wait))
+            except TimeoutError:
+                self._woke()
+                continue  # the deadline, if it has come, is told above
+            self._woke()
             if not chunk:
                 raise EOFError("the agent's output ended")
             self._buf += chunk

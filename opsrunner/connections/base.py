@@ -93,6 +93,11 @@ class Connection(abc.ABC):
         if self._agent is not None:
             self._agent.end()
 
+    def lost_job_locks(self) -> str | None:
+        """Once closed: why the job locks this run held here went before the run let go of
+        them, where no task was told (found at the close): the run then does not end ok."""
+        return self._agent.lost_at_end if self._agent is not None else None
+
     def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream:
         """Start a long-lived argv through the wrapper chain; its stdin/stdout as a Stream.
 

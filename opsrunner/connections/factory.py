@@ -21,6 +21,8 @@ class ConnectionFactory:
         self.slots = StartSlots(start_slots)
         self._open: dict[str, Connection] = {}
         self._workers: WorkerPool | None = None
+        #: {host: why} for job locks found lost only as their connection closed (Connection.lost_job_locks).
+        self.lost_job_locks: dict[str, str] = {}
 
     def start_workers(self, count: int) -> None:
         """Hold the ssh connections in `count` worker processes (workerpool.py), started now
@@ -37,7 +39,7 @@ class ConnectionFactory:
         conn = self._open.get(spec.name)
         if conn is None or conn.spec != spec:
             if conn is not None:
-                conn.close()
+                self._close(conn)
             conn = self._create(spec)
             self._open[spec.name] = conn
         return conn
@@ -64,10 +66,10 @@ class ConnectionFactory:
         self._open.clear()
         if len(conns) <= 1:
             for conn in conns:
-                conn.close()
+                self._close(conn)
         else:
-            closers = [threading.Thread(target=conn.close, name=f"close-{conn.spec.name}", daemon=True)
-                       for conn in conns]
+            closers = [threading.Thread(target=self._close, args=(conn,), name=f"close-{conn.spec.name}",
+                                        daemon=True) for conn in conns]
             for closer in closers:
                 closer.start()
             for closer in closers:
@@ -75,3 +77,9 @@ class ConnectionFactory:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
+
+    def _close(self, conn: Connection) -> None:
+        conn.close()
+        lost = conn.lost_job_locks()
+        if lost:
+            self.lost_job_locks[conn.spec.name] = lost

@@ -4,8 +4,10 @@ The lock is an flock on `<pidfile base>.lock` on the target, held by the host's 
 itself (remote/job_locks.py: its own process, not a worker), which lives exactly as long
 as this controller's connection. The lock ends with the agent: at `state: unlocked`, at
 the end of the run, on Ctrl-C, when the controller dies or when the connection drops (a
-heartbeat lease covers connections that die without a FIN: the agent lets go after
-LEASE_S without any request, and AgentSession.keep_leased beats while it is idle).
+heartbeat lease covers connections that die without a FIN: the agent lets go and exits
+after the lease, LEASE_S or the `job_lock_lease` variable, without any request, and
+AgentSession.keep_leased beats while it is idle). A lock that went before the run let go
+of it (a controller stopped past the lease) is JobLocksLost: the host is out of the run.
 
 The `job_lock` task (modules/job_lock.py) takes and releases it here; kill_old and
 launch_detached take it implicitly (hold_for_job).
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from opsrunner.connections.base import Connection
+from opsrunner.connections.leases import DEFAULT_LEASE_S
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.holder import LockHolder, describe_holder
 from opsrunner.results import Status, TaskResult
@@ -41,8 +44,10 @@ class TaskOnHost(Protocol):
     @property
     def notes(self) -> list[str]: ...
 
-#: Seconds the agent keeps a lock without any request; the controller beats every LEASE_S / 4.
-LEASE_S = 60.0
+#: Seconds the agent keeps a lock without any request; the controller beats every lease / 4.
+LEASE_S = DEFAULT_LEASE_S
+#: The variable that sets another lease (seconds) for the job locks a host's tasks take.
+LEASE_VAR = "job_lock_lease"
 #: Seconds the agent may take to answer, beyond the request's own wait.
 REPLY_MARGIN_S = 60.0
 
@@ -60,22 +65,45 @@ def holds_job_lock(connection: Connection, path: str) -> bool:
     return path in connection.agent().locks
 
 
+def lease_seconds(value: Any) -> float:
+    """A lease in seconds; ValueError says what is wrong with it."""
+    try:
+        lease = float(value)
+    except (TypeError, ValueError):
+        lease = float("nan")
+    if isinstance(value, bool) or not 0 < lease < float("inf"):
+        raise ValueError(f"must be a positive number of seconds, got {value!r}")
+    return lease
+
+
+def lease_of(variables: Mapping[str, Any]) -> float:
+    """The lease of the job locks a task takes: the `job_lock_lease` variable, else LEASE_S.
+    ModuleFailure when it is no positive number (preflight refuses one known before the run)."""
+    raw = variables.get(LEASE_VAR)
+    if raw is None:
+        return LEASE_S
+    try:
+        return lease_seconds(raw)
+    except ValueError as exc:
+        raise ModuleFailure(f"variable {LEASE_VAR} (the job lock's lease): {exc}") from None
+
+
 def take_job_lock(connection: Connection, path: str, *, wait: float, holder: LockHolder,
-                  probe: bool = False) -> TaskResult:
+                  probe: bool = False, lease: float = LEASE_S) -> TaskResult:
     """Take the job lock at `path` for the rest of the run (waiting up to `wait` seconds for
-    another run's), or with `probe` (check mode) only say whether it is free. Raises
+    another run's), kept by the agent `lease` seconds past its last word from this
+    controller, or with `probe` (check mode) only say whether it is free. Raises
     ModuleFailure naming the holder (data["holder"]) when another run keeps it."""
     session = connection.agent()
     if path in session.locks:
         return TaskResult(Status.OK, msg="already held by this run")
-    request: LockRequest = {"path": path, "wait": wait, "lease": LEASE_S, "holder": holder.record(),
+    request: LockRequest = {"path": path, "wait": wait, "lease": lease, "holder": holder.record(),
                             "probe": probe}
     reply = cast("LockReply", session.call("job_lock", cast("dict[str, Any]", request),
                                            timeout=wait + REPLY_MARGIN_S, shown=f"agent job_lock {path}"))
     if reply.get("locked") is not True:
         return _not_taken(reply)
-    session.locks.add(path)
-    session.keep_leased(LEASE_S / 4)
+    session.hold(path, lease)
     msg = f"locked {reply['path']} until the end of the run"
     stale = reply.get("stale")
     if stale:
@@ -95,15 +123,20 @@ def _not_taken(reply: LockReply | dict[str, Any]) -> TaskResult:
 
 def release_job_lock(connection: Connection, path: str) -> TaskResult:
     """Let go of the job lock at `path` now, if this run holds it; the agent confirms, so the
-    lock is free once this returns."""
+    lock is free once this returns. JobLocksLost (the host out of the run) when the agent
+    no longer held it: it went before, and another run may have acted on the job since."""
     session = connection.agent()
+    session.check_locks()  # lost already (found by a heartbeat): never "not held", ok
     if path not in session.locks:
         return TaskResult(Status.OK, msg="not held by this run")
-    session.locks.discard(path)
+    # Still counted as held during the request: an agent found gone (a new one would hold
+    # nothing) then makes it JobLocksLost, never a release of a lock that went long before.
     reply = cast("LockReply", session.call("job_unlock", {"path": path}, timeout=30))
-    if not reply.get("released"):
-        return TaskResult(Status.OK, msg=f"released ({reply.get('why') or reply.get('error') or 'not held'})")
-    return TaskResult(Status.OK, msg=f"released {reply['path']}")
+    if reply.get("released"):
+        session.locks.discard(path)
+        return TaskResult(Status.OK, msg=f"released {reply['path']}")
+    why = reply.get("why") or reply.get("error") or "not held"
+    raise session.lose_locks(f"answered the release of the job lock at {path} with '{why}'")
 
 
 def holder_of(ctx: TaskOnHost) -> LockHolder:
@@ -122,9 +155,10 @@ def hold_for_job(ctx: TaskOnHost, pidfile: str | None) -> None:
     path = lock_path(pidfile)
     if holds_job_lock(ctx.connection, path):
         return
+    lease = lease_of(ctx.variables)  # a bad one fails the task: never a lock silently not taken
     try:
         taken = take_job_lock(ctx.connection, path, wait=0, holder=holder_of(ctx),
-                              probe=ctx.check_mode)
+                              probe=ctx.check_mode, lease=lease)
     except ModuleFailure as exc:
         if "holder" in exc.data:
             raise  # another run restarts this job

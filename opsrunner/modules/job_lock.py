@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opsrunner.locks.job_lock import holder_of, lock_path, release_job_lock, take_job_lock
+from opsrunner.locks.job_lock import holder_of, lease_of, lock_path, release_job_lock, take_job_lock
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.results import TaskResult
 
@@ -19,7 +19,7 @@ class JobLockModule(Module):
         if args.get("state", "locked") == "unlocked":
             return release_job_lock(ctx.connection, path)
         return take_job_lock(ctx.connection, path, wait=float(args.get("wait") or 0),
-                             holder=holder_of(ctx), probe=ctx.check_mode)
+                             holder=holder_of(ctx), probe=ctx.check_mode, lease=lease_of(ctx.variables))
 
 
 MODULE = JobLockModule()

@@ -132,6 +132,10 @@ class HeldLocks:
         self.last_request = time.monotonic()
         if op == "beat":
             return b"{}"
+        if op == "job_held":  # an agent alive holds all its locks: the lease's end also ends it
+            paths = args.get("paths")
+            held = [p for p in (paths if isinstance(paths, list) else []) if os.path.expanduser(str(p)) in self.fds]
+            return json_dumps({"held": held}).encode()
         try:
             if op == "job_unlock":
                 return json_dumps(self.release(os.path.expanduser(str(args.get("path"))), "released")).encode()

@@ -61,8 +61,9 @@ CHUNK = MAX_DATA
 
 JSON, ACK, KEEP, DATA, END = b"J", b"A", b"K", b"D", b"E"
 #: Ops the agent's own process answers, never a worker (job_locks.py): a job lock lives as
-#: long as the agent does, and any request (a beat, when idle) renews its lease.
-LOCK_OPS = ("job_lock", "job_unlock", "beat")
+#: long as the agent does, and any request (a beat, when idle) renews its lease. job_held
+#: says which of the given locks this agent holds (the controller's check after a pause).
+LOCK_OPS = ("job_lock", "job_unlock", "beat", "job_held")
 
 
 def frame(kind: bytes, body: bytes) -> bytes:
