@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from opsrunner.connections.agent import JobLocksLost
+from opsrunner.connections.base import ConnectionSpec
+from opsrunner.locks.job_lock import release_job_lock
 from tests.conftest import pids_with, wait_for, write_yaml
 from tests.helpers import cli_subprocess, opsrunner_process
-from tests.locks.test_job_lock import _inventory, _lock_is_free, demo  # noqa: F401 (the fixture)
+from tests.locks.test_job_lock import _inventory, _lock_is_free, _lock_with_lease, demo  # noqa: F401 (the fixture)
 
 LAPSED = re.compile(r"the job lock at (\S+) was let go after no word from this controller for (\d+)s, past the "
                     r"lock's lease of 2s \(e\.g\. the controller was stopped or suspended\): another run may have "
@@ -149,3 +152,22 @@ def test_a_release_of_a_lock_the_agent_lost_is_not_ok(tmp_path: Path) -> None:
     assert run.returncode == 3, text
     assert "released" not in text, text
     assert re.search(r"fatal: \[box\]: UNREACHABLE! => .*" + LAPSED_1S.pattern, text), text
+
+
+def test_a_release_that_finds_the_agent_gone_is_the_lost_lock_not_a_release(tmp_path: Path) -> None:
+    """The agent let the lock go at its lease and exited; the release's request would start a new
+    agent, which holds nothing: it is JobLocksLost (the host unreachable), not `released (not held)`."""
+    lock = tmp_path / "job.lock"
+    factory, session = _lock_with_lease(lock, 1)
+    try:
+        session.locks.add(str(lock))  # as take_job_lock records it; no heartbeats, as in a pause
+        assert wait_for(lambda: _lock_is_free(lock), 15)
+        assert wait_for(lambda: not session._stream.alive(), 15)  # the agent exited at the lease
+        conn = factory.get(ConnectionSpec(name="t", kind="local"))
+        with pytest.raises(JobLocksLost, match=r"job lock\(s\) this run held here .* were let go"):
+            release_job_lock(conn, str(lock))
+        with pytest.raises(JobLocksLost):  # and every later request on that host
+            session.call("beat", {})
+        assert _lock_is_free(lock)  # no new agent took it again
+    finally:
+        factory.close_all()
