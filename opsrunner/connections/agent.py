@@ -93,6 +93,8 @@ BEAT_REPLY_S = 30.0
 #: An exec request's deadline in the agent is this much past the command's own, so that the
 #: worker, which returns the output so far, normally acts first.
 EXEC_GRACE_S = 2.0
+
+
 class AgentLost(ModuleFailure):
     """The agent process ended (crashed, killed, connection lost) while in use."""
 
