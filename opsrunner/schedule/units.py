@@ -63,8 +63,10 @@ def _systemd_word(word: str) -> str:
 
 
 def run_argv(schedule: Schedule, schedules: Path) -> list[str]:
-    """What the timer (or cron) runs: exactly `opsrunner schedule run NAME`."""
-    return [sys.executable, "-m", "opsrunner", "schedule", "run", schedule.name, "--schedules", str(schedules)]
+    """What the timer (or cron) runs: exactly `opsrunner schedule run NAME`, with the opsrunner
+    that `add` runs with. `-P`: the run's working directory, the project, is not put on sys.path,
+    so an `opsrunner/` folder there (the project being an opsrunner checkout) is not imported."""
+    return [sys.executable, "-P", "-m", "opsrunner", "schedule", "run", schedule.name, "--schedules", str(schedules)]
 
 
 def render_service(schedule: Schedule, schedules: Path, system: bool) -> str:
@@ -77,6 +79,10 @@ def render_service(schedule: Schedule, schedules: Path, system: bool) -> str:
         "",
         "[Service]",
         "Type=oneshot",
+        # When the run ends only its own process is stopped: the jobs it launched on a
+        # `connection: local` host live in this unit's cgroup and must outlive it. A stop while
+        # a run goes on is a SIGTERM to opsrunner, which stops its in-flight commands itself.
+        "KillMode=process",
         # A path setting: taken verbatim to the end of the line (quotes would be part of it).
         f"WorkingDirectory={schedule.project.replace('%', '%%')}",
         "ExecStart=" + " ".join(_systemd_word(w) for w in run_argv(schedule, schedules)),

@@ -218,7 +218,7 @@ def test_cron_entry_is_installed_fired_by_cron_and_removed(inside: Inside) -> No
         assert "  wrote the user's crontab\n" in add.stdout
         crontab = inside.run(["crontab", "-l"], user=user, home=home)
         (line,) = crontab.stdout.splitlines()
-        assert line == (f"* * * * * cd {proj} && {inside.venv}/bin/python -m opsrunner schedule run {name}"
+        assert line == (f"* * * * * cd {proj} && {inside.venv}/bin/python -P -m opsrunner schedule run {name}"
                         f" --schedules {schedules} # opsrunner-schedule:{name}"), crontab.stdout
 
         # cron reads the new crontab and starts the run at the next full minute (at most 60 s;
@@ -263,3 +263,78 @@ def user_pids(ct: lxc_rig.Container, uid: int) -> list[int]:
         if str(uid) in uids and ct.target_pid(int(name)) is not None:
             found.append(int(name))
     return found
+
+
+def installed(inside: Inside, name: str, tasks: list[dict[str, Any]]) -> tuple[Path, Path, Path]:
+    """A schedule of `tasks` on the container itself (local connection), added for real, its
+    runs going to its own HOME (a drop-in); (project, home, schedules folder)."""
+    unit = f"opsrunner-{name}"
+    base = inside.folder / name
+    home, schedules, proj = base / "home", base / "schedules", base / "project"
+    home.mkdir(parents=True)
+    write_yaml(proj / "site.yml", [{"name": "Scheduled", "hosts": "all", "tasks": tasks}])
+    write_yaml(proj / "inv.yml", {"all": {"hosts": {"ct": {"connection": "local"}}}})
+    add = inside.opsrunner("schedule", "add", name, "site.yml", "-i", "inv.yml", "--at", "Sun 03:00",
+                           "--schedules", str(schedules), home=home, cwd=proj)
+    assert add.returncode == 0, add.stdout + add.stderr
+    inside.root(f"mkdir -p {SYSTEM_UNITS}/{unit}.service.d && printf '[Service]\\nEnvironment=HOME={home}\\n'"
+                f" > {SYSTEM_UNITS}/{unit}.service.d/test-home.conf && systemctl daemon-reload")
+    return proj, home, schedules
+
+
+def pids_running(ct: lxc_rig.Container, words: str) -> list[int]:
+    """This machine's pids of the container's processes whose command line is `words`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip() == words.encode() \
+                    and ct.target_pid(int(pid)) is not None:
+                found.append(int(pid))
+    return found
+
+
+def test_a_job_launched_by_the_timer_outlives_its_service(inside: Inside) -> None:
+    """The service ends when its run ends; a job the run launched on a `connection: local`
+    host is meant to go on running (as after `opsrunner play`), not to be killed with it."""
+    name = unique()
+    unit = f"opsrunner-{name}"
+    job = f"sleep 86{uuid.uuid4().int % 10**6:06d}"
+    pidfile = inside.folder / name / "job.pid"
+    try:
+        installed(inside, name, [{"name": "Launch", "launch_detached": {
+            "command": job, "pidfile": str(pidfile), "log": str(pidfile.with_suffix(".log"))}}])
+        start = inside.root(f"systemctl start {unit}.service", timeout=300)
+        assert start.returncode == 0, start.stderr + inside.root(f"journalctl -u {unit}.service --no-pager").stdout
+        assert wait_for(lambda: inside.root(f"systemctl is-active {unit}.service").stdout.strip() == "inactive", 30)
+        time.sleep(2)  # what systemd kills at the unit's end is killed by now
+        alive = pids_running(inside.ct, job)
+        assert len(alive) == 1, inside.root(f"journalctl -u {unit}.service --no-pager -n 20").stdout
+        assert inside.ct.target_pid(alive[0]) == int(pidfile.read_text())  # the job its pidfile names
+    finally:
+        uninstall(inside, unit)
+        for pid in pids_running(inside.ct, job):
+            os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not pids_running(inside.ct, job), 10)
+        shutil.rmtree(inside.folder / name, ignore_errors=True)
+
+
+def test_stopping_the_service_stops_its_run_and_the_run_s_commands(inside: Inside) -> None:
+    """`systemctl stop` of a service whose run is going on: the run is stopped (SIGTERM), recorded
+    so, and the command its task was running is stopped with it (opsrunner stops it itself)."""
+    name = unique()
+    unit = f"opsrunner-{name}"
+    task = f"sleep 87{uuid.uuid4().int % 10**6:06d}"
+    try:
+        _, home, _ = installed(inside, name, [{"name": "Long", "command": task}])
+        assert inside.root(f"systemctl start --no-block {unit}.service").returncode == 0
+        assert wait_for(lambda: pids_running(inside.ct, task), 60, 0.2)
+        stop = inside.root(f"systemctl stop {unit}.service", timeout=120)
+        assert stop.returncode == 0, stop.stderr
+        assert wait_for(lambda: not pids_running(inside.ct, task), 10)
+        (run,) = inside.history(home, name)
+        assert (run["result"], run["exit_code"], run["tasks"][0]["status"]) == ("terminated", 143, "interrupted"), run
+    finally:
+        uninstall(inside, unit)
+        for pid in pids_running(inside.ct, task):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(inside.folder / name, ignore_errors=True)

@@ -63,9 +63,9 @@ def test_add_writes_reviewable_file_and_units(env: Env) -> None:
     user = "" if os.geteuid() else "User=root\n"
     assert service.split("\n", 1)[1] == (
         "[Unit]\nDescription=opsrunner schedule nightly (site.yml)\nWants=network-online.target\n"
-        "After=network-online.target\n\n[Service]\nType=oneshot\n"
+        "After=network-online.target\n\n[Service]\nType=oneshot\nKillMode=process\n"
         f"WorkingDirectory={env.project}\n"
-        f"ExecStart={sys.executable} -m opsrunner schedule run nightly --schedules {env.root / 'schedules'}\n{user}")
+        f"ExecStart={sys.executable} -P -m opsrunner schedule run nightly --schedules {env.root / 'schedules'}\n{user}")
     timer = (units / "opsrunner-nightly.timer").read_text()
     assert timer.split("\n", 1)[1] == (
         "[Unit]\nDescription=Timer of opsrunner schedule nightly\n\n[Timer]\nOnCalendar=Sun 03:00\n"
@@ -124,7 +124,7 @@ def test_cron_entry_written_and_removed(env: Env) -> None:
     assert res.rc == 0, res.err
     lines = crontab.read_text().splitlines()
     assert lines[:2] == ["# someone else's line", "5 4 * * * /bin/true"]
-    assert lines[2] == (f"0,15,30,45 * * * * cd {env.project} && {sys.executable} -m opsrunner schedule run "
+    assert lines[2] == (f"0,15,30,45 * * * * cd {env.project} && {sys.executable} -P -m opsrunner schedule run "
                         f"hourly-check --schedules {env.root / 'schedules'} # opsrunner-schedule:hourly-check")
     assert not (env.root / "units").exists()
     rm = env.run("schedule", "remove", "hourly-check")
