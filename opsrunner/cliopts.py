@@ -24,6 +24,11 @@ def add_limit(p: argparse.ArgumentParser) -> None:
     p.add_argument("-l", "--limit", help=LIMIT_HELP)
 
 
+def add_tags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--tags", action="append", default=[], help="only tasks with these tags, as `play -t`")
+    p.add_argument("--skip-tags", action="append", default=[], help="skip tasks with these tags, as `play --skip-tags`")
+
+
 def repeatable(action: argparse.Action) -> bool:
     """An option that may be given more than once, every value used (-i a -i b, -vvv)."""
     return isinstance(action, argparse._AppendAction | argparse._CountAction)

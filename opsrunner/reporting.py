@@ -38,6 +38,11 @@ class ConsoleReporter:
         self._banner_task: tuple[str, bool, str] | None = None  # (source, handler, title)
         self._free_titles: TaskTitles | None = None  # once a free play's task has started
 
+    @property
+    def run_shown(self) -> bool:
+        """Whether the run's `run ID (opsrunner show ID)` line was written (as its play started)."""
+        return self._run_shown
+
     # -- output helpers ---------------------------------------------------------------------
     def _paint(self, text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.colour else text

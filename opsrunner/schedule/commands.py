@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from opsrunner.cliopts import add_extra_vars, add_inventory, add_limit
+from opsrunner.cliopts import add_extra_vars, add_inventory, add_limit, add_tags
 from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
 from opsrunner.history.location import without_password
 from opsrunner.schedule.lastruns import LastRun, LastRuns, history_of
@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_inventory(add)
     add_extra_vars(add)
     add_limit(add)
+    add_tags(add)
     when = add.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="SPEC", help="systemd OnCalendar expression: daily, 'Sun 03:00', "
                       "'*-*-* 04:00:00', 'Mon..Fri 08:30'; or a 5-field cron expression: '*/15 9-17 * * 1-5'")
@@ -88,7 +89,7 @@ def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
     except (ValidationError, OSError, UnicodeError) as exc:  # edited by hand: its run fails, recorded, alerted
         from opsrunner.schedule.runner import run_broken
 
-        return run_broken(store.path_of(folder, args.name), store.problem_text(exc), sys.stderr)
+        return run_broken(store.path_of(folder, args.name), store.problem_text(exc), out, sys.stderr)
     history = history_of(schedule)
     if history:  # its runs are recorded where `add` said, whatever the timer's environment
         os.environ["OPSRUNNER_HISTORY"] = history
@@ -153,7 +154,8 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         return code
     schedule = store.Schedule(
         name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
-        inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, git_pull=args.git_pull,
+        inventory=args.inventory, extra_vars=args.extra_vars, limit=args.limit, tags=args.tags,
+        skip_tags=args.skip_tags, git_pull=args.git_pull,
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
         installer="cron" if args.cron else "systemd", dashboard=args.dashboard, cron=cron,
         unit_dir=str(Path(args.unit_dir).expanduser().resolve()) if args.unit_dir and not args.cron else None,
@@ -268,7 +270,7 @@ def _check(args: argparse.Namespace) -> int:
 
     try:
         api.check(api.PlayRequest(args.playbook, inventory=args.inventory, extra_vars=args.extra_vars,
-                                  limit=args.limit))
+                                  limit=args.limit, tags=args.tags, skip_tags=args.skip_tags))
     except ValidationError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"ERROR: {problem}\n")
@@ -310,7 +312,8 @@ def _list(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
             s = listed.schedule
             upcoming = next_run(s) if timer_active(s) else ""  # an inactive timer runs nothing
             spec = s.spec if listed.error is None else "INVALID"
-            rows.append((s.name, spec, upcoming, *_last_columns(histories.last(s)), s.playbook))
+            shown = " ".join([s.playbook, *s.tag_args()])  # with its tag selection, if any
+            rows.append((s.name, spec, upcoming, *_last_columns(histories.last(s)), shown))
             if listed.error is not None:
                 broken.append(f"WARNING: schedule {s.name}: {listed.error}; its runs fail as bad input (exit 4) "
                               "until the file is fixed\n")

@@ -29,27 +29,31 @@ from opsrunner.schedule.store import Schedule
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
     from opsrunner.history.rows import RunRow, TaskRow
+    from opsrunner.reporting import ConsoleReporter
 
 EXIT_REFUSED = 2
 
 
-def git_pull(project: Path) -> str | None:
-    """Fast-forward the project's checkout; why not, when it is dirty or has diverged."""
+def git_pull(project: Path) -> tuple[str | None, str | None]:
+    """Fast-forward the project's checkout: (why not, when it is dirty or has diverged; what it
+    pulled: `pulled OLD..NEW` or `already up to date at COMMIT`, for the output and the record)."""
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, timeout=300)
 
     status = git("status", "--porcelain", "--untracked-files=no")
     if status.returncode != 0:
-        return f"refusing to run: {project} is not a git checkout ({status.stderr.strip()})"
+        return f"refusing to run: {project} is not a git checkout ({status.stderr.strip()})", None
     if status.stdout.strip():
         files = ", ".join(line[3:] for line in status.stdout.splitlines()[:5])
-        return f"refusing to run: {project} has uncommitted changes ({files})"
+        return f"refusing to run: {project} has uncommitted changes ({files})", None
+    old = git("rev-parse", "HEAD").stdout.strip()
     pull = git("pull", "--ff-only", "--quiet")
     if pull.returncode != 0:
         detail = (pull.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"refusing to run: git pull --ff-only failed in {project} (diverged or unreachable): {detail}"
-    return None
+        return f"refusing to run: git pull --ff-only failed in {project} (diverged or unreachable): {detail}", None
+    new = git("rev-parse", "HEAD").stdout.strip()
+    return None, (f"git pull: already up to date at {new}" if new == old else f"git pull: pulled {old}..{new}")
 
 
 class GitPullRefused(OpsrunnerError):
@@ -66,7 +70,11 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
     history = resolve(None)  # before the chdir: a relative OPSRUNNER_HISTORY names one file (or a URL)
     project = Path(schedule.project)
     request = _request(schedule, run_id, history)
-    refused = git_pull(project) if schedule.git_pull else None
+    refused, pulled = git_pull(project) if schedule.git_pull else (None, None)
+    if pulled:
+        out.write(pulled + "\n")
+        out.flush()
+    shown = False
     failed = FailedTasks()  # what went wrong, for the alert, whether or not the history records it
     if refused:
         err.write(f"ERROR: {refused}\n")
@@ -78,8 +86,12 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
             api.record_not_run(request, GitPullRefused(refused))
     else:
         with contextlib.chdir(project):  # the schedule's paths are the project's, as `play` there
-            code, refused = _play(request, out, err, failed)
+            code, refused, shown = _play(request, out, err, failed)
+    if pulled:  # the run's record says which commits it ran (its row exists by now, or nothing is noted)
+        _note(history, run_id, [pulled])
     summary = run_summary(schedule, run_id, code, started, refused, history, failed.rows)
+    if summary["run_id"] and not shown:  # ended before its play began (run lock, git pull): recorded all the same
+        out.write(f"run {run_id} (opsrunner show {run_id})\n")
     _notify(schedule, summary, err, history)
     return code
 
@@ -91,7 +103,7 @@ class BadScheduleFile(OpsrunnerError):
     exit_code = EXIT_VALIDATION
 
 
-def run_broken(path: Path, error: str, err: IO[str]) -> int:
+def run_broken(path: Path, error: str, out: IO[str], err: IO[str]) -> int:
     """A schedule file that does not load, fired by its timer (or `schedule run`): nothing runs;
     best effort, from what salvage() reads of it, the run is recorded (bad input, exit 4, why)
     in the history the file names (else the default) and alerted to the URLs it names."""
@@ -109,6 +121,8 @@ def run_broken(path: Path, error: str, err: IO[str]) -> int:
     with contextlib.chdir(project) if project and project.is_dir() else contextlib.nullcontext():
         api.record_not_run(request, BadScheduleFile(f"schedule file {path} does not load: {error}"))
     summary = run_summary(schedule, run_id, EXIT_VALIDATION, started, error, history)
+    if summary["run_id"]:
+        out.write(f"run {run_id} (opsrunner show {run_id})\n")
     _notify(schedule, summary, err, history)
     return EXIT_VALIDATION
 
@@ -117,19 +131,28 @@ def _request(schedule: Schedule, run_id: str, history: str) -> PlayRequest:
     from opsrunner import api
 
     return api.PlayRequest(schedule.playbook, inventory=schedule.inventory, extra_vars=schedule.extra_vars,
-                           limit=schedule.limit, run_lock=True, schedule=schedule.name, run_id=run_id,
+                           limit=schedule.limit, tags=schedule.tags, skip_tags=schedule.skip_tags, run_lock=True,
+                           schedule=schedule.name, run_id=run_id,
                            history_path=str(history), argv=["play", *schedule.play_args(), "--lock"])
 
 
-def _play(request: PlayRequest, out: IO[str], err: IO[str], failed: FailedTasks) -> tuple[int, str | None]:
+def _play(request: PlayRequest, out: IO[str], err: IO[str], failed: FailedTasks) -> tuple[int, str | None, bool]:
     """The schedule's play, reported on `out` as `opsrunner play` would; (exit code, why the
-    run did not reach its recap). However the run ends, there is an exit code and a why for
-    the alert: the library masks what its errors say; of anything else only its type is told.
-    The library records every way it ends in the history (before its play began too)."""
-    from opsrunner import api
+    run did not reach its recap, whether its `run ID` line was printed). However the run ends,
+    there is an exit code and a why for the alert: the library masks what its errors say; of
+    anything else only its type is told. The library records every way it ends in the history
+    (before its play began too)."""
     from opsrunner.reporting import ConsoleReporter
 
     console = ConsoleReporter(out, 0, colour=False)
+    code, why = _outcome(request, console, err, failed)
+    return code, why, console.run_shown
+
+
+def _outcome(request: PlayRequest, console: ConsoleReporter, err: IO[str],
+             failed: FailedTasks) -> tuple[int, str | None]:
+    from opsrunner import api
+
     try:
         return api.run(request, [console, failed]).exit_code, None
     except ValidationError as exc:

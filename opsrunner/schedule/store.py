@@ -44,6 +44,9 @@ class Schedule:
     inventory: list[str] = field(default_factory=list)
     extra_vars: list[str] = field(default_factory=list)
     limit: str | None = None
+    #: `-t` and `--skip-tags`, as given to `add` (each a tag or a comma-separated list).
+    tags: list[str] = field(default_factory=list)
+    skip_tags: list[str] = field(default_factory=list)
     git_pull: bool = False
     notify: list[str] = field(default_factory=list)
     notify_on: str = "failure"
@@ -95,7 +98,12 @@ class Schedule:
             args += ["-e", ev]
         if self.limit:
             args += ["-l", self.limit]
-        return args
+        return args + self.tag_args()
+
+    def tag_args(self) -> list[str]:
+        """Its tag selection as `play` takes it (and `schedule list` shows it)."""
+        return ([f"--tags={','.join(self.tags)}"] if self.tags else []) + \
+            ([f"--skip-tags={','.join(self.skip_tags)}"] if self.skip_tags else [])
 
 
 def check_name(name: str) -> str:
@@ -135,8 +143,9 @@ def _private_folder(folder: Path) -> None:
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "name": str, "project": str, "playbook": str, "on_calendar": str, "every": str, "inventory": list,
-    "extra_vars": list, "limit": str, "git_pull": bool, "notify": list, "notify_on": str,
-    "randomized_delay": int, "installer": str, "dashboard": str, "cron": str, "unit_dir": str, "history": str,
+    "extra_vars": list, "limit": str, "tags": list, "skip_tags": list, "git_pull": bool, "notify": list,
+    "notify_on": str, "randomized_delay": int, "installer": str, "dashboard": str, "cron": str, "unit_dir": str,
+    "history": str,
 }
 
 

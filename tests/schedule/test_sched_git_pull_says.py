@@ -1,0 +1,46 @@
+"""`--git-pull` says what it pulled, on the output and in the run's notes: `pulled OLD..NEW`,
+or `already up to date at COMMIT`; a run it refused prints its run id as every run does."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.helpers import ProjectEnv
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_git_pull_says_what_it_pulled(env: ProjectEnv, tmp_path: Path) -> None:
+    upstream, work = tmp_path / "upstream.git", tmp_path / "work"
+    git(env.project, "init", "-q", "-b", "main")
+    git(env.project, "add", "-A")
+    git(env.project, "commit", "-qm", "v1")
+    old = git(env.project, "rev-parse", "HEAD")
+    subprocess.run(["git", "clone", "-q", "--bare", str(env.project), str(upstream)], check=True)
+    git(env.project, "remote", "add", "origin", str(upstream))
+    git(env.project, "fetch", "-q", "origin")
+    git(env.project, "branch", "-q", "--set-upstream-to=origin/main")
+    subprocess.run(["git", "clone", "-q", str(upstream), str(work)], check=True)
+    assert env.run("schedule", "add", "pull", "site.yml", "-i", "inv.yml", "--at", "daily", "--git-pull").rc == 0
+    (work / "inv.yml").write_text((work / "inv.yml").read_text() + "# v2\n")
+    git(work, "commit", "-qam", "v2")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    new = git(work, "rev-parse", "HEAD")
+
+    res = env.run("schedule", "run", "pull")
+    assert res.rc == 0, res.out + res.err
+    assert res.out.splitlines()[0] == f"git pull: pulled {old}..{new}", res.out
+    assert f"git pull: pulled {old}..{new}" in env.history()[0]["notes"]
+    again = env.run("schedule", "run", "pull")
+    assert again.rc == 0 and again.out.splitlines()[0] == f"git pull: already up to date at {new}", again.out
+    assert f"git pull: already up to date at {new}" in env.history()[0]["notes"]
+
+    (env.project / "inv.yml").write_text("# local edit\n")
+    dirty = env.run("schedule", "run", "pull")
+    refused = env.history()[0]
+    assert dirty.rc == 2 and refused["result"] == "refused", refused
+    assert dirty.out == f"run {refused['id']} (opsrunner show {refused['id']})\n", dirty.out
