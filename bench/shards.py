@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 from bench.bench import Bench, busy_ticks  # noqa: E402
 
 
-def timed(commands: list[list[str]], cwd: Path) -> tuple[float, float, float]:
+def timed(commands: list[list[str]], cwd: Path, pythonpath: Path = ROOT) -> tuple[float, float, float]:
     """(wall seconds, machine busy CPU seconds, the commands' own CPU seconds: theirs and their
-    children's) of the commands run at once."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    children's) of the commands run at once, with opsrunner from `pythonpath`."""
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     busy = busy_ticks()
     before = os.times()
@@ -69,7 +69,7 @@ def main() -> int:
                 variants[k] = [[*one[:-2], "-f", str(n), "--slice", f"{i}/{k}"] for i in range(1, k + 1)]
             for commands in variants.values():
                 timed(commands, d)  # warm-up
-            results: dict[int, list[tuple[float, float]]] = {k: [] for k in variants}
+            results: dict[int, list[tuple[float, float, float]]] = {k: [] for k in variants}
             for rep in range(args.reps):
                 order = list(variants)[rep % len(variants):] + list(variants)[:rep % len(variants)]
                 for k in order:
