@@ -112,13 +112,13 @@ def test_a_bad_job_lock_lease_is_refused_before_the_run(tmp_path: Path, demo: Pa
     assert not demo.exists()  # nothing was run
 
 
-def test_a_play_ending_after_its_lock_lapsed_does_not_end_ok(tmp_path: Path) -> None:
-    """The lock lapses after the host's last task (the controller stopped before the run's end):
-    the end of the run finds it gone, and the host is unreachable in the recap and the exit code."""
+def _stopped_past_the_lease(tmp_path: Path, after: list[dict[str, object]]) -> tuple[int, str]:
+    """A local play that takes a job lock with a 1 s lease, then pauses 3 s (then `after`); its
+    controller stopped during the pause until the lock is free. (exit code, output)."""
     lock = tmp_path / "job.lock"
     inv = write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"box": {"connection": "local"}}}})
-    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
-        {"name": "lock", "job_lock": {"path": str(lock)}}, {"name": "wait", "pause": {"seconds": 3}}]}])
+    tasks = [{"name": "lock", "job_lock": {"path": str(lock)}}, {"name": "wait", "pause": {"seconds": 3}}, *after]
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": tasks}])
     log = tmp_path / "out.log"
     with log.open("w") as out, opsrunner_process("play", str(pb), "-i", str(inv), "-e", "job_lock_lease=1",
                                                  cwd=tmp_path, stdout=out) as run:
@@ -126,8 +126,14 @@ def test_a_play_ending_after_its_lock_lapsed_does_not_end_ok(tmp_path: Path) -> 
         with _stopped(run):
             assert wait_for(lambda: _lock_is_free(lock), 15)
         run.communicate(timeout=30)
-    text = log.read_text()
-    assert run.returncode == 3, text
+    return run.returncode, log.read_text()
+
+
+def test_a_play_ending_after_its_lock_lapsed_does_not_end_ok(tmp_path: Path) -> None:
+    """The lock lapses after the host's last task (the controller stopped before the run's end):
+    the end of the run finds it gone, and the host is unreachable in the recap and the exit code."""
+    code, text = _stopped_past_the_lease(tmp_path, [])
+    assert code == 3, text
     assert "NOTE: [box] UNREACHABLE at the end of the run: the job lock at " in text, text
     assert LAPSED_1S.search(text), text
     assert re.search(r"box\s*:.*unreachable=1", text), text
@@ -136,20 +142,9 @@ def test_a_play_ending_after_its_lock_lapsed_does_not_end_ok(tmp_path: Path) -> 
 def test_a_release_of_a_lock_the_agent_lost_is_not_ok(tmp_path: Path) -> None:
     """`state: unlocked` after the lease ran out (the controller stopped between tasks): the agent
     that would answer is a new one, holding nothing; the release is the lost lock, not ok."""
-    lock = tmp_path / "job.lock"
-    inv = write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"box": {"connection": "local"}}}})
-    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
-        {"name": "lock", "job_lock": {"path": str(lock)}}, {"name": "wait", "pause": {"seconds": 3}},
-        {"name": "unlock", "job_lock": {"path": str(lock), "state": "unlocked"}}]}])
-    log = tmp_path / "out.log"
-    with log.open("w") as out, opsrunner_process("play", str(pb), "-i", str(inv), "-e", "job_lock_lease=1",
-                                                 cwd=tmp_path, stdout=out) as run:
-        assert wait_for(lambda: "TASK [wait]" in log.read_text(), 30), log.read_text()
-        with _stopped(run):
-            assert wait_for(lambda: _lock_is_free(lock), 15)
-        run.communicate(timeout=30)
-    text = log.read_text()
-    assert run.returncode == 3, text
+    unlock = {"name": "unlock", "job_lock": {"path": str(tmp_path / "job.lock"), "state": "unlocked"}}
+    code, text = _stopped_past_the_lease(tmp_path, [unlock])
+    assert code == 3, text
     assert "released" not in text, text
     assert re.search(r"fatal: \[box\]: UNREACHABLE! => .*" + LAPSED_1S.pattern, text), text
 
