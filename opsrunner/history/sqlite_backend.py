@@ -127,13 +127,18 @@ def _found(db: sqlite3.Connection) -> migrations.Found:
 def unusable(path: Path) -> str | None:
     """Why an existing file cannot be opsrunner's run history (not a SQLite database, another
     program's, a schema this opsrunner refuses); None where it can be, or does not exist yet.
-    Read only: nothing is created or migrated (without a -wal beside it the file holds every
-    commit, so it is read as immutable: no -wal or -shm made either)."""
+    Read only: nothing is created or migrated. Without a -wal beside it the file holds every
+    commit, so it is read as immutable (no -wal or -shm made); with both, read only. A -wal
+    without its -shm (a crash, a copy) cannot be read without SQLite creating the -shm, owned
+    by whoever reads: not checked here (the run itself warns if it cannot record)."""
     if not path.exists():
         return None
     if path.is_dir():
         return "a directory, not a SQLite file"
-    mode = "ro" if Path(f"{path}-wal").exists() else "ro&immutable=1"
+    wal, shm = Path(f"{path}-wal").exists(), Path(f"{path}-shm").exists()
+    if wal and not shm:
+        return None
+    mode = "ro" if wal else "ro&immutable=1"
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=5.0)
     except sqlite3.Error as exc:

@@ -272,7 +272,8 @@ class HistoryStore:
         `bd552624`, is what people copy), with its task results."""
         rows = self._q(f"{_SELECT_RUN} WHERE id = ?", (run_id,)) or \
             self._q(f"{_SELECT_RUN} WHERE id LIKE ? OR id LIKE ? LIMIT 2", (_like_prefix(run_id), _like_suffix(run_id)))
-        kept = [r for r in self._kept_only if r.id.startswith(run_id) or r.id.endswith(run_id)]
+        kept = [r for r in self._kept_only
+                if r.id.startswith(run_id) or (len(run_id) >= MIN_SUFFIX and r.id.endswith(run_id))]
         if len(rows) + len(kept) == 1 and kept:
             return kept[0]
         if len(rows) != 1 or kept:
@@ -315,10 +316,15 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("%", "").replace("_", "") + "%"
 
 
+#: The shortest part of an id matched at its end: the random part is 8 characters, and a
+#: digit or two at the end would pick a run by chance.
+MIN_SUFFIX = 4
+
+
 def _like_suffix(suffix: str) -> str:
-    """LIKE's pattern of ids that end with `suffix`; an empty one matches none."""
+    """LIKE's pattern of ids that end with `suffix`; one shorter than MIN_SUFFIX matches none."""
     part = suffix.replace("%", "").replace("_", "")
-    return "%" + part if part else ""
+    return "%" + part if len(part) >= MIN_SUFFIX else ""
 
 
 def _where(f: RunFilter) -> tuple[list[str], list[Any]]:

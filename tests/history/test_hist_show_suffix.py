@@ -29,3 +29,13 @@ def test_show_takes_the_random_part_of_a_run_id(tmp_path: Path) -> None:
     assert ambiguous.err == ("ERROR: run id suffix '2624' is ambiguous; it matches:\n"
                              "  20261205-063600-11112624\n  20261205-063518-bd552624\n")
     assert env.run("show", "20261205-063518-bd552624", "--json").rc == 0
+
+
+def test_a_short_end_of_an_id_picks_no_run(tmp_path: Path) -> None:
+    """A digit or two at the end of an id would pick a run by chance: a suffix shorter than 4
+    characters matches none (a prefix of any length still does)."""
+    env = ProjectEnv(tmp_path)
+    _record(env, "20261205-063518-bd552627", "20261205-063600-0000aaaa")
+    assert env.run("show", "7").rc != 0
+    assert env.run("show", "627").rc != 0
+    assert env.run("show", "2627").out.startswith("run 20261205-063518-bd552627: ok")

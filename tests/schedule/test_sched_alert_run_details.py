@@ -103,3 +103,28 @@ def test_schedule_add_takes_a_history_or_a_file_yet_to_be_made_and_changes_neith
         assert res.rc == 0, res.err
         assert sorted(p.name for p in env.root.iterdir()) == before
     assert (env.root / "older.db").read_bytes() == content
+
+
+def test_schedule_add_leaves_a_history_with_a_wal_and_no_shm_alone(env: ProjectEnv, alerts: Alerts) -> None:
+    """A history copied (or left by a crash) with its -wal but not its -shm: SQLite cannot read it
+    read-only without creating the -shm, owned by whoever reads (root's, under another user's
+    controller). `schedule add` makes no file there, and takes it (the run warns if it cannot
+    record)."""
+    _failing(env, "exit 1")
+    live = env.root / "live"
+    live.mkdir()
+    writer = sqlite3.connect(live / "h.db")
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("INSERT INTO t VALUES (1)")
+    writer.commit()
+    copied = env.root / "copied"
+    copied.mkdir()
+    for name in ("h.db", "h.db-wal"):  # the -shm left behind, as a copy of the files would
+        (copied / name).write_bytes((live / name).read_bytes())
+    writer.close()
+    res = env.run("schedule", "add", "qw", "playbooks/quick_t2.yml", "-i", "inv_quick.yml", "--every", "1d",
+                  "--history", str(copied / "h.db"), "--dry-run")
+    assert res.rc == 0, res.err
+    assert sorted(p.name for p in copied.iterdir()) == ["h.db", "h.db-wal"]
