@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from opsrunner import idle
 from opsrunner.errors import TemplateError, Terminated, ValidationError
-from opsrunner.events import Notice, PlayEnd, PlayStart, Recap, Reporter, TaskStart
+from opsrunner.events import Notice, PlayEnd, PlayStart, Recap, Reporter, TaskEnd, TaskStart
 from opsrunner.freewalk import FreeWalk
 from opsrunner.handlers import Notifications
 from opsrunner.inventory import Inventory
@@ -39,6 +39,10 @@ from opsrunner.startat import StartAt
 from opsrunner.taskrun import TaskRunner, started_pool, switch_interval_for
 
 __all__ = ["Engine", "RunOptions"]
+
+#: The task a job lock lost before the run let go of it is reported under, where no task
+#: result on its host said so (the lock lapsed after the host's last task, or ignore_unreachable).
+LOST_LOCK_TASK = "job lock (end of run)"
 
 
 class _PlayAborted(Exception):
@@ -122,12 +126,21 @@ class Engine:
             pool.shutdown(wait=not self.summary.interrupted, cancel_futures=True)
 
     def _report_lost_locks(self) -> None:
-        """Job locks found gone only as the run's connections closed (a lease that ran out
-        while the controller was stopped, after the host's last task): that host is
-        unreachable in the recap, and the run does not end ok."""
-        for host, why in sorted(self.state.connections.lost_job_locks.items()):
-            self.summary.host(host).unreachable += 1
-            self.emit(Notice(f"UNREACHABLE at the end of the run: {why}", host))
+        """Job locks that went before the run let go of them, where no task result on that host
+        counted it unreachable (found only as the run's connections closed: a lease that ran
+        out after the host's last task; or told to a task that ignore_unreachable let pass):
+        a result of the task LOST_LOCK_TASK on that host, UNREACHABLE, as any task's (the
+        recap, the exit code, the history's task rows and a schedule's alert have it)."""
+        lost = {host: why for host, (why, told) in self.state.connections.lost_job_locks.items()
+                if not told or not self.summary.host(host).unreachable}
+        if not lost:
+            return
+        play = self.playbook.plays[-1].name if self.playbook.plays else ""
+        self.emit(TaskStart(play, LOST_LOCK_TASK, "job_lock", sorted(lost)))
+        for host, why in sorted(lost.items()):
+            result = TaskResult(Status.UNREACHABLE, msg=why)
+            self.summary.host(host).count(result)
+            self.emit(TaskEnd(play, LOST_LOCK_TASK, "job_lock", host, result))
 
     def _run_play(self, play: Play) -> bool:
         """Run one play; False means stop the whole run (any_errors_fatal, all failed, ...)."""

@@ -114,6 +114,9 @@ class EnvConnection(Connection):
     def session_agent(self) -> AgentSession:
         return self._inner.session_agent()
 
+    def confirm_job_locks(self, what: str) -> None:
+        self._inner.confirm_job_locks(what)
+
     def _spawn(self, argv: Sequence[str]) -> Stream:
         return self._inner._spawn(argv)
 

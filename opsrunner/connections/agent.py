@@ -15,15 +15,15 @@ import json
 import shlex
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from opsrunner import idle
+from opsrunner.connections.agenthost import AgentHost
 from opsrunner.connections.artifact import UNCACHE, agent_artifact, agent_version, cache_name, inline_argv, start_argv
 from opsrunner.connections.become import REFUSED
 from opsrunner.connections.leases import JobLocksLost, LeaseWatch
 from opsrunner.connections.ops import EXEC, AgentOp, ArgsT, ReplyT
-from opsrunner.connections.startslots import StartSlots
 from opsrunner.connections.streams import Stream
 from opsrunner.errors import ConnectionFailed, ModuleFailure
 from opsrunner.remote.protocol import (
@@ -45,40 +45,6 @@ from opsrunner.results import CommandResult
 if TYPE_CHECKING:
     from opsrunner.remote.protocol_host import ExecArgs, ExecReply
 
-
-class _HostSpec(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def python(self) -> str: ...
-
-    @property
-    def connect_timeout(self) -> float: ...
-
-    @property
-    def wrapper(self) -> Sequence[Any]: ...
-
-
-class AgentHost(Protocol):
-    """What an agent session needs of its connection (connections/base.py's Connection has it;
-    naming the protocol here instead of Connection keeps base.py -> agent.py one-way)."""
-
-    @property
-    def spec(self) -> _HostSpec: ...
-
-    @property
-    def slots(self) -> StartSlots: ...
-
-    @property
-    def log(self) -> Callable[[str, str], None] | None: ...
-
-    def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream: ...
-
-    def session_lost(self) -> bool: ...
-
-    def run(self, argv: Sequence[str], *, stdin: bytes | IO[bytes] | None = None,
-            timeout: float | None = None, env: Any = None, cwd: str | None = None) -> CommandResult: ...
 
 #: How much output a wrapper may print before the agent's greeting. How long a start may
 #: take is the host's connect_timeout (default 10 s, as Ansible's connection timeout): a
@@ -116,8 +82,6 @@ class AgentSession(LeaseWatch):
         self._lost: str | None = None
         self._cacheable = True
         self._lock = threading.Lock()
-        self._ended = threading.Event()
-        self._beats: threading.Thread | None = None
         #: Seconds the last start waited for its turn (connections/startslots.py).
         self.turn_wait = 0.0
 
@@ -227,10 +191,13 @@ class AgentSession(LeaseWatch):
             if payload is not None:
                 while chunk := payload.read(CHUNK):
                     stream.send(frame(DATA, chunk))
+                    self._woke()  # running, and in touch with the agent: a large payload is no gap
                 stream.send(frame(END, b""))
         except (OSError, EOFError):
             pass  # gone already: the acknowledgement below cannot come either
+        self._woke()
         idle.run(keep_errors=True)  # what this thread put off, while the agent works on the request
+        self._woke()
         try:
             self._read_frame(stream, deadline, ACK)
         except (OSError, EOFError):
@@ -246,10 +213,11 @@ class AgentSession(LeaseWatch):
     def end(self) -> bool:
         """The end of the connection: no more heartbeats; the agent exits, waited for (its
         job locks are released once this returns). True when its session was seen to end.
-        Locks found lost here, or lost with no caller told, are kept in lost_at_end."""
-        self._ended.set()
+        Locks found lost here or before are kept in lost_at_end."""
+        self._stop_beats(BEAT_REPLY_S + BACKUP_GRACE_S)  # (a heartbeat under way may find them lost)
         self._check_at_end()
         ended = self.close(wait_exit=True)
+        self._end_report()
         self.locks.clear()
         return ended
 
@@ -262,18 +230,17 @@ class AgentSession(LeaseWatch):
                 self._begin()
                 stream = self._stream
                 if stream is None or not stream.alive() or self._may_have_lapsed():
-                    self._confirm_held(stream, "found at the end of the run, which therefore does not end ok")
+                    self._confirm_held(stream, None, at_end=True)
             except JobLocksLost:
                 self._lost_told = False  # told by the run's end instead (lost_at_end)
             finally:
                 self._lock.release()
-        if self._locks_lost is not None and not self._lost_told:
-            self.lost_at_end = self._locks_lost
 
-    def hold(self, path: str, lease: float) -> None:
-        """The agent took the job lock at `path` for this run with `lease`: the session keeps
-        it leased from now on (the agent keeps the shortest lease of the locks it holds)."""
-        self._hold(path, lease)
+    def hold(self, path: str, lease: float, host: str | None = None) -> None:
+        """The agent took the job lock at `path` for this run with `lease` (for a task of the
+        inventory `host`): the session keeps it leased from now on (the agent keeps the
+        shortest lease of the locks it holds)."""
+        self._hold(path, lease, host or self.connection.spec.name)
         self.keep_leased()
 
     def keep_leased(self, interval: float | None = None) -> None:
@@ -285,14 +252,14 @@ class AgentSession(LeaseWatch):
             return
 
         def beat() -> None:
-            while not self._ended.wait(interval or self.lease / 4):
-                if self.locks and self._lock.acquire(blocking=False):
-                    try:
-                        self._beat()
-                    finally:
-                        self._lock.release()
+            if self.locks and self._lock.acquire(blocking=False):
+                try:
+                    self._beat()
+                finally:
+                    self._lock.release()
 
-        self._beats = threading.Thread(target=beat, name="agent-lease", daemon=True)
+        self._beats = threading.Thread(target=self._beat_loop, args=(interval, beat), name="agent-lease",
+                                       daemon=True)
         self._beats.start()
 
     def _beat(self) -> None:
@@ -318,31 +285,49 @@ class AgentSession(LeaseWatch):
         self._lost = reason
         return reason
 
+    def confirm_if_paused(self, what: str) -> None:
+        """Around work done outside this agent (a bare exec, another session's agent) while it
+        holds job locks: JobLocksLost when they were lost, or when a gap since the agent's last
+        word (the heartbeat's, during that work) could have let their lease run out and the
+        agent does not confirm it still holds them: `what` is then not reported as this host's."""
+        with self._lock:
+            self.check_locks()
+            if not self.locks:
+                return
+            self._begin()
+            if self._may_have_lapsed():
+                self._confirm_held(self._stream, f"{what} is not reported as this host's state")
+
     def lose_locks(self, why: str) -> JobLocksLost:
         """The agent no longer holds locks this run took (a release it did not hold): the
         agent is stopped and the host out of the run as when the locks went with it."""
         self._drop(why)
         return self._told()
 
-    def _confirm_held(self, stream: Stream | None, consequence: str) -> None:
-        """After a gap in which the lease may have run out: the agent says whether it still
-        holds this run's locks (it exits when its lease runs out: one gone holds none).
-        JobLocksLost, the agent stopped, when it does not."""
+    def _confirm_held(self, stream: Stream | None, consequence: str | None, at_end: bool = False) -> None:
+        """After a gap in which the lease may have run out (or with the agent found ended at the
+        run's end): the agent says whether it still holds this run's locks (it exits when its
+        lease runs out: one gone holds none). JobLocksLost, the agent stopped, when it does not."""
         held: list[Any] = []
         deadline = time.monotonic() + BEAT_REPLY_S
         request = json.dumps({"op": "job_held", "args": {"paths": sorted(self.locks)}}).encode()
         if self.connection.log:  # a request as any other (-vvv)
             self.connection.log(self.connection.spec.name, f"agent {request.decode()}")
+        how = "did not answer whether it still held this run's locks"
+        if stream is None or not stream.alive():
+            how = f"had ended ({stream.exit_text() or 'gone'})" if stream is not None else "had ended"
         try:
             if stream is not None and self._deliver(stream, request, None, deadline):
                 held = self._read_frame(stream, deadline, JSON).get("held") or []
+                how = "answered that it no longer held this run's locks"
         except (OSError, EOFError, ValueError):  # TimeoutError is an OSError
             pass
         if self.locks <= set(held):
             self._gap = 0.0
             return
-        self._locks_lost = self._lapsed(consequence)
-        self._lost = "let its job locks go at their lease"
+        lapsed = self._may_have_lapsed()  # else the agent ended (or failed) while this side was awake
+        self._locks_lost = self._lapsed(consequence, at_end) if lapsed else self._unconfirmed(how, consequence, at_end)
+        self._lost = "let its job locks go at their lease" if lapsed else how
         self.locks.clear()
         self.close()
         raise self._told()

@@ -93,10 +93,14 @@ class Connection(abc.ABC):
         if self._agent is not None:
             self._agent.end()
 
-    def lost_job_locks(self) -> str | None:
-        """Once closed: why the job locks this run held here went before the run let go of
-        them, where no task was told (found at the close): the run then does not end ok."""
-        return self._agent.lost_at_end if self._agent is not None else None
+    def lost_job_locks(self) -> dict[str, tuple[str, bool]]:
+        """Once closed: {inventory host: (why, told)} for the job locks this run held here that
+        went before the run let go of them (`told`: a task on that host was told, JobLocksLost):
+        the run then does not end ok (engine._report_lost_locks)."""
+        agent = self._agent
+        if agent is None or agent.lost_at_end is None:
+            return {}
+        return dict.fromkeys(sorted(agent.held_for) or [self.spec.name], agent.lost_at_end)
 
     def spawn(self, argv: Sequence[str], shown: str | None = None) -> Stream:
         """Start a long-lived argv through the wrapper chain; its stdin/stdout as a Stream.
@@ -209,7 +213,20 @@ class Connection(abc.ABC):
             # chain's layers around the command would carry them, and its own `pkill -f` of
             # them would kill those (the field notes' first incident).
             argv, script = ["/bin/sh"], "exec " + shlex.join(argv)
-        return self.run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, script=script)
+        what = "the command's result"
+        self.confirm_job_locks(what)  # not run on a host whose job locks went
+        result = self.run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, script=script)
+        self.confirm_job_locks(what)  # nor its result taken after a gap past their lease, unconfirmed
+        return result
+
+    def confirm_job_locks(self, what: str) -> None:
+        """Around work outside this host's agent (a bare exec, a session agent of its own):
+        JobLocksLost when the job locks its agent holds for the run went, or may have (a gap
+        past half their lease) and the agent does not confirm them (AgentSession.confirm_if_paused).
+        Nothing at all where no lock was taken: no request in the common case."""
+        agent = self._agent
+        if agent is not None and (agent.locks or agent.lost_since_taken()):
+            agent.confirm_if_paused(what)
 
     def shell(self, script: str, **kwargs: object) -> CommandResult:
         return self.run(["/bin/sh"], script=script, **kwargs)  # type: ignore[arg-type]

@@ -21,8 +21,9 @@ class ConnectionFactory:
         self.slots = StartSlots(start_slots)
         self._open: dict[str, Connection] = {}
         self._workers: WorkerPool | None = None
-        #: {host: why} for job locks found lost only as their connection closed (Connection.lost_job_locks).
-        self.lost_job_locks: dict[str, str] = {}
+        #: {inventory host: (why, told)} for job locks lost before the run let go of them, known
+        #: once their connection closed (Connection.lost_job_locks).
+        self.lost_job_locks: dict[str, tuple[str, bool]] = {}
 
     def start_workers(self, count: int) -> None:
         """Hold the ssh connections in `count` worker processes (workerpool.py), started now
@@ -80,6 +81,4 @@ class ConnectionFactory:
 
     def _close(self, conn: Connection) -> None:
         conn.close()
-        lost = conn.lost_job_locks()
-        if lost:
-            self.lost_job_locks[conn.spec.name] = lost
+        self.lost_job_locks.update(conn.lost_job_locks())

@@ -12,7 +12,9 @@ run out, and the agent is asked (job_held) before anything more is taken from it
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 
 from opsrunner.errors import ConnectionFailed
 
@@ -48,16 +50,47 @@ class LeaseWatch:
         self._locks_lost: str | None = None
         #: Whether a caller was told (JobLocksLost raised); else the run's end tells (lost_at_end).
         self._lost_told = False
-        #: Why the locks were found lost only at the end of the run (end()), for the run to report.
-        self.lost_at_end: str | None = None
+        #: Once the session ended (end()): why its locks went before the run let go of them, and
+        #: whether a caller was told (JobLocksLost raised) before the end. The run reports it
+        #: wherever no task result on that host says so (engine._report_lost_locks).
+        self.lost_at_end: tuple[str, bool] | None = None
+        #: The inventory hosts whose tasks took the locks (the connection may be a become or a
+        #: delegated one): the hosts a lost lock is reported on.
+        self.held_for: set[str] = set()
+        #: Set at end(); the heartbeat thread waits on _wake, set also when the lease shortens.
+        self._ended = threading.Event()
+        self._wake = threading.Event()
+        self._beats: threading.Thread | None = None
         #: awake_clock() when this controller last saw itself running while in touch with the
         #: agent, and the longest stretch without that in the current exchange.
         self._awake_at = awake_clock()
         self._gap = 0.0
 
-    def _hold(self, path: str, lease: float) -> None:
+    def _hold(self, path: str, lease: float, host: str) -> None:
+        before = self.lease if self.locks else None
         self.lease = lease if not self.locks else min(self.lease, lease)  # as the agent keeps it
         self.locks.add(path)
+        self.held_for.add(host)
+        if before is not None and self.lease < before:
+            self._wake.set()  # the heartbeat thread may be in a wait of the longer lease's quarter
+
+    def _beat_loop(self, interval: float | None, beat: Callable[[], None]) -> None:
+        """The heartbeat thread: `beat()` every `interval` (a quarter of the lease in force), and
+        at once when the lease shortens (_hold), until end()."""
+        while not self._ended.is_set():
+            self._wake.wait(interval or self.lease / 4)
+            self._wake.clear()
+            if not self._ended.is_set():
+                beat()
+
+    def _stop_beats(self, wait: float) -> None:
+        """No more heartbeats; a heartbeat under way is waited for (up to `wait` seconds), so
+        that what it found (locks gone) is known before the end's own check."""
+        self._ended.set()
+        self._wake.set()
+        beats = self._beats
+        if beats is not None and beats is not threading.current_thread():
+            beats.join(wait)
 
     def _begin(self) -> None:
         """An exchange with the agent starts: its gap so far is the time since the last one."""
@@ -95,14 +128,32 @@ class LeaseWatch:
         self._lost_told = False
         self.locks.clear()
 
-    def _lapsed(self, consequence: str | None) -> str:
+    def _lapsed(self, consequence: str | None, at_end: bool = False) -> str:
         """Why the locks went after a stretch without word from this controller (self._gap)."""
+        return (f"{self._which()} let go after no word from this controller for {self._gap:.0f}s, past the "
+                f"lock's lease of {self.lease:g}s (e.g. the controller was stopped or suspended): another run may "
+                f"have acted on the job since{', so ' + consequence if consequence else ''}. {_after(at_end)}")
+
+    def _unconfirmed(self, how: str, consequence: str | None, at_end: bool = False) -> str:
+        """Why the locks went with an agent that ended or did not answer (`how`), without a gap
+        past their lease."""
+        them = "it" if len(self.locks) == 1 else "them"
+        return (f"{self._which()} no longer held: the remote agent that held {them} {how}, and "
+                f"the target lets a job lock go with its agent: another run may have acted on the job "
+                f"since{', so ' + consequence if consequence else ''}. {_after(at_end)}")
+
+    def _which(self) -> str:
         paths = sorted(self.locks)
-        which = f"the job lock at {paths[0]} was" if len(paths) == 1 else f"the job locks at {', '.join(paths)} were"
-        return (f"{which} let go after no word from this controller for {self._gap:.0f}s, past the lock's lease "
-                f"of {self.lease:g}s (e.g. the controller was stopped or suspended): another run may have acted "
-                f"on the job since{', so ' + consequence if consequence else ''}. Nothing more is done on this "
-                "host in this run")
+        return f"the job lock at {paths[0]} was" if len(paths) == 1 else f"the job locks at {', '.join(paths)} were"
+
+    def _end_report(self) -> None:
+        """The session ended: what the run's end reports of locks it lost (lost_at_end)."""
+        if self._locks_lost is not None:
+            self.lost_at_end = (self._locks_lost, self._lost_told)
+
+    def lost_since_taken(self) -> bool:
+        """Job locks were taken and went before the run let go of them."""
+        return self._locks_lost is not None
 
     def check_locks(self) -> None:
         """JobLocksLost when the job locks this run held here went (every later request says so too)."""
@@ -112,3 +163,9 @@ class LeaseWatch:
     def _told(self) -> JobLocksLost:
         self._lost_told = True
         return JobLocksLost(self._locks_lost or "the job locks this run held here were let go")
+
+
+def _after(at_end: bool) -> str:
+    if at_end:
+        return "Found at the end of the run: the host is unreachable in its recap and the run does not end ok"
+    return "Nothing more is done on this host in this run"

@@ -44,10 +44,17 @@ class TaskOnHost(Protocol):
     @property
     def notes(self) -> list[str]: ...
 
+    @property
+    def host(self) -> str: ...
+
 #: Seconds the agent keeps a lock without any request; the controller beats every lease / 4.
 LEASE_S = DEFAULT_LEASE_S
 #: The variable that sets another lease (seconds) for the job locks a host's tasks take.
 LEASE_VAR = "job_lock_lease"
+#: The shortest and longest lease: the controller beats every quarter lease while idle, and
+#: a lapse is noticed only after a gap of half the lease (a day at most).
+MIN_LEASE_S = 1.0
+MAX_LEASE_S = 86400.0
 #: Seconds the agent may take to answer, beyond the request's own wait.
 REPLY_MARGIN_S = 60.0
 
@@ -73,6 +80,8 @@ def lease_seconds(value: Any) -> float:
         lease = float("nan")
     if isinstance(value, bool) or not 0 < lease < float("inf"):
         raise ValueError(f"must be a positive number of seconds, got {value!r}")
+    if not MIN_LEASE_S <= lease <= MAX_LEASE_S:  # the heartbeat comes every quarter lease
+        raise ValueError(f"must be from {MIN_LEASE_S:g} to {MAX_LEASE_S:g} seconds, got {value!r}")
     return lease
 
 
@@ -89,7 +98,7 @@ def lease_of(variables: Mapping[str, Any]) -> float:
 
 
 def take_job_lock(connection: Connection, path: str, *, wait: float, holder: LockHolder,
-                  probe: bool = False, lease: float = LEASE_S) -> TaskResult:
+                  probe: bool = False, lease: float = LEASE_S, host: str | None = None) -> TaskResult:
     """Take the job lock at `path` for the rest of the run (waiting up to `wait` seconds for
     another run's), kept by the agent `lease` seconds past its last word from this
     controller, or with `probe` (check mode) only say whether it is free. Raises
@@ -103,7 +112,7 @@ def take_job_lock(connection: Connection, path: str, *, wait: float, holder: Loc
                                            timeout=wait + REPLY_MARGIN_S, shown=f"agent job_lock {path}"))
     if reply.get("locked") is not True:
         return _not_taken(reply)
-    session.hold(path, lease)
+    session.hold(path, lease, host)  # (a lock found lost is reported on the inventory `host`)
     msg = f"locked {reply['path']} until the end of the run"
     stale = reply.get("stale")
     if stale:
@@ -158,7 +167,7 @@ def hold_for_job(ctx: TaskOnHost, pidfile: str | None) -> None:
     lease = lease_of(ctx.variables)  # a bad one fails the task: never a lock silently not taken
     try:
         taken = take_job_lock(ctx.connection, path, wait=0, holder=holder_of(ctx),
-                              probe=ctx.check_mode, lease=lease)
+                              probe=ctx.check_mode, lease=lease, host=ctx.host)
     except ModuleFailure as exc:
         if "holder" in exc.data:
             raise  # another run restarts this job

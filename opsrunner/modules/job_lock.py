@@ -19,7 +19,8 @@ class JobLockModule(Module):
         if args.get("state", "locked") == "unlocked":
             return release_job_lock(ctx.connection, path)
         return take_job_lock(ctx.connection, path, wait=float(args.get("wait") or 0),
-                             holder=holder_of(ctx), probe=ctx.check_mode, lease=lease_of(ctx.variables))
+                             holder=holder_of(ctx), probe=ctx.check_mode, lease=lease_of(ctx.variables),
+                             host=ctx.host)
 
 
 MODULE = JobLockModule()

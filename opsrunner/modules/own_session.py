@@ -63,13 +63,17 @@ def call_in_own_session(ctx: TaskContext, op: AgentOp[ArgsT, ReplyT], request: A
     """`op` on an agent in an exec session of its own, ended as soon as it returns. With the
     reply: whether the session was seen to end (the chain's exit came back within
     streams.AGENT_EXIT_WAIT_S); when it was not, what the chain does at its end was not seen."""
+    what = f"the reply to '{op.name}' from a session of its own"
+    ctx.connection.confirm_job_locks(what)  # (job locks are the run's agent's: see base.py)
     session = ctx.connection.session_agent()
     try:
         reply = ctx.agent(op, request, timeout=timeout, session=session)
     except BaseException:
         session.end()
         raise
-    return reply, session.end()
+    ended = session.end()
+    ctx.connection.confirm_job_locks(what)
+    return reply, ended
 
 
 def gone_with_its_session(ctx: TaskContext, pid: int | None, start: int | None,

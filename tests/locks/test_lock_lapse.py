@@ -112,16 +112,20 @@ def test_a_bad_job_lock_lease_is_refused_before_the_run(tmp_path: Path, demo: Pa
     assert not demo.exists()  # nothing was run
 
 
-def _stopped_past_the_lease(tmp_path: Path, after: list[dict[str, object]]) -> tuple[int, str]:
-    """A local play that takes a job lock with a 1 s lease, then pauses 3 s (then `after`); its
-    controller stopped during the pause until the lock is free. (exit code, output)."""
+def _stopped_past_the_lease(tmp_path: Path, after: list[dict[str, object]], *args: str,
+                            lock_task: dict[str, object] | None = None,
+                            env: dict[str, str] | None = None) -> tuple[int, str]:
+    """A local play that takes a job lock with a 1 s lease (`lock_task`'s keywords added to its
+    task), then pauses 3 s (then `after`); its controller (with `args`) stopped during the pause
+    until the lock is free. (exit code, output)."""
     lock = tmp_path / "job.lock"
     inv = write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"box": {"connection": "local"}}}})
-    tasks = [{"name": "lock", "job_lock": {"path": str(lock)}}, {"name": "wait", "pause": {"seconds": 3}}, *after]
+    tasks = [{"name": "lock", "job_lock": {"path": str(lock)}, **(lock_task or {})},
+             {"name": "wait", "pause": {"seconds": 3}}, *after]
     pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": tasks}])
     log = tmp_path / "out.log"
-    with log.open("w") as out, opsrunner_process("play", str(pb), "-i", str(inv), "-e", "job_lock_lease=1",
-                                                 cwd=tmp_path, stdout=out) as run:
+    with log.open("w") as out, opsrunner_process("play", str(pb), "-i", str(inv), "-e", "job_lock_lease=1", *args,
+                                                 cwd=tmp_path, env=env, stdout=out) as run:
         assert wait_for(lambda: "TASK [wait]" in log.read_text(), 30), log.read_text()
         with _stopped(run):
             assert wait_for(lambda: _lock_is_free(lock), 15)
@@ -134,8 +138,8 @@ def test_a_play_ending_after_its_lock_lapsed_does_not_end_ok(tmp_path: Path) -> 
     the end of the run finds it gone, and the host is unreachable in the recap and the exit code."""
     code, text = _stopped_past_the_lease(tmp_path, [])
     assert code == 3, text
-    assert "NOTE: [box] UNREACHABLE at the end of the run: the job lock at " in text, text
-    assert LAPSED_1S.search(text), text
+    assert "TASK [job lock (end of run)]" in text, text
+    assert re.search(r"fatal: \[box\]: UNREACHABLE! => " + LAPSED_1S.pattern, text), text
     assert re.search(r"box\s*:.*unreachable=1", text), text
 
 
