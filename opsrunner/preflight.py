@@ -33,7 +33,7 @@ from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
 from opsrunner.selection import serial_problem, tags_problems
 from opsrunner.taskconnection import delegate_refusal
-from opsrunner.taskflags import no_log_at, no_log_problem, no_log_refusal, task_no_log
+from opsrunner.taskflags import boolean_keyword_problems, task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
 
@@ -162,15 +162,10 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
     return problems + _delegate_problems(task, variables, deferred) + _lease_problems(task, variables, deferred)
 
 
-def _no_log_problems(play: Play, task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
-    """A `no_log` known now that is no boolean: the run would fail the task on it."""
-    try:
-        why = no_log_refusal(play, task, lambda value: render(value, variables, deferred))
-    except Deferred:
-        return []  # known on the host only: the task fails there if it is no boolean
-    except TemplateError as exc:
-        why = no_log_problem(task.kw("no_log", play.no_log), exc.bare_message)
-    return [Problem(no_log_at(play, task), why, "no_log")] if why else []
+def _boolean_problems(play: Play, task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
+    """Boolean keywords (no_log, become, check_mode, ...) known now that are no booleans: the
+    run would fail the task on each; one known on the host only fails the task there."""
+    return boolean_keyword_problems(play, task, lambda value: render(value, variables, deferred), Deferred)
 
 
 def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
@@ -286,8 +281,8 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
     except TemplateError as exc:
         return [Problem(task.at("when"), exc.bare_message, "when")]
     problems = _keyword_problems(task, variables, deferred, play.timeout if play else None)
-    # A no_log that reads the loop's item is left to the host, where it hides when in doubt.
-    problems += _no_log_problems(play, task, variables, deferred | loop_names if looped else deferred) \
+    # One that reads the loop's item is left to the host (a no_log hides there when in doubt).
+    problems += _boolean_problems(play, task, variables, deferred | loop_names if looped else deferred) \
         if play else []
     loop = task.kw("loop")
     if loop is None:

@@ -23,7 +23,7 @@ from opsrunner.playbook import Play, Task
 from opsrunner.playrun import PlayRun
 from opsrunner.results import Status, TaskResult
 from opsrunner.taskconnection import EnvConnection, environment, password_hint, task_spec
-from opsrunner.taskflags import flag, no_log_at, no_log_refusal, run_once, task_no_log
+from opsrunner.taskflags import check_flags, flag, no_log_at, no_log_refusal, run_once, task_no_log
 from opsrunner.templating import LazyVars, is_template, render
 
 
@@ -178,6 +178,8 @@ class TaskRunner:
                 connection = EnvConnection(connection, env)
             check = flag(task, "check_mode", variables, run.options.check)
             diff = flag(task, "diff", variables, run.options.diff)
+            # Read after the run (or by step() for the batch): one that is no boolean fails the task first.
+            check_flags(task, variables, ("run_once", "ignore_errors"))
         except TemplateError as exc:
             return TaskResult(Status.FAILED, msg=str(exc) if exc.pos else f"{task.pos}: {exc}",  # once, not twice
                               no_log=task_no_log(play, task, None))
@@ -236,7 +238,6 @@ def _ignore_errors(task: Task, result: TaskResult, variables: LazyVars) -> None:
     ignore = task.kw("ignore_errors")
     if result.failed and result.status != Status.UNREACHABLE and ignore is not None:
         try:
-            result.ignored = bool(ignore) if isinstance(ignore, bool) else \
-                str(render(ignore, variables)).lower() in ("true", "yes", "1")
+            result.ignored = flag(task, "ignore_errors", variables, False)
         except TemplateError as exc:
             result.msg += f"; ignore_errors could not be evaluated: {exc}"

@@ -33,6 +33,8 @@ class Task:
     include_marker: bool = False
     #: Where the task itself writes each of its keywords (not those it inherits).
     key_pos: dict[str, SourcePos] = field(default_factory=dict)
+    #: Where the play writes each keyword the task takes as the play's default (check_mode, ...).
+    play_key_pos: dict[str, SourcePos] = field(default_factory=dict)
 
     def kw(self, key: str, default: Any = None) -> Any:
         return self.keywords.get(key, default)

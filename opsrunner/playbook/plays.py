@@ -61,6 +61,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
         self.tag_pos = {}
         play_tags = self.tags_at(raw)
         self.play_defaults = {k: raw[k] for k in PLAY_DEFAULTS if k in raw}
+        self.play_default_pos = {k: raw.at(k) for k in self.play_defaults}
         self.roles, self.role_refs, self.private_roles = [], [], set()
         tasks: list[Node] = []
         for i, ref in enumerate(raw.get("roles") or []):

@@ -31,6 +31,7 @@ class LoaderState:
         self.roles: list[Role] = []
         self.current_role: Role | None = None
         self.play_defaults: dict[str, Any] = {}
+        self.play_default_pos: dict[str, SourcePos] = {}  # where the play writes each of them
         #: Task-list entries with a shape problem (`tags: 5`): reported, never built (plays.py).
         self.broken_nodes: set[str] = set()
         #: Where each templated tag of the play being built is first written (Play.tag_pos).

@@ -82,7 +82,8 @@ class TaskLoader(LoaderState):
         args, problems = module_args(module, raw[module], raw.at(module), f"{path}.{module}", str(self.path),
                                      [*dirs, self.base_dir], raw.get("args"))
         self.problems += problems
-        keywords = {k: v for k, v in inherit(self.play_defaults, PosDict(inherit(inherited or {}, raw))).items()
+        outer = inherited or {}
+        keywords = {k: v for k, v in inherit(self.play_defaults, PosDict(inherit(outer, raw))).items()
                     if k not in ("name", "tags", "args")}
         # Conditions are bare expressions (a literal '{{' inside one is fine): checked below.
         self.check_templates({k: v for k, v in raw.items() if k != module and k not in CONDITION_KEYS}, path, raw)
@@ -101,6 +102,7 @@ class TaskLoader(LoaderState):
             role_params=params,
             base_dir=base_dir if role is None else self.base_dir,
             key_pos={k: raw.at(k) for k in raw if k in keywords},
+            play_key_pos={k: pos for k, pos in self.play_default_pos.items() if k not in raw and k not in outer},
         )
 
     def task_module(self, raw: PosDict, path: str) -> str | None:
