@@ -1,6 +1,8 @@
 """A task result as the history records it (TaskRow), made from the engine's TaskEnd; and
-FailedTasks, a subscriber that keeps the failed ones of a run in memory: what a scheduled
-run's alert says went wrong, known whether or not the history could record it."""
+FailedTasks, a subscriber that keeps the failed ones of a run in memory (what a scheduled
+run's alert says went wrong) and those that changed something or judged a change (what a
+stopped run's alert says it left on its hosts), known whether or not the history could record
+them."""
 
 from __future__ import annotations
 
@@ -16,12 +18,20 @@ OUTPUT_LINES = 20
 OUTPUT_CHARS = 4096
 #: The task results that say what went wrong (what an alert lists).
 FAILED_STATUSES = ("failed", "unreachable", "timed_out", "interrupted")
+#: Modules whose results say whether a change was checked or undone (a launch verified, a
+#: rollback run): kept, changed or not, for the alert of a run that stopped part way.
+JUDGING_MODULES = ("verify", "rollback")
 
 
 def output_tail(text: str) -> str:
     """The last OUTPUT_LINES lines of `text`, at most OUTPUT_CHARS characters of them."""
     kept = "\n".join(text.rstrip("\n").splitlines()[-OUTPUT_LINES:])
     return kept if len(kept) <= OUTPUT_CHARS else "..." + kept[-(OUTPUT_CHARS - 3):]
+
+
+def changed(r: TaskResult | TaskRow) -> bool:
+    """Whether a result says it changed something on its host."""
+    return bool(r.changed) or str(r.status) == "changed"
 
 
 def _output_of(r: TaskResult) -> TaskResult:
@@ -45,17 +55,25 @@ def task_row(event: TaskEnd, title: str, mask: Callable[[str], str]) -> TaskRow:
 
 
 class FailedTasks:
-    """Keeps the failed results of a run (events arrive masked, no_log censored), in order."""
+    """Keeps the failed results of a run (`rows`) and (`kept`) every result that failed,
+    changed something or comes from a JUDGING_MODULES module, in order (events arrive masked,
+    no_log censored)."""
 
     def __init__(self) -> None:
         self.rows: list[TaskRow] = []
+        self.kept: list[TaskRow] = []
         self._titles = TaskTitles()
 
     def handle(self, event: Event) -> None:
         if isinstance(event, TaskStart):
             self._titles.started(event)
-        elif isinstance(event, TaskEnd) and str(event.result.status) in FAILED_STATUSES:
-            self.rows.append(task_row(event, self._titles.title(event), str))
+        elif isinstance(event, TaskEnd):
+            failed = str(event.result.status) in FAILED_STATUSES
+            if failed or changed(event.result) or event.module in JUDGING_MODULES:
+                row = task_row(event, self._titles.title(event), str)
+                self.kept.append(row)
+                if failed:
+                    self.rows.append(row)
 
     def flush(self) -> None:
         pass

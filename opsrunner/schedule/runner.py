@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, ValidationError
-from opsrunner.exitcodes import EXIT_VALIDATION, exit_code_of
+from opsrunner.exitcodes import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_VALIDATION, exit_code_of
 from opsrunner.history.location import display, resolve, scrub
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
 from opsrunner.history.taskrows import FAILED_STATUSES, FailedTasks
+from opsrunner.schedule.changes import stopped_changes
 from opsrunner.schedule.notify import Alert, aborted_alert, alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
 
@@ -89,7 +90,7 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
             code, refused, shown = _play(request, out, err, failed)
     if pulled:  # the run's record says which commits it ran (its row exists by now, or nothing is noted)
         _note(history, run_id, [pulled])
-    summary = run_summary(schedule, run_id, code, started, refused, history, failed.rows)
+    summary = run_summary(schedule, run_id, code, started, refused, history, failed.rows, failed.kept)
     if summary["run_id"] and not shown:  # ended before its play began (run lock, git pull): recorded all the same
         out.write(f"run {run_id} (opsrunner show {run_id})\n")
     _notify(schedule, summary, err, history)
@@ -173,11 +174,13 @@ def _outcome(request: PlayRequest, console: ConsoleReporter, err: IO[str],
 
 
 def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None,
-                history: str, failed: list[TaskRow] | None = None) -> dict[str, Any]:
+                history: str, failed: list[TaskRow] | None = None,
+                kept: list[TaskRow] | None = None) -> dict[str, Any]:
     """The structured summary of the alert. What went wrong is what the run itself saw
     (`failed`: its failed task results, masked as the run masks its events), so the alert
-    says it when the history could not record the run; the run's row, its schedule's
-    previous outcome and its aborted runs come from the history, where it can be read."""
+    says it when the history could not record the run; so is what a run stopped part way
+    changed on its hosts (`stopped`, from `kept`: FailedTasks.kept). The run's row, its
+    schedule's previous outcome and its aborted runs come from the history, where it can be read."""
     summary: dict[str, Any] = {
         "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
         "exit_code": code, "result": result_of(code),
@@ -185,6 +188,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
         "recap": {}, "failed_tasks": [_failed_task(t) for t in failed or [] if t.status in ALERTED_STATUSES],
         "error": error, "previous_failed": None, "dashboard": schedule.dashboard, "aborted_unalerted": [],
         "unrecorded": None,
+        "stopped": stopped_changes(kept or []) if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else None,
     }
     run = previous = None
     try:
@@ -198,7 +202,8 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
             run = store.run(run_id)
             previous, aborted = _previous(store, schedule.name, run_id)
             summary["aborted_unalerted"] = [{"run_id": r.id, "started": r.started, "heartbeat": r.heartbeat,
-                                             "task": r.current_task, "playbook": r.playbook} for r in aborted]
+                                             "task": r.current_task, "playbook": r.playbook,
+                                             "stopped": stopped_changes(r.tasks)} for r in aborted]
         store.close()
     if previous is not None:
         summary["previous_failed"] = previous.exit_code != 0 if previous.exit_code is not None else previous.aborted
