@@ -12,27 +12,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_yaml
-from tests.helpers import CliResult, ProjectEnv
+from tests.e2e.localhosts import local_project, play, touched
+from tests.helpers import ProjectEnv
 
 TOUCH = {"name": "touch", "command": "touch {{ out }}/{{ inventory_hostname }}"}
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> ProjectEnv:
-    e = ProjectEnv(tmp_path)
-    local = {"connection": "local"}
-    hosts = {"h1": local, "h2": local}
-    write_yaml(e.project / "inv.yml", {"all": {"hosts": hosts, "vars": {"out": str(e.root / "out")}}})
-    (e.root / "out").mkdir()
-    return e
-
-
-def touched(env: ProjectEnv) -> list[str]:
-    return sorted(p.name for p in (env.root / "out").iterdir())
-
-
-def play(env: ProjectEnv, name: str, *args: str) -> CliResult:
-    return env.run("play", name, "-i", "inv.yml", *args)
+    return local_project(tmp_path)
 
 
 def serial_playbook(env: ProjectEnv) -> Path:

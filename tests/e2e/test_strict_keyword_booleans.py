@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_yaml
-from tests.helpers import CliResult, ProjectEnv
+from tests.e2e.localhosts import local_project, play, touched
+from tests.helpers import ProjectEnv
 
 ACCEPTED = "true/false, yes/no, on/off or 1/0"
 KEYS = ("become", "check_mode", "diff", "run_once", "ignore_errors")
@@ -25,20 +26,7 @@ KEYS = ("become", "check_mode", "diff", "run_once", "ignore_errors")
 
 @pytest.fixture
 def env(tmp_path: Path) -> ProjectEnv:
-    e = ProjectEnv(tmp_path)
-    local = {"connection": "local"}
-    write_yaml(e.project / "inv.yml", {"all": {"hosts": {"h1": local, "h2": local},
-                                               "vars": {"out": str(e.root / "out")}}})
-    (e.root / "out").mkdir()
-    return e
-
-
-def touched(env: ProjectEnv) -> list[str]:
-    return sorted(p.name for p in (env.root / "out").iterdir())
-
-
-def play(env: ProjectEnv, name: str, *args: str) -> CliResult:
-    return env.run("play", name, "-i", "inv.yml", *args)
+    return local_project(tmp_path)
 
 
 def flagged(key: str, value: str) -> str:

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_yaml
-from tests.helpers import CliResult, ProjectEnv
+from tests.e2e.localhosts import local_project, play, touched
+from tests.helpers import ProjectEnv
 
 SHOWN = "printed-Q7vz"  # what the no_log task prints; it is hidden unless no_log is false
 ACCEPTED = "true/false, yes/no, on/off or 1/0"
@@ -26,20 +27,7 @@ ACCEPTED = "true/false, yes/no, on/off or 1/0"
 
 @pytest.fixture
 def env(tmp_path: Path) -> ProjectEnv:
-    e = ProjectEnv(tmp_path)
-    local = {"connection": "local"}
-    write_yaml(e.project / "inv.yml", {"all": {"hosts": {"h1": local, "h2": local},
-                                               "vars": {"out": str(e.root / "out")}}})
-    (e.root / "out").mkdir()
-    return e
-
-
-def touched(env: ProjectEnv) -> list[str]:
-    return sorted(p.name for p in (env.root / "out").iterdir())
-
-
-def play(env: ProjectEnv, name: str, *args: str) -> CliResult:
-    return env.run("play", name, "-i", "inv.yml", *args)
+    return local_project(tmp_path)
 
 
 NO_LOG_TASK = f"""
