@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import hashlib
+import os
 import posixpath
 import stat
 import tarfile
@@ -49,8 +50,9 @@ _DIGESTS_MAX = 200_000
 RACY_S = 2.0
 
 
-def sha256_of(path: Path) -> str:
-    st = path.stat()
+def sha256_of(path: Path, st: os.stat_result | None = None) -> str:
+    """The file's sha256 (`st`: its stat, where the caller has it already)."""
+    st = st or path.stat()
     key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     known = _DIGESTS.get(key)
     if known is not None:
@@ -84,9 +86,13 @@ def collect(src: Path, dest: str, exclude: list[str], mode: int | None) -> tuple
     else:
         root = dest.rstrip("/") or "/"
         rels = [(p.relative_to(src).as_posix(), p) for p in sorted(src.rglob("*")) if p.is_file()]
-    files = [LocalFile(rel, path, sha256_of(path), mode if mode is not None else stat.S_IMODE(path.stat().st_mode))
-             for rel, path in rels if not excluded(rel, exclude)]
+    files = [_local_file(rel, path, mode) for rel, path in rels if not excluded(rel, exclude)]
     return root, files
+
+
+def _local_file(rel: str, path: Path, mode: int | None) -> LocalFile:
+    st = path.stat()  # once: its digest is kept by it, and its mode read from it
+    return LocalFile(rel, path, sha256_of(path, st), mode if mode is not None else stat.S_IMODE(st.st_mode))
 
 
 def differs(local: LocalFile, remote: FileDigest | OtherFile | None) -> bool:
