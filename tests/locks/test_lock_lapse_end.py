@@ -157,14 +157,15 @@ def test_an_agent_that_died_is_not_reported_as_a_lapse(tmp_path: Path) -> None:
     assert "no word from this controller" not in why, why
 
 
-def _stopped_during(tmp_path: Path, task: dict[str, Any], after: list[dict[str, Any]],
-                    host: dict[str, Any]) -> tuple[int, str]:
-    """A job lock with a 1 s lease, then `task`: the controller is stopped 0.5 s into it until
-    the lock is free (then `after`). (exit code, output)."""
+def _stopped_during(tmp_path: Path, tasks: list[dict[str, Any]], host: dict[str, Any],
+                    stopped_s: float) -> tuple[int, str]:
+    """A job lock with a 1 s lease, then `tasks`, the first of them (or of its block) named
+    `step`: the controller is stopped 0.5 s into it until the lock is free and `stopped_s`
+    more. (exit code, output)."""
     lock = tmp_path / "job.lock"
     inv = write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"box": host}}})
-    tasks = [{"name": "lock", "job_lock": {"path": str(lock)}}, {"name": "step", **task}, *after]
-    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": tasks}])
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
+        {"name": "lock", "job_lock": {"path": str(lock)}}, *tasks]}])
     log = tmp_path / "out.log"
     with log.open("w") as out, opsrunner_process("play", str(pb), "-i", str(inv), "-e", "job_lock_lease=1",
                                                  cwd=tmp_path, stdout=out) as run:
@@ -172,18 +173,21 @@ def _stopped_during(tmp_path: Path, task: dict[str, Any], after: list[dict[str, 
         time.sleep(0.5)
         with _stopped(run):
             assert wait_for(lambda: _lock_is_free(lock), 15)
-            time.sleep(2)  # the command ends meanwhile: its result waits for the stopped controller
+            time.sleep(stopped_s)
         run.communicate(timeout=30)
     return run.returncode, log.read_text()
+
+
+BARE = {"connection": "local", "command_exec": "bare"}
 
 
 def test_a_bare_exec_result_after_the_lease_ran_out_is_not_reported(tmp_path: Path) -> None:
     """`command_exec: bare`: the command's result, read after a stop past the lease, is confirmed
     with the agent first: the lock is gone, the host unreachable, no later task runs there."""
     marker = tmp_path / "later.out"
-    code, text = _stopped_during(tmp_path, {"shell": "sleep 1; echo restarted"},
-                                 [{"name": "later", "shell": f"echo ran > {marker}"}],
-                                 {"connection": "local", "command_exec": "bare"})
+    # the command ends while the controller is stopped: its result waits for it
+    code, text = _stopped_during(tmp_path, [{"name": "step", "shell": "sleep 1; echo restarted"},
+                                            {"name": "later", "shell": f"echo ran > {marker}"}], BARE, 2)
     assert code == 3, text
     # Found by the command's own confirmation ("so the command's result is not reported as this
     # host's state") or by the heartbeat that comes first on resume: the step is unreachable either way.
@@ -198,21 +202,7 @@ def test_a_bare_exec_timed_out_after_the_lease_ran_out_runs_no_rescue(tmp_path: 
     marker = tmp_path / "rescue.out"
     block = {"block": [{"name": "step", "shell": "sleep 3", "timeout": 2}],
              "rescue": [{"name": "rescue", "shell": f"echo ran > {marker}"}]}
-    lock = tmp_path / "job.lock"
-    inv = write_yaml(tmp_path / "inv.yml", {"all": {"hosts": {"box": {"connection": "local",
-                                                                       "command_exec": "bare"}}}})
-    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [
-        {"name": "lock", "job_lock": {"path": str(lock)}}, block]}])
-    log = tmp_path / "out.log"
-    with log.open("w") as out, opsrunner_process("play", str(pb), "-i", str(inv), "-e", "job_lock_lease=1",
-                                                 cwd=tmp_path, stdout=out) as run:
-        assert wait_for(lambda: "TASK [step]" in log.read_text(), 30), log.read_text()
-        time.sleep(0.5)
-        with _stopped(run):
-            assert wait_for(lambda: _lock_is_free(lock), 15)
-            time.sleep(3)  # past the command's timeout
-        run.communicate(timeout=30)
-    text = log.read_text()
-    assert run.returncode == 3, text
+    code, text = _stopped_during(tmp_path, [block], BARE, 3)  # past the command's timeout
+    assert code == 3, text
     assert "TIMED OUT" not in text and not marker.exists(), text
     assert re.search(r"fatal: \[box\]: UNREACHABLE! => " + LAPSED_1S.pattern, text), text
