@@ -259,6 +259,8 @@ def test_scheduled_run_takes_the_run_lock(env: Env, alerts: Alerts) -> None:
     assert res.rc == 2, res.err
     assert f"(opsrunner pid {manual.pid}, playbook slow.yml" in res.err
     assert "locked by " in alerts.received[-1]["message"]
+    (refused,) = [r for r in env.history() if r["schedule"] == "slow"]  # recorded, and its id printed
+    assert res.out == f"run {refused['id']} (opsrunner show {refused['id']})\n", res.out
     assert manual.returncode == 0
 
 
