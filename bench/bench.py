@@ -71,6 +71,8 @@ class Bench:
         self.host_sshds: list[tuple[int, subprocess.Popen[bytes]]] = []
         #: opsrunner's launch `settle` in the restart (None: the module's default).
         self.launch_settle: float | None = None
+        #: opsrunner's play strategy in both workloads (None: the default, linear).
+        self.strategy: str | None = None
 
     def hosts(self, n: int) -> list[dict[str, object]]:
         out = []
@@ -128,7 +130,8 @@ class Bench:
                                                  "known_hosts_file": str(self.sshd.known_hosts)}
                                      for h in hosts}}}
             (d / "inv.yml").write_text(json.dumps(inv))
-            (d / "pb.yml").write_text(opsrunner_playbook(workload, root, self.launch_settle))
+            (d / "pb.yml").write_text(opsrunner_playbook(workload, root, self.launch_settle,
+                                                                       self.strategy))
             return [sys.executable, "-m", "opsrunner", "play", str(d / "pb.yml"), "-i", str(d / "inv.yml"),
                     "-f", n]
         if tool == "ansible-core":
@@ -444,6 +447,9 @@ def main() -> int:
     parser.add_argument("--opsrunner-launch-settle", type=float, default=None, metavar="S",
                         help="the restart's launch_detached settle (default: the module's, a 0.25 s watch for a "
                              "job that ends at once; the other tools' launches return at once: 0 is like for like)")
+    parser.add_argument("--opsrunner-strategy", choices=("linear", "free"), default=None,
+                        help="opsrunner's play strategy (default: linear, its default; free: each host on "
+                             "its own, as the Fabric script's threads)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="opsrunner-bench-"))
     started = cpu_ticks()
@@ -451,6 +457,7 @@ def main() -> int:
                   not args.real_home)
     bench.ansible_max_hosts = args.ansible_max_hosts
     bench.launch_settle = args.opsrunner_launch_settle
+    bench.strategy = args.opsrunner_strategy
     bench.own_tables = args.own_process_tables
     tools = tuple(args.tools.split(","))
     all_times: Cells = {}
@@ -477,7 +484,8 @@ def main() -> int:
     settle = ("the module's default" if bench.launch_settle is None
               else f"{bench.launch_settle:g} s (--opsrunner-launch-settle)")
     text = (report(all_times, overhead, args.reps, latency) + failed + f"\n\nHosts: {hosts_were}.\n"
-            + f"opsrunner's restart: the launch's settle {settle}.\n"
+            + f"opsrunner's restart: the launch's settle {settle}; "
+            + f"the play's strategy {bench.strategy or 'linear (the default)'}.\n"
             + f"CPU time taken by the hypervisor (steal) during the bench: {steal_percent(started):.0f}%.\n"
             + "Others: " + ", ".join(picked) + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)

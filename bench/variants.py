@@ -1,6 +1,7 @@
 """Variants of one opsrunner workload side by side, on the same hosts, alternating run by run:
 checkouts of opsrunner (`--trees`, e.g. a worktree of the commit before a change and this
-one) and the restart's launch `settle` (`--settles`, `default` for the module's own).
+one), the restart's launch `settle` (`--settles`, `default` for the module's own) and the
+play's strategy (`--strategies linear,free`).
 
 Workloads: the bench's `restart` and `trivial` (workloads.py), and `deploy-tree`: deploy_code
 of a tree of `--tree-files` files, `--tree-bytes` in all, when the hosts already have it (the
@@ -43,19 +44,19 @@ def tree_playbook(work: Path, files: int, size: int) -> str:
     return f"- hosts: all\n  tasks:\n    - deploy_code: {{src: {src}/, dest: \"{dest}\"}}\n"
 
 
-Key = tuple[Path, "float | None"]
+Key = tuple[Path, "float | None", str]
 
 
 def _table(times: dict[Key, list[tuple[float, float, float]]], hosts: int) -> str:
     """Median wall time, its range, the controller's CPU a host, and the ratio to the first variant."""
-    lines = ["| checkout | settle | median s | min-max s | controller CPU ms/host | ratio |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| checkout | settle | strategy | median s | min-max s | controller CPU ms/host | ratio |",
+             "|---|---|---|---|---|---|---|"]
     first = statistics.median(t[0] for t in next(iter(times.values())))
-    for (tree, settle), runs in times.items():
+    for (tree, settle, strategy), runs in times.items():
         walls = [t[0] for t in runs]
         median = statistics.median(walls)
         cpu = statistics.median(t[2] for t in runs) * 1000 / hosts
-        lines.append(f"| {tree} | {'default' if settle is None else f'{settle:g}'} | {median:.3f} | "
+        lines.append(f"| {tree} | {'default' if settle is None else f'{settle:g}'} | {strategy} | {median:.3f} | "
                      f"{min(walls):.2f}-{max(walls):.2f} | {cpu:.1f} | {median / first:.2f}x |")
     return "\n".join(lines)
 
@@ -66,6 +67,7 @@ def main() -> int:
     parser.add_argument("--workload", default="restart", choices=("restart", "trivial", "deploy-tree"))
     parser.add_argument("--trees", default=str(ROOT), help="opsrunner checkouts, comma-separated")
     parser.add_argument("--settles", default="default", help="the launch's settle values: default or seconds")
+    parser.add_argument("--strategies", default="linear", help="the play's strategies: linear, free")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--tree-files", type=int, default=500)
     parser.add_argument("--tree-bytes", type=int, default=10_000_000)
@@ -78,13 +80,14 @@ def main() -> int:
     try:
         hosts = bench.hosts(args.hosts)
         runs: dict[Key, tuple[list[str], Path]] = {}
-        for tree, settle in product(trees, settles):
+        for tree, settle, strategy in product(trees, settles, args.strategies.split(",")):
             bench.launch_settle = settle
+            bench.strategy = None if strategy == "linear" else strategy
             d = work / f"v{len(runs)}"
             cmd = bench.prepare("opsrunner", "trivial" if args.workload == "deploy-tree" else args.workload, hosts, d)
             if args.workload == "deploy-tree":
                 (d / "pb.yml").write_text(tree_playbook(work, args.tree_files, args.tree_bytes))
-            runs[(tree, settle)] = ([*cmd, "--no-history"], d)
+            runs[(tree, settle, strategy)] = ([*cmd, "--no-history"], d)
         times: dict[Key, list[tuple[float, float, float]]] = {k: [] for k in runs}
         for rep in range(args.reps + 1):  # the first round warms up (and deploys the tree)
             order = list(runs) if rep % 2 else list(runs)[::-1]

@@ -11,15 +11,17 @@ TRIVIAL_TASKS = 10
 TRIVIAL_YAML = "".join(f"    - {{name: t{i}, command: 'true'}}\n" for i in range(TRIVIAL_TASKS))
 
 
-def opsrunner_playbook(workload: str, root: Path, launch_settle: float | None = None) -> str:
+def opsrunner_playbook(workload: str, root: Path, launch_settle: float | None = None,
+                       strategy: str | None = None) -> str:
     """launch_settle: the launch's `settle` (None: its default, a 0.25 s watch for a job that
-    ends at once, which none of the other tools keeps; 0: return at the exec's handshake)."""
+    ends at once, which none of the other tools keeps; 0: return at the exec's handshake).
+    strategy: the play's (None: the default, linear)."""
+    head = "- hosts: all\n" + (f"  strategy: {strategy}\n" if strategy else "")
     if workload == "trivial":
-        return "- hosts: all\n  tasks:\n" + TRIVIAL_YAML
+        return head + "  tasks:\n" + TRIVIAL_YAML
     d = f"{root}/{{{{ inventory_hostname }}}}"
     settle = "" if launch_settle is None else f", settle: {launch_settle:g}"
-    return f"""- hosts: all
-  tasks:
+    return head + f"""  tasks:
     - {{name: copy, deploy_code: {{src: {root}/payload.bin, dest: "{d}/code/payload.bin"}}}}
     - {{name: cache, clear_cache: {{paths: ["{d}/cache"]}}}}
     - {{name: kill, kill_old: {{pidfile: "{d}/job.pid", grace: 5}}}}
