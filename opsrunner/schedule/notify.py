@@ -101,17 +101,54 @@ def send(url: str, alert: Alert, attempts: int = ATTEMPTS, backoff: float = BACK
     kind = apprise.NotifyType.FAILURE if alert.failure else apprise.NotifyType.SUCCESS
     last = "not attempted"
     for attempt in range(attempts):
-        with apprise.LogCapture(level=apprise.logging.WARNING) as logs:
+        # the socket error apprise logs only at DEBUG, below its generic warning
+        with apprise.LogCapture(level=apprise.logging.DEBUG) as debug, \
+                apprise.LogCapture(level=apprise.logging.WARNING) as logs:
             # Plain text: apprise escapes it where a service takes HTML (email's HTML part)
             delivered = plugin.notify(body=alert.body, title=alert.title, notify_type=kind,
                                       body_format=apprise.NotifyFormat.TEXT)
         if delivered:
             return None
         lines = [_LOG_PREFIX.sub("", ln) for ln in logs.getvalue().splitlines() if ln.strip()]
-        last = lines[-1] if lines else "not delivered"
+        last = _connection_problem(plugin, debug.getvalue()) or (lines[-1] if lines else "not delivered")
         if attempt + 1 < attempts:
             time.sleep(backoff * (2 ** attempt))
     return f"{last} (after {attempts} attempts)"
+
+
+#: What apprise logs (at DEBUG) of the exception beneath "A Connection error occurred ...",
+#: which it says alike of a hook that refused the connection and of one that never answered.
+_SOCKET_ERROR = re.compile(r" - DEBUG - Socket Exception: (.*)$", re.M)
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+
+
+def _connection_problem(plugin: Any, debug_log: str) -> str | None:
+    """What happened to the connection of a failed delivery, in words, from the exception
+    apprise logged (requests' or smtplib's); None where it logged none. Only the OS's words
+    are quoted: the exception's own text holds the URL, a hook's token in its query."""
+    from apprise.plugins.custom_form import NotifyForm
+    from apprise.plugins.custom_json import NotifyJSON
+    from apprise.plugins.custom_xml import NotifyXML
+
+    found = _SOCKET_ERROR.findall(debug_log)
+    if not found:
+        return None
+    error = found[-1]
+    host = getattr(plugin, "smtp_host", None) or plugin.host
+    where = f"{host}:{plugin.port}" if plugin.port else str(host)
+    who = "the hook" if isinstance(plugin, NotifyJSON | NotifyXML | NotifyForm) else "the server"
+    if "Read timed out" in error:  # urllib3's ReadTimeoutError: connected, then silence
+        return f"{who} accepted the connection but sent no answer within {plugin.socket_read_timeout:g} s"
+    if "connect timeout=" in error:  # urllib3's ConnectTimeoutError
+        return f"no connection to {where} within {plugin.socket_connect_timeout:g} s"
+    if error.strip() == "timed out":  # smtplib's socket timeout, connecting or waiting for an answer
+        return f"the connection to {where} timed out"
+    errno = _ERRNO.search(error)
+    if errno is None:
+        return None
+    if "Connection refused" in errno.group(1):
+        return f"connection refused by {where}"
+    return f"cannot deliver to {where}: {errno.group(1).strip()}"
 
 
 def should_notify(notify_on: str, code: int, previous_failed: bool | None) -> bool:
