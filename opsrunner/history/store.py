@@ -179,10 +179,7 @@ class HistoryStore:
         that opens its row meanwhile (PostgreSQL lets it) is open, not among them."""
         cutoff = time.time() - keep_days * 86400
         with self._tx(immediate=True):
-            rows = self._q("SELECT id, exit_code, heartbeat, started, controller_pid, controller_start, "
-                           "controller_machine FROM runs WHERE started < ?", (cutoff,))
-            closed = sum(1 for r in rows if r[1] is not None)
-            gone = [r[0] for r in rows if r[1] is None and controller_gone(stamp_of(*r[4:]), r[2], r[3])]
+            doomed_ids, gone, running = self._prunable(cutoff)
             for part in [gone[i:i + 500] for i in range(0, len(gone), 500)] or [[]]:
                 doomed = f"started < ? AND (exit_code IS NOT NULL OR id IN ({', '.join(['?'] * len(part)) or 'NULL'}))"
                 params = (cutoff, *part)
@@ -190,7 +187,33 @@ class HistoryStore:
                 self._q("DELETE FROM run_hosts WHERE run_started < ? AND "
                         f"run_id IN (SELECT id FROM runs WHERE {doomed})", (cutoff, *params))
                 self._q(f"DELETE FROM runs WHERE {doomed}", params)
-        return closed + len(gone), len(rows) - closed - len(gone)
+        return len(doomed_ids), running
+
+    def prune_plan(self, keep_days: float) -> tuple[list[str], int]:
+        """What prune_runs(keep_days) would delete now, by its rule, deleting nothing: the ids
+        of those runs, oldest first, and how many it would keep because they may be running."""
+        doomed, _, running = self._prunable(time.time() - keep_days * 86400)
+        return doomed, running
+
+    def _prunable(self, cutoff: float) -> tuple[list[str], list[str], int]:
+        """The runs started before `cutoff` that prune_runs deletes, oldest first: (the ids of
+        all of them, of those open whose controller is gone, how many others are open under a
+        controller that may live)."""
+        rows = self._q("SELECT id, exit_code, heartbeat, started, controller_pid, controller_start, "
+                       f"controller_machine FROM runs WHERE started < ? ORDER BY started, {self._order}", (cutoff,))
+        gone = {r[0] for r in rows if r[1] is None and controller_gone(stamp_of(*r[4:]), r[2], r[3])}
+        doomed = [r[0] for r in rows if r[1] is not None or r[0] in gone]
+        return doomed, [run_id for run_id in doomed if run_id in gone], len(rows) - len(doomed)
+
+    def runs_by_id(self, ids: Sequence[str]) -> list[RunRow]:
+        """These runs (those recorded), newest first as `runs` lists them, with their hosts."""
+        runs: list[RunRow] = []
+        for part in [list(ids[i:i + 500]) for i in range(0, len(ids), 500)]:
+            runs += [self._run(r) for r in self._q(f"{_SELECT_RUN} WHERE id IN ({', '.join('?' * len(part))})", part)]
+        if without_recap := [r for r in runs if not r.recap]:
+            self._load_tasks(without_recap)
+        order = {run_id: i for i, run_id in enumerate(ids)}
+        return sorted(runs, key=lambda r: (r.started, order[r.id]), reverse=True)
 
     # -- reads ------------------------------------------------------------------------------
     def runs(self, playbook: str | None = None, host: str | None = None, failed: bool = False,

@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     prune = hsub.add_parser("prune", help="delete runs older than --keep-days")
     prune.add_argument("--keep-days", type=float, required=True, metavar="N",
                        help="delete the runs started more than N days ago")
+    prune.add_argument("--dry-run", "-C", "--check", action="store_true", dest="dry_run",
+                       help="list the runs it would delete (as `opsrunner history` does) and delete nothing")
     _db_option(prune)
     show = sub.add_parser("show", help="one run: recap, failed and changed tasks, git commit")
     show.add_argument("run_id", metavar="RUN_ID",
@@ -88,13 +90,7 @@ def _commit(run: RunRow) -> str:
 
 def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
     if args.history_command == "prune":
-        if args.keep_days < 0:
-            raise UsageError("--keep-days must be 0 or more")
-        store = _open(args)
-        removed, running = store.prune_runs(args.keep_days)
-        kept = f"; kept {running} still running" if running else ""
-        out.write(f"removed {removed} run(s) older than {args.keep_days:g} days from {store.path}{kept}\n")
-        return 0
+        return _prune(args, out)
     if args.limit < 1:
         raise UsageError("-n must be at least 1")
     runs = _open(args).runs(args.playbook, args.host, args.failed, schedule=args.schedule, limit=args.limit,
@@ -102,15 +98,48 @@ def cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
     if args.json:
         out.write(json.dumps([r.as_dict() for r in runs], indent=2) + "\n")
         return 0
+    _table(runs, out)
+    return 0
+
+
+#: How many of the runs a dry-run prune would delete it lists, the newest and the oldest half.
+PRUNE_SHOWN = 20
+
+
+def _prune(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.keep_days < 0:
+        raise UsageError("--keep-days must be 0 or more")
+    store = _open(args)
+    if not args.dry_run:
+        removed, running = store.prune_runs(args.keep_days)
+        kept = f"; kept {running} still running" if running else ""
+        out.write(f"removed {removed} run(s) older than {args.keep_days:g} days from {store.path}{kept}\n")
+        return 0
+    doomed, running = store.prune_plan(args.keep_days)
+    kept = f"; would keep {running} still running" if running else ""
+    out.write(f"would remove {len(doomed)} run(s) older than {args.keep_days:g} days from {store.path}{kept} "
+              "(dry run: nothing deleted)\n")
+    half = PRUNE_SHOWN // 2
+    if 0 < len(doomed) <= PRUNE_SHOWN:
+        _table(store.runs_by_id(doomed), out)
+    elif doomed:  # the newest and the oldest of them, with how many between
+        _table(store.runs_by_id(doomed[-half:]) + store.runs_by_id(doomed[:half]), out,
+               gap=(half, f"... {len(doomed) - 2 * half} more ..."))
+    return 0
+
+
+def _table(runs: list[RunRow], out: IO[str], gap: tuple[int, str] | None = None) -> None:
+    """Runs as `opsrunner history` lists them; `gap`: a line written after that many runs."""
     rows = [("RUN ID", "STARTED", "DURATION", "RESULT", "HOSTS", "PLAYBOOK", "SCHEDULE", "GROUP", "COMMIT")]
     for r in runs:
         group = f"{r.run_group} ({r.slice})" if r.run_group and r.slice else r.run_group or "-"
         rows.append((r.id, when(r.started), duration(r), result(r), str(len(r.hosts)), Path(r.playbook).name,
                      r.schedule or "-", group, _commit(r)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
+    for i, row in enumerate(rows):
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-    return 0
+        if gap and i == gap[0]:
+            out.write(gap[1] + "\n")
 
 
 def cmd_show(args: argparse.Namespace, out: IO[str]) -> int:
