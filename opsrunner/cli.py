@@ -272,9 +272,11 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
     # A reader that goes away (`| head`) stops the output, never the command (outstream.py).
     out = cast(IO[str], QuietWhenClosed(out or sys.stdout))
     err = cast(IO[str], QuietWhenClosed(err or sys.stderr))
+    words = list(sys.argv[1:] if argv is None else argv)
+    _prestart_ssh_workers(words)
     try:
         args = build_parser().parse_args(argv)
-        args.argv = list(sys.argv[1:] if argv is None else argv)
+        args.argv = words
         if args.command is None:
             raise UsageError("opsrunner: a command is required (play, check, inventory, logs, schema, history, "
                              "show, schedule, serve); see --help")
@@ -309,6 +311,21 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         traceback.print_exc(file=err)
         err.write(f"ERROR: unexpected {type(exc).__name__}: {exc}\n")
         return EXIT_UNEXPECTED
+
+
+def _prestart_ssh_workers(words: list[str]) -> None:
+    """Where this `play` is likely to hold its ssh connections in worker processes, start
+    their seed now, before this process imports and loads the rest (workerseed.py): its own
+    imports then overlap ours. Only in a process that runs one command and exits (run()),
+    which ends the seed if the run wants no workers."""
+    import os
+
+    from opsrunner.connections import workerseed
+    from opsrunner.sshworkers import AUTO_MIN_CORES
+
+    if _ONE_COMMAND_PROCESS and workerseed.likely_wanted(words, os.environ, len(os.sched_getaffinity(0)),
+                                                         AUTO_MIN_CORES):
+        workerseed.prestart()
 
 
 def run() -> NoReturn:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from opsrunner.connections.defaults import ConnectionDefaults
 from opsrunner.errors import Problem, SourcePos
-from opsrunner.inventory import Inventory
+
+if TYPE_CHECKING:  # types only: the CLI reads AUTO_MIN_CORES before it imports the rest
+    from opsrunner.connections.defaults import ConnectionDefaults
+    from opsrunner.inventory import Inventory
 
 #: The default of --ssh-workers where a run does not give it (a scheduler's unit, say).
 ENV_VAR = "OPSRUNNER_SSH_WORKERS"

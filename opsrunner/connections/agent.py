@@ -129,7 +129,9 @@ class AgentSession(LeaseWatch):
             except (OSError, EOFError, ValueError) as exc:
                 if self.connection.session_lost():
                     self._drop("lost with the connection")
-                    raise ConnectionFailed(f"ssh session lost while the agent ran '{op}'") from None
+                    because = self.connection.lost_because()
+                    raise ConnectionFailed(f"ssh session lost while the agent ran '{op}'"
+                                           + (f": {because}" if because else "")) from None
                 reason = self._drop(f"ended ({stream.exit_text() or exc})")
                 raise AgentLost(f"remote agent (pid {self.pid}) {reason} during '{op}'; "
                                 "a new agent will be started for the next task") from None

@@ -125,6 +125,11 @@ class Connection(abc.ABC):
         """True when the transport itself is gone (the host is then unreachable, not failed)."""
         return False
 
+    def lost_because(self) -> str | None:
+        """Why the transport is gone, where more is known than that (a worker process that held
+        it ended, and how); None otherwise."""
+        return None
+
     @abc.abstractmethod
     def _spawn(self, argv: Sequence[str]) -> Stream:
         """Start a fully wrapped argv on the host, stdin and stdout connected (transport-specific)."""

@@ -28,6 +28,10 @@ class ConnectionFactory:
     def start_workers(self, count: int) -> None:
         """Hold the ssh connections in `count` worker processes (workerpool.py), started now
         so that their start overlaps the run's own before the first host connects."""
+        if count == 0:
+            from opsrunner.connections import workerseed
+
+            workerseed.discard()  # one started as the process started (workerseed.py), not needed
         if count > 0 and self._workers is None:
             from opsrunner.connections.workerpool import WorkerPool, WorkersFailed
 

@@ -21,9 +21,11 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
+from opsrunner.connections import workerseed
 from opsrunner.connections.base import CommandLogger, Connection, ConnectionSpec
 from opsrunner.connections.startslots import StartSlots
 from opsrunner.connections.streams import CHUNK, Stream
+from opsrunner.connections.workerseed import ForkedWorker
 from opsrunner.connections.workerwire import read_message, rebuild_exception, write_message
 from opsrunner.errors import ConnectionFailed
 from opsrunner.results import CommandResult
@@ -51,28 +53,35 @@ class _Reply:
 
 
 class WorkerProcess:
-    """One worker: its pipes, the requests waiting for their replies, and its streams."""
+    """One worker: its pipes, the requests waiting for their replies, and its streams. Its
+    process is a Popen (spawned here) or a ForkedWorker (forked by the seed, workerseed.py):
+    both have pid, stdin, stdout, wait() and kill()."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, proc: subprocess.Popen[bytes] | ForkedWorker) -> None:
+        self.proc = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        self._in: IO[bytes] = proc.stdin
+        self._write_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, _Reply] = {}
+        self.streams: dict[int, ProxyStream] = {}
+        self.gone: str | None = None
+        threading.Thread(target=self._read, args=(proc.stdout,), name=f"ssh-worker-{index}",
+                         daemon=True).start()
+
+    @classmethod
+    def spawned(cls, index: int) -> WorkerProcess:
         # The worker imports what this process imports, from its sys.path, passed in a variable
         # it takes out of its environment at once: PYTHONPATH would reach every program it starts
         # (a ProxyCommand), and `-m` would put the playbook's directory first on its path. Its
         # own process group: a terminal's Ctrl-C goes to the controller, which handles it.
         env = dict(os.environ, **{SYS_PATH_VAR: os.pathsep.join(sys.path)})
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, env=env, process_group=0)
+            proc = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, env=env, process_group=0)
         except OSError as exc:
             raise WorkersFailed(f"could not start an ssh worker process ({sys.executable}): {exc}") from None
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._in: IO[bytes] = self.proc.stdin
-        self._write_lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._waiting: dict[int, _Reply] = {}
-        self.streams: dict[int, ProxyStream] = {}
-        self.gone: str | None = None
-        threading.Thread(target=self._read, args=(self.proc.stdout,), name=f"ssh-worker-{index}",
-                         daemon=True).start()
+        return cls(index, proc)
 
     def new_id(self) -> int:
         return next(self._ids)
@@ -125,7 +134,8 @@ class WorkerProcess:
     def _lost(self) -> None:
         try:
             code = self.proc.wait(1.0)
-            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            how = ("its status unknown" if code is None
+                   else f"killed by signal {-code}" if code < 0 else f"exit status {code}")
         except subprocess.TimeoutExpired:
             how = "its output ended"
         with self._write_lock:
@@ -146,20 +156,33 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if isinstance(self.proc, ForkedWorker):
+            self.proc.release()
 
 
 class WorkerPool:
-    """The run's ssh worker processes, started at once; hosts are dealt to them in turn."""
+    """The run's ssh worker processes, started at once; hosts are dealt to them in turn.
+    Forked by the seed where this process started one (workerseed.py), else spawned."""
 
     def __init__(self, count: int) -> None:
         self.workers: list[WorkerProcess] = []
+        self._seed = workerseed.take()
         try:
-            for index in range(count):
-                self.workers.append(WorkerProcess(index))
+            self.workers = self._forked(count) or [WorkerProcess.spawned(i) for i in range(count)]
         except WorkersFailed:
             self.close()
             raise
         self._dealt = itertools.count()
+
+    def _forked(self, count: int) -> list[WorkerProcess]:
+        if self._seed is None:
+            return []
+        try:
+            return [WorkerProcess(i, proc) for i, proc in enumerate(self._seed.fork(count))]
+        except OSError:  # the seed is gone (killed, or its imports failed): spawn them instead
+            self._seed.close()
+            self._seed = None
+            return []
 
     def connection(self, spec: ConnectionSpec, log: CommandLogger | None, slots: StartSlots) -> ProxyConnection:
         worker = self.workers[next(self._dealt) % len(self.workers)]
@@ -171,6 +194,8 @@ class WorkerPool:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
+        if self._seed is not None:
+            self._seed.close()
 
 
 class ProxyConnection(Connection):
@@ -204,6 +229,9 @@ class ProxyConnection(Connection):
             return bool(self._worker.call("session_lost", self._id))
         except ConnectionFailed:
             return True
+
+    def lost_because(self) -> str | None:
+        return self._worker.gone
 
     def _execute(self, argv: Sequence[str], stdin: bytes | IO[bytes] | None,
                  timeout: float | None) -> CommandResult:

@@ -195,15 +195,22 @@ class Worker:
             closer.join(max(0.0, deadline - time.monotonic()))
 
 
+def serve_pipes(source: IO[bytes], out: IO[bytes]) -> None:
+    """Serve the controller over these pipes until it closes `source`, then exit (the
+    transports' threads are daemons: nothing to wait for)."""
+    Worker(source, out).serve()
+    out.close()
+    os._exit(0)
+
+
 def main() -> None:
+    """A worker started on its own (workerpool.py): its pipes are its stdin and stdout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # The protocol has stdout to itself: a stray print goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    Worker(sys.stdin.buffer, out).serve()
-    out.close()
-    os._exit(0)  # the transports' threads are daemons: nothing to wait for
+    serve_pipes(sys.stdin.buffer, out)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ from tests.helpers import cli_subprocess, opsrunner_process, read_events, task_e
 from tests.sshd import PrivateSSHD
 
 WORKER = "opsrunner.connections.workerproc"
+SEED = "opsrunner.connections.workerseed"
 
 
-def _workers_of(pid: int) -> list[int]:
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of each child of `pid`."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -30,9 +32,20 @@ def _workers_of(pid: int) -> list[int]:
             cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == pid and WORKER in cmdline:
-            found.append(int(name))
+        if ppid == pid:
+            found.append((int(name), cmdline))
     return found
+
+
+def _seeds_of(pid: int) -> list[int]:
+    return [child for child, cmdline in _children(pid) if SEED in cmdline]
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The ssh workers of controller `pid`: spawned by it (a library run), or forked by the seed
+    it started (`opsrunner play`, workerseed.py)."""
+    spawned = [child for child, cmdline in _children(pid) if WORKER in cmdline]
+    return spawned + [worker for seed in _seeds_of(pid) for worker, _ in _children(seed)]
 
 
 def _alive(pid: int) -> bool:

@@ -65,8 +65,11 @@ def test_sigterm_while_the_rollback_verifies_leaves_the_good_run_running_and_rec
             def relaunched() -> bool:
                 started = any(e["event"] == "task_start" and e["task"] == ROLL_BACK for e in _events(events))
                 record = _launch_record(job)
+                # The launch writes its record, then the pidfile (remote/launch.py): both, or a look
+                # between the two finds no pidfile.
                 return started and record.get("release") == good and bool(record.get("pid")) \
-                    and job.running() == [target.side.host_pid(int(record["pid"]))]
+                    and job.running() == [target.side.host_pid(int(record["pid"]))] \
+                    and (job.demo / "train.pid").exists()
             assert wait_for(relaunched, 60), controller.stdout.read() if controller.poll() is not None else ""
             pid = target.host_pid(job.demo / "train.pid")
             target_pid = int((job.demo / "train.pid").read_text())  # as the target names it
