@@ -1,15 +1,18 @@
-"""What a run that stopped part way (interrupted, terminated, its controller killed) left on
-its hosts, for its alert: per host the tasks that ended changed, the task cut short and what
-is known of it, and the changes nothing checked or undid afterwards (a launch no verify passed
-after, an old job stopped with no launch after it) where no rollback ran. Derived from the
-results the run itself saw (for a run whose controller was killed, those its history kept),
-by what each task's module is, never by the role's task names. Bounded: CHANGED_LINES changed
-tasks a host, HOSTS hosts, then how many more."""
+"""What a run that stopped part way (interrupted, terminated, its controller killed) or failed
+(a task failed, a host unreachable) left on its hosts, for its alert: per host the tasks that
+ended changed, the task cut short and what is known of it, a rollback that failed, and the
+changes nothing checked or undid afterwards (a launch no verify passed after, an old job
+stopped with no launch after it) where no rollback ran. Derived from the results the run
+itself saw (for a run whose controller was killed, those its history kept), by what each
+task's module is, never by the role's task names. Bounded: CHANGED_LINES changed tasks a
+host, HOSTS hosts, then how many more."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
+from opsrunner.exitcodes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from opsrunner.history.taskrows import FAILED_STATUSES, changed
 from opsrunner.secrets import CENSORED
 
@@ -23,31 +26,66 @@ CHANGED_LINES = 5
 #: A line of a task's message is cut to this many characters.
 LINE_CHARS = 200
 _RAN = ("ok", "changed")
+#: The results of a task that ended failing (interrupted is a task cut short, not failed).
+_FAILED = ("failed", "unreachable", "timed_out")
+#: Where a rollback's own part of its line begins: the line is `FAILED TASK failed: WHY; TEXT`
+#: (modules/rollback.py's _result), TEXT one of its outcomes; the failed task is listed
+#: already, and a long WHY would cut TEXT off.
+_ROLLBACK_TEXT = re.compile(r"(?:^|; )((?:rolled back to |no rollback|would roll back |rollback ).*)$")
 
 
-def stopped_changes(rows: list[TaskRow]) -> dict[str, Any]:
+def run_changes(code: int, rows: list[TaskRow]) -> dict[str, Any] | None:
+    """What the alert of a run that ended with exit `code` says it changed, from its kept
+    results (FailedTasks.kept): a run stopped part way always; a failed one (exit 2) where a
+    task failed or changed something, an unreachable one (exit 3) where a reachable host was
+    changed; None otherwise (nothing ran: refused, bad input; or the run went well)."""
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        return stopped_changes(rows)
+    if code not in (2, 3):  # Ansible's "a task failed", "a host unreachable" (results.py)
+        return None
+    changes = stopped_changes(rows, failed=True)
+    touched = any(h["changed"] for h in changes["hosts"]) if code == 3 else bool(changes["hosts"])
+    return changes if touched else None
+
+
+def stopped_changes(rows: list[TaskRow], failed: bool = False) -> dict[str, Any]:
     """What the run changed, per host, from its kept results in order (FailedTasks.kept, or a
-    run's task rows): {"hosts": [...], "more_hosts": N}. A host is listed where a task changed
-    something or was cut short; those left with a change unchecked first."""
+    run's task rows): {"hosts": [...], "more_hosts": N, "failed": failed}. A host is listed
+    where a task changed something or was cut short (of a run that `failed`: or failed); those
+    left with a change unchecked first, then those changed."""
     by_host: dict[str, list[TaskRow]] = {}
     for row in rows:
         by_host.setdefault(row.host, []).append(row)
-    hosts = [h for h in (_host(host, rs) for host, rs in by_host.items()) if h["changed"] or h["cut"]]
-    hosts.sort(key=lambda h: (not h["unchecked"], not h["changed"]))  # stable: in the run's order otherwise
-    return {"hosts": hosts[:HOSTS], "more_hosts": max(0, len(hosts) - HOSTS)}
+    hosts = [h for h in (_host(host, rs) for host, rs in by_host.items())
+             if h["changed"] or h["cut"] or (failed and h["failed"])]
+    hosts.sort(key=lambda h: (not h["unchecked"], not h["changed"], not h["failed"]))  # stable otherwise
+    for h in hosts:
+        del h["failed"]
+    return {"hosts": hosts[:HOSTS], "more_hosts": max(0, len(hosts) - HOSTS), "failed": failed}
 
 
 def _host(host: str, rows: list[TaskRow]) -> dict[str, Any]:
     done = [r for r in rows if changed(r) and r.status != "interrupted"]
     cut = next((r for r in reversed(rows) if r.status == "interrupted"), None)
+    rollback = next((r for r in reversed(rows) if r.module == "rollback" and r.status in _FAILED), None)
     return {"host": host, "changed": [_task(r) for r in done[-CHANGED_LINES:]],
             "earlier": max(0, len(done) - CHANGED_LINES), "cut": _task(cut) if cut else None,
-            "unchecked": _unchecked(rows)}
+            "rollback_failed": _task(rollback) | {"status": rollback.status.upper()} if rollback else None,
+            "unchecked": _unchecked(rows), "failed": any(r.status in _FAILED for r in rows)}
 
 
 def _task(row: TaskRow) -> dict[str, str]:
     msg = "its output is hidden (no_log)" if row.msg == CENSORED else (row.msg.splitlines() or [row.status])[0]
-    return {"task": row.task, "msg": _cut(msg)}
+    return {"task": row.task, "msg": _rollback_text(msg) if row.module == "rollback" else _cut(msg)}
+
+
+def _rollback_text(line: str) -> str:
+    """A rollback's line without the failed task it names first (the alert lists that task),
+    bounded; its end, what runs now (`; nothing is running`), is kept."""
+    own = _ROLLBACK_TEXT.search(line)
+    text = own.group(1) if own else line
+    half = LINE_CHARS // 2
+    return text if len(text) <= LINE_CHARS else f"{text[:half]} ... {text[-half:]}"
 
 
 def _unchecked(rows: list[TaskRow]) -> list[str]:
@@ -56,7 +94,14 @@ def _unchecked(rows: list[TaskRow]) -> list[str]:
     launch = _last(rows, "launch_detached")
     stop = _last(rows, "kill_old")
     notes = []
-    if launch is not None and not any(r.module == "verify" and r.status in _RAN for r in rows[launch + 1:]):
+    verifies = [r for r in rows[launch + 1:] if r.module == "verify"] if launch is not None else []
+    failed_verify = next((r for r in verifies if r.status in _FAILED), None)
+    if launch is None or any(r.status in _RAN for r in verifies):
+        pass
+    elif failed_verify is not None:  # checked, and found bad (dead, hung): it is left so
+        notes.append(f"LAUNCHED, FAILED VERIFY: what '{rows[launch].task}' launched failed "
+                     f"'{failed_verify.task}': {_why(failed_verify)}")
+    else:
         notes.append(f"LAUNCHED, NOT VERIFIED: what '{rows[launch].task}' launched runs unchecked: "
                      "no verify passed after it")
     if stop is not None and (launch is None or launch < stop):
@@ -66,8 +111,15 @@ def _unchecked(rows: list[TaskRow]) -> list[str]:
     rollbacks = [r for r in rows[first + 1:] if r.module == "rollback"]
     if not notes or any(changed(r) or r.status in FAILED_STATUSES for r in rollbacks):
         return []  # a rollback that did something (or was cut short, or failed) says so itself
-    why = next((_cut(r.msg.splitlines()[0]) for r in rollbacks if r.msg and r.msg != CENSORED), "")
+    why = next((_rollback_text(r.msg.splitlines()[0]) for r in rollbacks if r.msg and r.msg != CENSORED), "")
     return [f"{note}; no rollback ran" + (f" ({why})" if why else "") for note in notes]
+
+
+def _why(row: TaskRow) -> str:
+    """What a failed task found, in a line: its diagnosis, else its message's first line."""
+    if row.msg == CENSORED:
+        return "its output is hidden (no_log)"
+    return _cut((row.diagnosis or row.msg).splitlines()[0] if (row.diagnosis or row.msg).strip() else row.status)
 
 
 def _last(rows: list[TaskRow], module: str) -> int | None:
@@ -79,11 +131,12 @@ def _cut(line: str) -> str:
 
 
 def changes_lines(changes: dict[str, Any], run_id: str | None) -> list[str]:
-    """The alert's lines of stopped_changes(): per host what ended changed, the task cut short
-    and the changes left unchecked; or that no task had changed anything."""
+    """The alert's lines of stopped_changes(): per host what ended changed, the task cut short,
+    a rollback that failed and the changes left unchecked; or that no task had changed anything."""
+    ended = "failed" if changes.get("failed") else "stopped"
     if not changes["hosts"]:
-        return ["before it stopped, no task had changed anything on any host"]
-    lines = ["what the run changed before it stopped (the hosts are left so):"]
+        return [f"before it {ended}, no task had changed anything on any host"]
+    lines = [f"what the run changed before it {ended} (the hosts are left so):"]
     for host in changes["hosts"]:
         lines.append(f"[{host['host']}]")
         if host["earlier"]:
@@ -93,8 +146,12 @@ def changes_lines(changes: dict[str, Any], run_id: str | None) -> list[str]:
             lines.append(f"  nothing: no task had ended changed on {host['host']}")
         if host["cut"]:
             lines.append(f"  cut short: {host['cut']['task']}: {host['cut']['msg']}")
+        if host.get("rollback_failed"):  # what it stopped or started is in its line
+            failed = host["rollback_failed"]
+            lines.append(f"  rollback {failed['status']}: {failed['task']}: {failed['msg']}")
         lines += [f"  {note}" for note in host["unchecked"]]
     if changes["more_hosts"]:
         where = f" (opsrunner show {run_id})" if run_id else ""
-        lines.append(f"and {changes['more_hosts']} more host(s) changed or cut short{where}")
+        how = "changed or failed" if changes.get("failed") else "changed or cut short"
+        lines.append(f"and {changes['more_hosts']} more host(s) {how}{where}")
     return lines

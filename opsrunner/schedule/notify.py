@@ -196,7 +196,7 @@ def _output_lines(task: dict[str, Any]) -> list[str]:
 def alert_for(summary: dict[str, Any]) -> Alert:
     """The alert of a run summary (runner.run_summary): what ran and how it ended, per failed
     host the task, its message, diagnosis and the log's last lines; for a run stopped part
-    way what it changed on each host (changes.py); the run id, the link."""
+    way or failed what it changed on each host (changes.py); the run id, the link."""
     state = "OK" if summary["exit_code"] == 0 else summary["result"].upper()
     if summary["exit_code"] == 0 and summary.get("previous_failed"):
         state = "RECOVERED"
@@ -206,8 +206,8 @@ def alert_for(summary: dict[str, Any]) -> Alert:
         lines.append(summary["error"])
     for task in summary.get("failed_tasks", [])[:5]:
         lines += _task_lines(task)
-    if summary.get("stopped") is not None:  # interrupted, terminated: what it left on the hosts
-        lines += changes_lines(summary["stopped"], summary.get("run_id"))
+    if summary.get("changes") is not None:  # interrupted, terminated, failed: what it left on the hosts
+        lines += changes_lines(summary["changes"], summary.get("run_id"))
     if summary.get("run_id"):
         lines.append(f"run {summary['run_id']}: opsrunner show {summary['run_id']}")
     if summary.get("unrecorded"):  # what `show` and the dashboard lack of this run, and why
@@ -232,8 +232,8 @@ def aborted_alert(summary: dict[str, Any], aborted: dict[str, Any]) -> Alert:
              f"was killed (SIGKILL, the OOM killer, a reboot); last sign of life {when(aborted.get('heartbeat'))}"]
     if aborted.get("task"):
         lines.append(f"it was in task: {aborted['task']}")
-    if aborted.get("stopped") is not None:  # what its history recorded of what it changed
-        lines += changes_lines(aborted["stopped"], aborted["run_id"])
+    if aborted.get("changes") is not None:  # what its history recorded of what it changed
+        lines += changes_lines(aborted["changes"], aborted["run_id"])
     noticed = summary.get("run_id") or "(not recorded)"
     lines.append(f"noticed by the next run {noticed} ({summary['result']}, exit {summary['exit_code']})")
     lines.append(f"opsrunner show {aborted['run_id']}")

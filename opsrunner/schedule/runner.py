@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, ValidationError
-from opsrunner.exitcodes import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_VALIDATION, exit_code_of
+from opsrunner.exitcodes import EXIT_VALIDATION, exit_code_of
 from opsrunner.history.location import display, resolve, scrub
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
 from opsrunner.history.taskrows import FAILED_STATUSES, FailedTasks
-from opsrunner.schedule.changes import stopped_changes
+from opsrunner.schedule.changes import run_changes, stopped_changes
 from opsrunner.schedule.notify import Alert, aborted_alert, alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
 
@@ -178,8 +178,8 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
                 kept: list[TaskRow] | None = None) -> dict[str, Any]:
     """The structured summary of the alert. What went wrong is what the run itself saw
     (`failed`: its failed task results, masked as the run masks its events), so the alert
-    says it when the history could not record the run; so is what a run stopped part way
-    changed on its hosts (`stopped`, from `kept`: FailedTasks.kept). The run's row, its
+    says it when the history could not record the run; so is what a run stopped part way or
+    failed changed on its hosts (`changes`, from `kept`: FailedTasks.kept). The run's row, its
     schedule's previous outcome and its aborted runs come from the history, where it can be read."""
     summary: dict[str, Any] = {
         "schedule": schedule.name, "run_id": None, "playbook": schedule.playbook, "project": schedule.project,
@@ -188,7 +188,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
         "recap": {}, "failed_tasks": [_failed_task(t) for t in failed or [] if t.status in ALERTED_STATUSES],
         "error": error, "previous_failed": None, "dashboard": schedule.dashboard, "aborted_unalerted": [],
         "unrecorded": None,
-        "stopped": stopped_changes(kept or []) if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else None,
+        "changes": run_changes(code, kept or []),
     }
     run = previous = None
     try:
@@ -203,7 +203,7 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
             previous, aborted = _previous(store, schedule.name, run_id)
             summary["aborted_unalerted"] = [{"run_id": r.id, "started": r.started, "heartbeat": r.heartbeat,
                                              "task": r.current_task, "playbook": r.playbook,
-                                             "stopped": stopped_changes(r.tasks)} for r in aborted]
+                                             "changes": stopped_changes(r.tasks)} for r in aborted]
         store.close()
     if previous is not None:
         summary["previous_failed"] = previous.exit_code != 0 if previous.exit_code is not None else previous.aborted

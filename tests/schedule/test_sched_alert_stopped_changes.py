@@ -7,60 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
+from collections.abc import Callable
 
 from tests.alerts import Alerts
-from tests.conftest import ROOT, sleep_marker, wait_for, write_inventory, write_yaml
+from tests.conftest import sleep_marker, wait_for, write_yaml
 from tests.helpers import ProjectEnv, opsrunner_process
-
-
-def _alive(pid: int, marker: str) -> bool:
-    """Whether `pid` is still the test's own job (its command line carries `marker`), not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return stat != "Z" and marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except (OSError, IndexError):
-        return False
-
-
-def _stop(pid: int | None, marker: str) -> None:
-    if pid is not None and _alive(pid, marker):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not _alive(pid, marker), 5)
-
-
-@pytest.fixture
-def old_job(env: ProjectEnv) -> Iterator[tuple[int, str]]:
-    """A job started by other means than the role (the old run kill_old finds by its pattern);
-    a `sleep` of a unique length, left to init by its shell; stopped by pid if still running."""
-    marker = sleep_marker()
-    pid = int(subprocess.run(["sh", "-c", f"sleep {marker} >/dev/null 2>&1 & echo $!"], capture_output=True,
-                             text=True, check=True).stdout)
-    yield pid, marker
-    _stop(pid, marker)
+from tests.schedule.restart_project import alive as _alive
+from tests.schedule.restart_project import restart_project
+from tests.schedule.restart_project import stop as _stop
 
 
 def _restart_project(env: ProjectEnv, old_marker: str, new_marker: str) -> None:
-    """The shipped restart_training.yml and its role, on this machine under the test's root; the
-    job is a `sleep` that writes no log, so its verify keeps polling until the run is stopped."""
-    (env.project / "roles").symlink_to(ROOT / "roles")
-    shutil.copy(ROOT / "playbooks" / "restart_training.yml", env.project)
-    demo = env.root / "demo"
-    write_yaml(demo / "src" / "train.py", "print('hi')\n")
-    write_yaml(demo / "cache" / "kernel.bin", "compiled\n")
-    write_inventory(env.project / "inv.yml", {"box": {"connection": "local"}}, groups={"trainers": ["box"]},
-                    all_vars={"code_src": str(demo / "src"), "code_dest": str(demo / "code"),
-                              "cache_paths": [str(demo / "cache")], "pidfile": str(demo / "train.pid"),
-                              "log_path": str(demo / "train.log"), "kill_pattern": old_marker.replace(".", r"\."),
-                              "kill_grace": 2, "wait_gpu_free": 0, "train_command": f"sleep {new_marker}",
-                              "log_grows_within": 0, "verify_within": 60, "verify_stable_for": 10})
+    """The shipped restart; the job is a `sleep` that writes no log, so its verify keeps
+    polling until the run is stopped."""
+    restart_project(env, old_marker, f"sleep {new_marker}")
 
 
 def _stopped_run(env: ProjectEnv, alerts: Alerts, playbook: str, when: Callable[[str], bool]) -> str:
@@ -120,3 +81,4 @@ def test_a_run_stopped_before_anything_changed_says_nothing_changed(env: Project
            "  nothing: no task had ended changed on node1\n" \
            "  cut short: Wait for the data: interrupted (SIGTERM) while it ran on node1" in message, message
     assert "  changed: " not in message and "NOT VERIFIED" not in message, message
+
