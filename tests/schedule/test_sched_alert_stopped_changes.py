@@ -1,7 +1,9 @@
 """A scheduled run stopped part way (SIGTERM to its process group) is alerted with what it
 changed on each host before it stopped: the shipped restart stopped while it verifies says
 that it killed the old job and launched a new one that nothing verified and no rollback
-replaced; a run stopped before anything changed says that nothing did."""
+replaced; a run stopped before anything changed says that nothing did. A run whose
+controller was killed (SIGKILL) mid-restart is alerted so by the next run, from what its
+history recorded."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from tests.alerts import Alerts
 from tests.conftest import sleep_marker, wait_for, write_yaml
 from tests.helpers import ProjectEnv, opsrunner_process
 from tests.schedule.restart_project import alive as _alive
-from tests.schedule.restart_project import restart_project
+from tests.schedule.restart_project import pidfile_pid, restart_project
 from tests.schedule.restart_project import stop as _stop
 
 
@@ -82,3 +84,44 @@ def test_a_run_stopped_before_anything_changed_says_nothing_changed(env: Project
            "  cut short: Wait for the data: interrupted (SIGTERM) while it ran on node1" in message, message
     assert "  changed: " not in message and "NOT VERIFIED" not in message, message
 
+
+def test_a_restart_killed_in_its_verify_is_alerted_by_the_next_run_with_what_it_changed(
+        env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
+    old_pid, old_marker = old_job
+    new_marker = sleep_marker()
+    _restart_project(env, old_marker, new_marker)
+    added = env.run("schedule", "add", "nightly", "restart_training.yml", "-i", "inv.yml", "--every", "1d",
+                    "--notify", alerts.url)
+    assert added.rc == 0, added.err
+    output, new_pid = env.root / "run.out", None
+    try:
+        with output.open("w") as out, opsrunner_process("schedule", "run", "nightly", cwd=env.project,
+                                                        env=env.vars, stdout=out, start_new_session=True) as proc:
+            # in the verify, as its history knows (it records what ended before the task it is in)
+            assert wait_for(lambda: any((r.get("current_task") or "").startswith("Verify ") for r in env.history()),
+                            60, 0.2), output.read_text()
+            os.killpg(proc.pid, signal.SIGKILL)  # the controller and its local agent: no row closed, no alert
+            proc.wait(60)
+        new_pid = pidfile_pid(env)
+        assert new_pid is not None and _alive(new_pid, new_marker) and not _alive(old_pid, old_marker)
+        assert alerts.received == []
+        write_yaml(env.project / "restart_training.yml", [{"hosts": "all", "tasks": [{"debug": {"msg": "quick"}}]}])
+        nxt = env.run("schedule", "run", "nightly")
+        assert nxt.rc == 0, nxt.out + nxt.err
+        assert wait_for(lambda: len(alerts.received) == 1, 10), alerts.received
+        alert = alerts.received[0]
+        assert alert["title"] == "opsrunner: schedule nightly ABORTED (controller gone): restart_training.yml"
+        lines = str(alert["message"]).splitlines()
+        assert "it was in task: Verify the run is up (processes, log growing, no errors)" in lines, lines
+        block = lines[lines.index("what the run changed before it stopped (the hosts are left so):"):]
+        assert block[1] == "[box]", lines
+        assert any(ln.startswith(f"  changed: Stop the old run and confirm it is gone: killed 1: {old_pid} (")
+                   for ln in block), lines
+        assert any(ln.startswith("  changed: Launch the new run detached ") and f": launched pid {new_pid} " in ln
+                   for ln in block), lines
+        [note] = [ln for ln in block if "LAUNCHED" in ln]
+        assert note.startswith("  LAUNCHED, NOT VERIFIED: what 'Launch the new run detached "), lines
+        assert note.endswith("runs unchecked: no verify passed after it; no rollback ran"), lines
+        assert not any(ln.startswith("  cut short: ") for ln in block), lines  # a killed run records no such task
+    finally:
+        _stop(new_pid if new_pid is not None else pidfile_pid(env), new_marker)
