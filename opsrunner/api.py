@@ -195,6 +195,7 @@ def _load(request: PlayRequest, known: _Unstarted | None) -> RunInputs:
     from opsrunner.playbook import load_playbook
     from opsrunner.project import default_inventory, playbook_folders, resolve_playbook
     from opsrunner.secrets import masker_for
+    from opsrunner.yamlsource import positioned
 
     cwd = Path.cwd()
     problems: list[Problem] = []
@@ -214,7 +215,7 @@ def _load(request: PlayRequest, known: _Unstarted | None) -> RunInputs:
     except ValidationError as exc:
         problems += exc.problems
     try:
-        extra = {**parse_extra_vars(request.extra_vars), **request.variables}
+        extra = positioned(parse_extra_vars(request.extra_vars), request.variables)
     except ValidationError as exc:
         problems += exc.problems
     try:

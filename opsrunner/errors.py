@@ -30,6 +30,12 @@ class Problem:
     pos: SourcePos
     message: str
     key_path: str = ""
+    #: Told where a variable's bad value was set: the same problem told where it is used (a
+    #: task's argument). Hosts that each set the value in their own file have one mistake.
+    used: Problem | None = None
+
+    def at_use(self) -> Problem:
+        return self.used or self
 
     def __str__(self) -> str:
         where = f" (at {_one_line(self.key_path)})" if self.key_path else ""

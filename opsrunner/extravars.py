@@ -11,9 +11,11 @@ from opsrunner.errors import Problem, SourcePos, ValidationError
 
 
 def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
-    from opsrunner.yamlsource import load_yaml_file, load_yaml_text
+    """The variables of every -e, later ones winning; each remembers the -e that gave it (a
+    PosDict's key_pos): `-e name=value`, or its key's line in `-e @file` or `-e '{...}'`."""
+    from opsrunner.yamlsource import load_yaml_file, load_yaml_text, positioned
 
-    result: dict[str, Any] = {}
+    result = positioned()
     problems: list[Problem] = []
     for number, value in enumerate(values, 1):
         if value.startswith("@"):
@@ -23,6 +25,7 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
                 problems += exc.problems
                 continue
             origin = value[1:]
+            _given_in(data, f"-e @{origin}")
         elif value.lstrip()[:1] in ("{", "["):
             try:
                 data = load_yaml_text(value, "<-e>")
@@ -34,7 +37,7 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
             problems.append(Problem(SourcePos("<-e>"), f"to read variables from {value}, write -e @{value}"))
             continue
         else:
-            data = {}
+            data = positioned()
             try:
                 words = shlex.split(value)  # as ansible-playbook -e: k="a b" n=1 is two variables
             except ValueError as exc:
@@ -50,11 +53,18 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
                     problems.append(Problem(SourcePos("<-e>"), why, pair if not sep else key))
                     continue
                 data[key] = val
+                data.key_pos[key] = SourcePos(f"-e {key}={shlex.quote(val) if val else ''}")  # as typed: -e log_path=
             origin = "<-e>"
         if data is not None and not isinstance(data, dict):
             problems.append(Problem(SourcePos(origin), "extra vars must be a mapping"))
             continue
-        result.update(data or {})
+        result = positioned(result, data)
     if problems:
         raise ValidationError(problems)
     return result
+
+
+def _given_in(data: Any, origin: str) -> None:
+    """Each key of an `-e @file` told as that -e: `-e @vars.yml:3:1`."""
+    if isinstance(getattr(data, "key_pos", None), dict):
+        data.key_pos = {k: SourcePos(origin, p.line, p.col) for k, p in data.key_pos.items()}

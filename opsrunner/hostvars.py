@@ -14,6 +14,7 @@ from opsrunner.inventory import Inventory
 from opsrunner.playbook import Play, Task
 from opsrunner.templating import LazyVars
 from opsrunner.wrapperspec import wrapper_chain
+from opsrunner.yamlsource import positioned
 
 
 class VariableManager:
@@ -30,7 +31,7 @@ class VariableManager:
                  run_id: str | None = None, verbosity: int = 0) -> None:
         self.inventory = inventory
         self.verbosity = verbosity
-        self.extra_vars = dict(extra_vars)
+        self.extra_vars = positioned(extra_vars)  # kept: where each was given
         self.check_mode = check_mode
         self.run_id = run_id
         self.registered: dict[str, dict[str, Any]] = {h: {} for h in inventory.hosts}

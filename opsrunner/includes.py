@@ -9,7 +9,7 @@ from typing import Any
 
 from opsrunner.errors import Problem, SourcePos, TemplateError, ValidationError
 from opsrunner.templating import is_template, render
-from opsrunner.yamlsource import load_yaml_file
+from opsrunner.yamlsource import load_yaml_file, positioned
 
 
 def entry_names(entry: Any) -> list[str]:
@@ -28,7 +28,7 @@ def read_vars_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise TemplateError(f"vars file {path} must hold a mapping of variables")
-    return dict(data)
+    return positioned(data)
 
 
 def first_found(entry: Any, base_dir: Path, variables: Mapping[str, Any] | None = None) -> Path | None:
@@ -45,14 +45,14 @@ def first_found(entry: Any, base_dir: Path, variables: Mapping[str, Any] | None 
 def load_dynamic_vars_files(entries: Sequence[Any], base_dir: Path,
                             variables: Mapping[str, Any]) -> dict[str, Any]:
     """Templated vars_files entries, resolved for one host (as ansible-core does per host)."""
-    out: dict[str, Any] = {}
+    out = positioned()
     for entry in entries:
         path = first_found(entry, base_dir, variables)
         if path is None:
             tried = ", ".join(str(render(n, variables)) for n in entry_names(entry))
             raise TemplateError(f"vars_files: none of these files exists: {tried}")
         try:
-            out.update(read_vars_file(path))
+            out = positioned(out, read_vars_file(path))
         except ValidationError as exc:
             raise TemplateError(str(exc.problems[0])) from None
     return out

@@ -36,6 +36,7 @@ from opsrunner.taskconnection import delegate_refusal
 from opsrunner.taskflags import boolean_keyword_problems, task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
+from opsrunner.valueorigin import args_told_where_set, told_where_set
 
 _UNDEFINED_RE = re.compile(r"'(\w+)' is undefined")
 #: Task keywords that must be numbers once rendered.
@@ -108,7 +109,9 @@ def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = froz
             rendered[key] = value
     if problems:
         return TaskArgs(rendered, problems, partial)
-    return memo_check(task, rendered, partial, memo)
+    checked = memo_check(task, rendered, partial, memo)  # shared by hosts: told per host below
+    told = args_told_where_set(task, checked.problems, variables)
+    return checked if told is checked.problems else dataclasses.replace(checked, problems=told)
 
 
 def _template_file_problems(task: Task, args: dict[str, Any], variables: LazyVars,
@@ -156,9 +159,11 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
             problems.append(Problem(task.at(key), exc.bare_message, key))
             continue
         if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
-            problems.append(Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key))
-        elif key == "timeout":
-            problems += _deadline_problems(task, value, key, "") or _grace_problems(task, value, variables, deferred)
+            bad = [Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key)]
+        else:
+            bad = _deadline_problems(task, value, key, "") if key == "timeout" else []
+            problems += [] if bad or key != "timeout" else _grace_problems(task, value, variables, deferred)
+        problems += [told_where_set(p, raw, variables) for p in bad]
     return problems + _delegate_problems(task, variables, deferred) + _lease_problems(task, variables, deferred)
 
 
@@ -391,8 +396,10 @@ class PreflightReport:
             return self.listing()
         if not self.hosts or set(self.problems) != set(self.hosts):
             return []
-        first = self.problems[self.hosts[0]]
-        return first if all(self.problems[h] == first for h in self.hosts) else []
+        # Compared where each is used: every host setting the same bad value in its own
+        # host_vars file is one mistake, told once per file.
+        first = [p.at_use() for p in self.problems[self.hosts[0]]]
+        return self.listing() if all([p.at_use() for p in self.problems[h]] == first for h in self.hosts) else []
 
     def listing(self) -> list[Problem]:
         """Each distinct problem once, naming its hosts unless it holds for every host checked."""
@@ -401,7 +408,8 @@ class PreflightReport:
             for problem in self.problems.get(host, []):
                 hosts_of.setdefault(problem, []).append(host)
         return [p if hosts == self.hosts else
-                Problem(p.pos, f"on host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)}: {p.message}", p.key_path)
+                dataclasses.replace(p, message=f"on host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)}: "
+                                               f"{p.message}")
                 for p, hosts in hosts_of.items()]
 
 
@@ -454,7 +462,9 @@ def _as_told(play: Play, task: Task, variables: LazyVars, problems: list[Problem
     if masker is not None:
         masker.add_vars(variables)
     if task_no_log(play, task, variables):  # a no_log that is no boolean hides too, yet is told itself
-        return [p if p.key_path == "no_log" else dataclasses.replace(p, message=NO_LOG_PROBLEM) for p in problems]
+        # Told at the task, not where a variable was set: its message there would say what.
+        return [p if p.key_path == "no_log" else dataclasses.replace(p.at_use(), message=NO_LOG_PROBLEM)
+                for p in problems]
     return problems
 
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from opsrunner.becomeopts import PASSWORD_VARS
 from opsrunner.coercion import strict_boolean
-from opsrunner.errors import ValidationError
+from opsrunner.errors import SourcePos, ValidationError
 from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
 from opsrunner.results import TaskResult
 
@@ -324,10 +324,17 @@ def no_log_enabled(value: Any, render: Any = None) -> bool:
     return rendered is not None and strict_boolean(rendered)
 
 
+def _masked_pos(pos: SourcePos, masker: Masker) -> SourcePos:
+    masked = masker.mask(pos.file)
+    return pos if masked == pos.file else dataclasses.replace(pos, file=masked)
+
+
 def mask_error(exc: E, masker: Masker) -> E:
     """The error with the run's secrets masked in what it says (a problem may quote a value)."""
     if isinstance(exc, ValidationError):
-        return cast(E, ValidationError([dataclasses.replace(p, message=masker.mask(p.message))
+        # The position too: `-e name=value` names where a value was given, with the value.
+        return cast(E, ValidationError([dataclasses.replace(p, message=masker.mask(p.message),
+                                                            pos=_masked_pos(p.pos, masker))
                                         for p in exc.problems]))
     text = str(exc)
     masked = masker.mask(text)

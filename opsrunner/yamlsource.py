@@ -7,6 +7,7 @@ and each of their keys/items start, so validation errors can name file:line:col.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,31 @@ def load_yaml_file(path: Path) -> Any:
     except OSError as exc:
         raise ValidationError([Problem(SourcePos(str(path)), f"cannot read file: {exc.strerror}")]) from None
     return load_yaml_text(text, str(path))
+
+
+def positioned(*mappings: Mapping[str, Any] | None) -> PosDict:
+    """The mappings merged into one (a later one's key wins), each key keeping where the mapping
+    that set it wrote it (its `key_pos`, where it has one): a bad variable's value can then be
+    told where it was set, not only where it was used."""
+    out = PosDict()
+    out.pos, out.key_pos = SourcePos(""), {}
+    for mapping in mappings:
+        if not mapping:
+            continue
+        out.update(mapping)
+        known = getattr(mapping, "key_pos", None) or {}
+        for key in mapping:
+            if key in known:
+                out.key_pos[key] = known[key]
+            else:
+                out.key_pos.pop(key, None)
+    return out
+
+
+def key_position(mapping: Mapping[str, Any], key: str) -> SourcePos | None:
+    """Where `mapping` (a PosDict, or one built by positioned()) set `key`; None where unknown."""
+    known = getattr(mapping, "key_pos", None)
+    return known.get(key) if isinstance(known, dict) else None
 
 
 def pos_of(container: Any, key: Any, fallback: SourcePos) -> SourcePos:

@@ -8,6 +8,7 @@ from typing import Any
 
 from opsrunner.errors import SourcePos
 from opsrunner.inventory.patterns import select_hosts
+from opsrunner.yamlsource import PosDict, key_position
 
 RESERVED_VARS = (
     "connection", "host", "port", "user", "key_file", "known_hosts_file",
@@ -23,8 +24,11 @@ class Group:
     hosts: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     pos: SourcePos | None = None
-    #: Where each of `vars` was set, where the source tells (INI `[group:vars]` lines).
+    #: Where each of `vars` was set, where the source tells (a YAML key, INI `[group:vars]` lines).
     var_pos: dict[str, SourcePos] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.vars = _telling(self.vars, self.var_pos)
 
 
 @dataclass
@@ -35,8 +39,18 @@ class Host:
     #: (`group_names` is this list, as ansible-core's sorted one). Set by Inventory.finish().
     groups: list[str] = field(default_factory=list)
     pos: SourcePos | None = None
-    #: Where each of `vars` was set: the host entry that set it last.
+    #: Where each of `vars` was set: the key that set it last (an INI host line: that line).
     var_pos: dict[str, SourcePos] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.vars = _telling(self.vars, self.var_pos)
+
+
+def _telling(values: dict[str, Any], var_pos: dict[str, SourcePos]) -> PosDict:
+    """The vars as a layer that tells where each was set (var_pos, shared: kept up to date)."""
+    layer = PosDict(values)
+    layer.pos, layer.key_pos = SourcePos(""), var_pos
+    return layer
 
 
 @dataclass
@@ -72,7 +86,7 @@ class Inventory:
         host = self.hosts.setdefault(name, Host(name, pos=pos))
         host.vars.update(hostvars)
         if pos is not None:
-            host.var_pos.update(dict.fromkeys(hostvars, pos))
+            host.var_pos.update({key: key_position(hostvars, key) or pos for key in hostvars})
         if name not in self.groups[group].hosts:
             self.groups[group].hosts.append(name)
 

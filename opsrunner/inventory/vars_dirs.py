@@ -15,7 +15,7 @@ from opsrunner.errors import Problem, SourcePos, ValidationError
 from opsrunner.inventory.connvars import connection_var_problems
 from opsrunner.inventory.model import VarsDir
 from opsrunner.validation import load_schema, schema_problems
-from opsrunner.yamlsource import load_yaml_file
+from opsrunner.yamlsource import load_yaml_file, positioned
 
 EXTENSIONS = ("", ".yml", ".yaml", ".json")
 
@@ -32,7 +32,7 @@ def _files_for(folder: Path, name: str) -> list[Path]:
 
 
 def _read_vars(files: Iterable[Path], problems: list[Problem]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
+    merged = positioned()
     vars_schema = {"$defs": load_schema("inventory")["$defs"], "$ref": "#/$defs/vars"}
     for path in files:
         try:
@@ -51,7 +51,7 @@ def _read_vars(files: Iterable[Path], problems: list[Problem]) -> dict[str, Any]
         if found:
             problems += found
             continue
-        merged.update(data)
+        merged = positioned(merged, data)
     return merged
 
 

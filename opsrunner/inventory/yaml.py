@@ -10,7 +10,7 @@ from opsrunner.inventory.connvars import connection_var_problems
 from opsrunner.inventory.model import Inventory
 from opsrunner.inventory.ranges import RangeError, expand_host_range
 from opsrunner.validation import load_schema, schema_problems
-from opsrunner.yamlsource import PosDict
+from opsrunner.yamlsource import PosDict, key_position
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:@]+$")
 
@@ -42,6 +42,7 @@ def _walk_group(inv: Inventory, name: str, body: Any, parent: str | None, depth:
     group_vars = body.get("vars") or {}
     problems += connection_var_problems(group_vars, pos, f"{name}.vars")
     group.vars.update(group_vars)
+    group.var_pos.update({key: key_position(group_vars, key) or pos for key in group_vars})
     hosts = body.get("hosts") or {}
     for hostname, hostvars in hosts.items():
         hpos = hosts.at(hostname) if isinstance(hosts, PosDict) else pos

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from opsrunner.validation import load_schema
-from opsrunner.yamlsource import PosDict
+from opsrunner.yamlsource import PosDict, positioned
 
 BLOCK_KEYS = frozenset({"block", "rescue", "always"})
 TASK_KEYWORDS = frozenset(load_schema("playbook")["$defs"]["task"]["properties"]) - BLOCK_KEYS
@@ -35,15 +35,12 @@ def inherit(outer: dict[str, Any], raw: PosDict) -> dict[str, Any]:
     if isinstance(outer.get("environment"), dict) and isinstance(own.get("environment"), dict):
         merged["environment"] = {**outer["environment"], **own["environment"]}  # as Ansible: both apply
     if outer.get("vars") or own.get("vars"):
-        merged["vars"] = {**(outer.get("vars") or {}), **(own.get("vars") or {})}
+        merged["vars"] = positioned(outer.get("vars"), own.get("vars"))
     return merged
 
 
 def merged_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for layer in layers:
-        out.update(layer)
-    return out
+    return positioned(*layers)
 
 
 def tags_of(value: Any) -> frozenset[str]:

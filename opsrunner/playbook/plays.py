@@ -15,7 +15,7 @@ from opsrunner.playbook.roles import RoleLoader
 from opsrunner.playbook.task_lists import TaskLoader
 from opsrunner.tasks import Block, Node, Task, iter_tasks
 from opsrunner.validation import load_schema, schema_problems, suggest
-from opsrunner.yamlsource import PosDict, load_yaml_file
+from opsrunner.yamlsource import PosDict, load_yaml_file, positioned
 
 #: What a play holds that is checked on its own (vars: with their files; the task lists).
 _PLAY_BODY = frozenset({"vars", "tasks", "handlers"})
@@ -97,7 +97,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
 
     def play_vars(self, raw: PosDict, path: str) -> tuple[dict[str, Any], list[Any]]:
         """The play's vars with its vars_files read, and the templated vars_files left for the run."""
-        play_vars = dict(raw.get("vars") or {})
+        play_vars = positioned(raw.get("vars"))
         self.check_templates(raw.get("vars") or {}, f"{path}.vars")
         dynamic_files: list[Any] = []
         for i, entry in enumerate(raw.get("vars_files") or []):
@@ -110,7 +110,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
                 self.fail(vpos, f"vars file not found: {' or '.join(entry_names(entry))}", key_path)
                 continue
             try:
-                play_vars.update(read_vars_file(found))
+                play_vars = positioned(play_vars, read_vars_file(found))
             except ValidationError as exc:
                 self.problems += exc.problems
             except TemplateError as exc:

@@ -10,7 +10,7 @@ from opsrunner.errors import SourcePos, ValidationError
 from opsrunner.playbook.state import LoaderState
 from opsrunner.tasks import Node, Role
 from opsrunner.validation import load_schema, schema_problems
-from opsrunner.yamlsource import load_yaml_file
+from opsrunner.yamlsource import load_yaml_file, positioned
 
 
 class RoleLoader(LoaderState):
@@ -24,7 +24,7 @@ class RoleLoader(LoaderState):
                    kind: str = "tasks", inherited: dict[str, Any] | None = None) -> list[Node]:
         """The role's task list (`kind` "tasks", the role is then part of the play) or its handlers."""
         name = ref if isinstance(ref, str) else ref["role"]
-        params = {} if isinstance(ref, str) else dict(ref.get("vars") or {})
+        params = positioned() if isinstance(ref, str) else positioned(ref.get("vars"))
         tags = play_tags | (frozenset() if isinstance(ref, str) else self.tags_at(ref))
         role_dir = self.find_role(name)
         if role_dir is None:
@@ -80,4 +80,4 @@ class RoleLoader(LoaderState):
             self.fail(SourcePos(str(file)), "must hold a mapping of variables")
             return {}
         self.check_templates(data or {}, "")
-        return dict(data or {})
+        return positioned(data)

@@ -160,11 +160,19 @@ class LazyVars(Mapping[str, Any]):
         self._raw: dict[str, Any] = {}
         for layer in layers:
             self._raw.update(layer)
+        #: Kept to tell where a variable was set (layer_of); only read when a problem is told.
+        self._layers = layers
         self._cache: dict[str, Any] = {}
         self._resolving: set[str] = set()
 
     def child(self, *layers: Mapping[str, Any]) -> LazyVars:
-        return LazyVars([self._raw, *layers])
+        child = LazyVars([self._raw, *layers])
+        child._layers = [*self._layers, *layers]
+        return child
+
+    def layer_of(self, key: str) -> Mapping[str, Any] | None:
+        """The layer whose value of `key` is used (the highest that sets it); None if none does."""
+        return next((layer for layer in reversed(self._layers) if key in layer), None)
 
     def raw(self) -> dict[str, Any]:
         return self._raw

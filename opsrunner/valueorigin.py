@@ -1,0 +1,117 @@
+"""A bad value that came through a variable, told where the variable was set.
+
+A task argument written `grace: "{{ kill_grace }}"` whose value no host accepts is a mistake
+in the file that set `kill_grace` (the inventory, a group_vars/host_vars file, role defaults or
+vars, the play's vars, -e), not in the role that uses it: the problem names that file:line and
+the variable, and still the task where it is used. Positions come from the variable layers
+(LazyVars.layer_of), each a mapping that knows where it set each key (yamlsource.positioned).
+A value computed by a template (not a bare `{{ name }}`), a fact, a registered result or a
+loop item has no such place: its problem stays at the task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opsrunner.errors import Problem, SourcePos
+from opsrunner.tasks import Task
+from opsrunner.templating import LazyVars, is_template
+from opsrunner.yamlsource import PosDict, PosList, key_position, pos_of
+
+#: A template that is one variable and nothing else: `{{ kill_grace }}`.
+_BARE = re.compile(r"\{\{-?\s*([A-Za-z_]\w*)\s*-?\}\}")
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def bare_name(raw: Any) -> str | None:
+    match = _BARE.fullmatch(raw.strip()) if isinstance(raw, str) else None
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a variable's value that a task uses was written."""
+
+    chain: list[str]  # the variables read, `a: "{{ b }}"` followed to b: the last one's value is used
+    pos: SourcePos
+    value: Any  # as written there (a PosDict or PosList keeps where each of its items is)
+
+
+def where_set(variables: LazyVars, name: str) -> Origin | None:
+    """Where the value `{{ name }}` renders to was written; None where that is not known (a
+    value computed by a template, a variable no file sets: a fact, a registered result)."""
+    chain: list[str] = []
+    while name not in chain:
+        chain.append(name)
+        layer = variables.layer_of(name)
+        if layer is None:
+            return None
+        raw = layer[name]
+        following = bare_name(raw)
+        if following is None:
+            pos = key_position(layer, name)
+            computed = isinstance(raw, str) and is_template(raw)
+            return Origin(chain, pos, raw) if pos is not None and pos.file and not computed else None
+        name = following
+    return None  # refers to itself: told by the template's own error
+
+
+def steps_of(path: str) -> list[str | int]:
+    """A key path's steps: `verify.log` -> ["verify", "log"], `argv[0]` -> ["argv", 0]."""
+    head = re.match(r"[^.\[]*", path)
+    top = head.group(0) if head else path
+    return [top, *(key if key is not None else int(index) for key, index in
+                   (m.groups() for m in _STEP.finditer(path, len(top))))]
+
+
+def _step(value: Any, step: str | int) -> tuple[bool, Any]:
+    if isinstance(value, Mapping) and isinstance(step, str) and step in value:
+        return True, value[step]
+    if isinstance(value, list) and isinstance(step, int) and step < len(value):
+        return True, value[step]
+    return False, None
+
+
+def told_where_set(problem: Problem, raw: Any, variables: LazyVars, within: Sequence[str | int] = ()) -> Problem:
+    """`problem` (told where `raw` is written) told where the variable `raw` names was set,
+    when `raw` is one variable and that place is known; else `problem` itself. `within`: the
+    steps from that value to the bad one (`cache_paths[1]`), told at its item where known."""
+    name = bare_name(raw)
+    found = where_set(variables, name) if name is not None else None
+    if found is None:
+        return problem
+    pos, value, key = found.pos, found.value, found.chain[-1]
+    for step in within:
+        ok, inner = _step(value, step)
+        if not ok:
+            break
+        pos = pos_of(value, step, pos) if isinstance(value, (PosDict, PosList)) else pos
+        value, key = inner, f"{key}[{step}]" if isinstance(step, int) else f"{key}.{step}"
+    source = " -> ".join(f"{{{{ {n} }}}}" for n in found.chain)
+    message = f"{problem.message.replace(f' (from {raw})', '')} (from {source})"
+    return Problem(pos, f"{message}; used by {problem.key_path} at {problem.pos}", key, used=problem)
+
+
+def args_told_where_set(task: Task, problems: list[Problem], variables: LazyVars) -> list[Problem]:
+    """A task's argument problems, each told where its value was set where that is known (the
+    same list where none is: it may be a memo's)."""
+    prefix = f"{task.module}."
+    told = [_arg_told(task, p, variables) if p.key_path.startswith(prefix) else p for p in problems]
+    return problems if all(a is b for a, b in zip(told, problems, strict=True)) else told
+
+
+def _arg_told(task: Task, problem: Problem, variables: LazyVars) -> Problem:
+    """The argument's value walked down its key path to the first template that is one
+    variable (`paths: "{{ cache_paths }}"` for `paths[1]`); the rest of the path is in it."""
+    steps = steps_of(problem.key_path.removeprefix(f"{task.module}."))
+    value: Any = task.args
+    for i, step in enumerate(steps):
+        ok, value = _step(value, step)
+        if not ok:
+            return problem
+        if bare_name(value) is not None:
+            return told_where_set(problem, value, variables, steps[i + 1:])
+    return problem
