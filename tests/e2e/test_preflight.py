@@ -119,7 +119,10 @@ def test_host_failing_preflight_is_never_touched_over_the_hostile_rig(tmp_path: 
     assert (marks / "good").exists()
     assert not (marks / "bad").exists()  # its first task never ran
     assert "fatal: [bad]: FAILED! => preflight: 1 problem(s), nothing was run on this host:" in res.out
-    assert "pb.yml:9:9: kill_old argument 'grace': 'thirty' is not a number" in res.out
+    # Told where the bad host sets it, then where the playbook uses it.
+    line = _line_of(inv, "grace: thirty")
+    assert (f"{inv}:{line}:7: kill_old argument 'grace': 'thirty' is not a number (from {{{{ grace }}}}); "
+            f"used by kill_old.grace at {pb}:9:9 (at grace)") in res.out, res.out
     assert re.search(r"bad\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", res.out)
     assert re.search(r"good\s+: ok=2\s+changed=1\s+unreachable=0\s+failed=0", res.out)
     # One connection for the good host, none for the bad one.

@@ -38,8 +38,10 @@ def test_an_empty_log_path_is_refused_where_the_role_launches_and_verifies(home:
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     err = _refused_by_the_role(home, monkeypatch, "-e", "log_path=")
     launch, verify = _lines_of(ROLE_TASKS, 'log: "{{ log_path }}"')
-    assert f"ERROR: {ROLE_TASKS}:{launch}:9: '' should be non-empty (at launch_detached.log)" in err, err
-    assert f"ERROR: {ROLE_TASKS}:{verify}:9: '' should be non-empty (at verify.log)" in err, err
+    assert ("ERROR: -e log_path=: '' should be non-empty (from {{ log_path }}); "
+            f"used by launch_detached.log at {ROLE_TASKS}:{launch}:9 (at log_path)") in err, err
+    assert ("ERROR: -e log_path=: '' should be non-empty (from {{ log_path }}); "
+            f"used by verify.log at {ROLE_TASKS}:{verify}:9 (at log_path)") in err, err
 
 
 def test_a_blank_train_command_is_refused_before_the_old_job_is_stopped(home: Path,
@@ -53,19 +55,21 @@ def test_a_blank_train_command_is_refused_before_the_old_job_is_stopped(home: Pa
 def test_cache_paths_no_host_accepts_are_refused_before_the_old_job_is_stopped(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (line,) = _lines_of(ROLE_TASKS, 'paths: "{{ cache_paths }}"')
-    where = f"ERROR: {ROLE_TASKS}:{line}:9: "
+    used = f"{ROLE_TASKS}:{line}:9"
     err = _refused_by_the_role(home, monkeypatch, "-e", "cache_paths=")
-    assert err.splitlines()[0] == (where + "'' is an empty path: clear_cache refuses it on every host (rule empty) "
-                                   "(from {{ cache_paths }}) (at clear_cache.paths)")
+    assert err.splitlines()[0] == ("ERROR: -e cache_paths=: '' is an empty path: clear_cache refuses it on every "
+                                   "host (rule empty) (from {{ cache_paths }}); used by clear_cache.paths at "
+                                   f"{used} (at cache_paths)")
     err = _refused_by_the_role(home, monkeypatch, "-e",
                                '{"cache_paths": ["/tmp/ok", " ", "cache/rel", "/", "//./.."]}')
+    # Each told at its item in the -e value (its column), then where the role uses it.
     assert err.splitlines()[:4] == [
-        where + f"{shown} clear_cache refuses it on every host (rule {rule}) (from {{{{ cache_paths }}}}) "
-        f"(at clear_cache.paths[{i}])"
-        for i, shown, rule in ((1, "' ' is an empty path:", "empty"), (2, "'cache/rel' is not an absolute path:",
-                                                                       "relative"),
-                               (3, "'/' is the filesystem root:", "root"), (4, "'//./..' is the filesystem root:",
-                                                                           "root"))]
+        f"ERROR: <-e>:1:{col}: {shown} clear_cache refuses it on every host (rule {rule}) "
+        f"(from {{{{ cache_paths }}}}); used by clear_cache.paths[{i}] at {used} (at cache_paths[{i}])"
+        for i, col, shown, rule in ((1, 29, "' ' is an empty path:", "empty"),
+                                    (2, 34, "'cache/rel' is not an absolute path:", "relative"),
+                                    (3, 47, "'/' is the filesystem root:", "root"),
+                                    (4, 52, "'//./..' is the filesystem root:", "root"))]
     assert "4 error(s)" in err
 
 

@@ -104,7 +104,7 @@ def test_a_secret_in_an_error_before_any_host_is_masked(tmp_path: Path, project:
         res = cli_subprocess(command, "bad.yml", "-i", "inv.yml", *_extra(tmp_path / "o"), cwd=project,
                              env=_env(tmp_path))
         assert res.rc == 4, res.out + res.err
-        assert "bad.yml:5:7:" in res.err and "********" in res.err, res.err
+        assert "-e deploy_pin=********: " in res.err and "used by timeout at bad.yml:5:7" in res.err, res.err
         _assert_nowhere(f"{command}'s error", res.out + res.err)
 
 
