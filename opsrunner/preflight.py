@@ -109,9 +109,8 @@ def render_args(task: Task, variables: LazyVars, deferred: frozenset[str] = froz
             rendered[key] = value
     if problems:
         return TaskArgs(rendered, problems, partial)
-    checked = memo_check(task, rendered, partial, memo)  # shared by hosts: told per host below
-    told = args_told_where_set(task, checked.problems, variables)
-    return checked if told is checked.problems else dataclasses.replace(checked, problems=told)
+    # The memo's check is shared by hosts: where a bad value was set is told for this one.
+    return args_told_where_set(task, memo_check(task, rendered, partial, memo), variables)
 
 
 def _template_file_problems(task: Task, args: dict[str, Any], variables: LazyVars,
@@ -160,10 +159,12 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
             continue
         if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
             bad = [Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key)]
+        elif key == "timeout":
+            bad = _deadline_problems(task, value, key, "")
+            problems += [] if bad else _grace_problems(task, value, variables, deferred)
         else:
-            bad = _deadline_problems(task, value, key, "") if key == "timeout" else []
-            problems += [] if bad or key != "timeout" else _grace_problems(task, value, variables, deferred)
-        problems += [told_where_set(p, raw, variables) for p in bad]
+            bad = []
+        problems += [told_where_set(p, raw, variables) for p in bad]  # where `{{ stop_timeout }}` was set
     return problems + _delegate_problems(task, variables, deferred) + _lease_problems(task, variables, deferred)
 
 

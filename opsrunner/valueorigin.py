@@ -11,11 +11,13 @@ loop item has no such place: its problem stays at the task.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opsrunner.argcheck import TaskArgs
 from opsrunner.errors import Problem, SourcePos
 from opsrunner.tasks import Task
 from opsrunner.templating import LazyVars, is_template
@@ -95,12 +97,13 @@ def told_where_set(problem: Problem, raw: Any, variables: LazyVars, within: Sequ
     return Problem(pos, f"{message}; used by {problem.key_path} at {problem.pos}", key, used=problem)
 
 
-def args_told_where_set(task: Task, problems: list[Problem], variables: LazyVars) -> list[Problem]:
-    """A task's argument problems, each told where its value was set where that is known (the
-    same list where none is: it may be a memo's)."""
+def args_told_where_set(task: Task, checked: TaskArgs, variables: LazyVars) -> TaskArgs:
+    """A task's checked arguments with each problem told where its value was set, where that is
+    known (`checked` itself, never changed, where none is: it may be a memo's)."""
     prefix = f"{task.module}."
-    told = [_arg_told(task, p, variables) if p.key_path.startswith(prefix) else p for p in problems]
-    return problems if all(a is b for a, b in zip(told, problems, strict=True)) else told
+    told = [_arg_told(task, p, variables) if p.key_path.startswith(prefix) else p for p in checked.problems]
+    unchanged = all(a is b for a, b in zip(told, checked.problems, strict=True))
+    return checked if unchanged else dataclasses.replace(checked, problems=told)
 
 
 def _arg_told(task: Task, problem: Problem, variables: LazyVars) -> Problem:
