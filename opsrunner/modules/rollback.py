@@ -57,6 +57,17 @@ def release_text(release: str | None, commit: str | None) -> str:
     return f"release {release} ({f'commit {commit}' if commit else 'no git commit'})"
 
 
+def unlinked_text(reply: RollbackReply) -> str:
+    """Where the run gone back to is a plain deploy's: the `current` link that was removed
+    (it would otherwise name a release that does not run), and what it pointed to."""
+    link = reply.get("unlinked")
+    if not link:
+        return ""
+    was = f"release {reply['switched_from']}" if reply.get("switched_from") else "no release"
+    return (f"; current removed ({link} pointed to {was}, which is not what runs: the last good run is a plain "
+            "deploy's, not a release's)")
+
+
 def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool = False) -> tuple[Status, str]:
     """The task's status and the rollback's part of the line (after_failure: it follows what
     failed, so a rollback that fails fails "too"). by_hand (not `auto`): a rollback asked for
@@ -64,7 +75,7 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool
     the restart's own rescue fails the run with its `fail` task, so there it is only said."""
     outcome, where = reply.get("outcome"), release_text(reply.get("release"), reply.get("commit"))
     if outcome == "rolled_back":
-        return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified"
+        return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified{unlinked_text(reply)}"
     if outcome == "nothing":
         back = (f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
                 if "switched_from" in reply else "")
@@ -80,13 +91,15 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool
             current = reply.get("switched_from")
             switch = (", current already points to it" if current == reply.get("release")
                       else f", switch current from {current or 'nothing'} to it")
+        elif reply.get("unlinked"):
+            switch = f", remove current ({reply['unlinked']} points to release {reply.get('switched_from')})"
         return Status.CHANGED, (f"would roll back to {where}: stop {stop}{switch}, start "
                                 f"{shlex.join(reply.get('argv') or [])}"
                                 + (f" in {reply['chdir']}" if reply.get("chdir") else "") + ", verify it")
     too = " too" if after_failure else ""
     if "release" not in reply:  # it failed before it knew where to go
         return Status.FAILED, f"rollback failed{too}: {reply.get('why')}"
-    return Status.FAILED, f"rollback to {where} failed{too}: {reply.get('why')}"
+    return Status.FAILED, f"rollback to {where} failed{too}: {reply.get('why')}{unlinked_text(reply)}"
 
 
 class _Progress:
@@ -147,6 +160,8 @@ class RollbackModule(Module):
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
+        if reply.get("unlinked"):
+            data["unlinked"] = reply["unlinked"]
         data.update(extra)
         if reply.get("known_failed"):
             data["known_failed"] = reply["known_failed"]
@@ -258,6 +273,8 @@ def _started_text(reply: RollbackReply) -> str:
     parts = [f"stopped pid {stopped}"] if stopped else ["nothing was running to stop"]
     if reply.get("release") and "switched_from" in reply:
         parts.append(f"current switched from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}")
+    elif reply.get("unlinked"):
+        parts.append(f"current ({reply['unlinked']}) removed: it pointed to release {reply.get('switched_from')}")
     parts.append(f"pid {reply.get('pid')} started from {release_text(reply.get('release'), reply.get('commit'))}")
     return "; ".join(parts)
 
@@ -298,7 +315,7 @@ def _out_of_time(reply: RollbackReply, verdict: VerifyReply, progress: _Progress
     """The rollback's verify was cut short by the task's timeout: what state it left."""
     where = release_text(reply.get("release"), reply.get("commit"))
     state = str(verdict["status"].get("state"))
-    current = f"; current -> {reply.get('release')}" if reply.get("release") else ""
+    current = f"; current -> {reply.get('release')}" if reply.get("release") else unlinked_text(reply)
     return (f"rollback to {where} ran out of time: the task's timeout ({progress.timeout:g}s) came "
             f"{verdict.get('waited_s', 0):g}s into verifying the relaunched run (pid {reply.get('pid')}), before "
             f"its checks could pass for long enough; it is {state}, not verified (not recorded as the last good "

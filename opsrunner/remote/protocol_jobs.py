@@ -306,6 +306,9 @@ if TYPE_CHECKING:
         known_failed: str
         #: undo: the pid of the failed relaunch where it still runs (it is left so), else None.
         running: int | None
+        #: start: the `current` link removed (or, "would", to remove) because the run rolled
+        #: back to is a plain deploy's, not a release's; switched_from names what it pointed to.
+        unlinked: str
         #: undo: `current` was switched back to this release.
         switched_back: str
         #: undo: why the run before the rollback could not be started again.

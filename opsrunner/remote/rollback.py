@@ -1,6 +1,7 @@
 # opsrunner-agent part: rollback. Puts the job's last good run (goodrun.py) back in steps, each
 # a request of its own, as a restart does: "start" stops what runs from the pidfile now,
-# switches <dest>/current back to the release and starts the recorded launch again (the same
+# switches <dest>/current back to the release (removes it where the run gone back to is a
+# plain deploy's: no release runs then) and starts the recorded launch again (the same
 # argv, env, chdir, log and umask), then returns; the controller verifies the run (op_verify
 # with record_good) in another request. So the relaunched job is never in the tree of a
 # request that is still running, which server.py kills when the controller goes away.
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import os
 
-from .goodrun import drop_prior, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
+from .goodrun import drop_prior, link_of, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
 from .guards import Refused
 from .jobfiles import launch_record, load_launch_record, pidfile_paths, read_pidfile, when
 from .launch import op_launch
 from .procs import alive, op_kill
 from .reads import Unreadable
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
+from .watchdog import ignored
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -199,12 +201,15 @@ def start(args: RollbackArgs) -> RollbackReply:
         reply["known_failed"] = target.known_failed
     pid, begun = read_pidfile(pidfile)
     link = good.get("link") if target.release_dir else None
+    stale = None if target.release_dir else _stale_link(pidfile)
     running = bool(pid and alive(pid, begun))
     if args.get("auto") and running and pid == good.get("pid") and begun == good.get("start"):
         reply["outcome"] = "nothing"
         reply["pid"] = pid
         return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
-    reply["switched_from"] = current_release(os.path.dirname(link)) if link else None
+    reply["switched_from"] = current_release(os.path.dirname(link or stale)) if link or stale else None
+    if stale and args.get("check_mode"):
+        reply["unlinked"] = stale  # would be removed
     problem = None if args.get("check_mode") else _keep_prior(pidfile, pid, running and not args.get("auto"))
     if problem:
         reply["outcome"], reply["why"] = "failed", problem
@@ -225,7 +230,25 @@ def start(args: RollbackArgs) -> RollbackReply:
     if stopped.get("error"):
         reply["outcome"], reply["why"] = "failed", f"cannot stop the job: {stopped['error']}"
         return reply
-    return _relaunch(good, target, link, reply, pidfile)
+    return _relaunch(good, target, link, reply, pidfile, stale)
+
+
+def _stale_link(pidfile: str) -> str | None:
+    """For a rollback to a run with no release (a plain deploy's): the `current` link of the
+    releases the job's last launch ran from (the failed launch, or the job a rollback by hand
+    stops), where it points to a release. The plain run is not that release, so the link is
+    removed rather than left to say that it runs (and to be the next deploy's "previous")."""
+    link = link_of((launch_record(pidfile) or {}).get("release_dir"))
+    if link and os.path.islink(link) and current_release(os.path.dirname(link)):
+        return link
+    return None
+
+
+def _remove_link(link: str) -> None:
+    """Remove a `current` symlink (never anything else: a directory put there stays)."""
+    if os.path.islink(link):
+        with ignored(FileNotFoundError):
+            os.unlink(link)
 
 
 def _keep_prior(pidfile: str, pid: int | None, keep: bool) -> str | None:
@@ -272,10 +295,15 @@ def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, c
     return reply
 
 
-def _relaunch(good: GoodRun, target: Target, link: str | None, reply: RollbackReply, pidfile: str) -> RollbackReply:
-    """Switch current to the target's release and start its launch; not verified here."""
+def _relaunch(good: GoodRun, target: Target, link: str | None, reply: RollbackReply, pidfile: str,
+              stale: str | None) -> RollbackReply:
+    """Switch current to the target's release (or remove a stale `current` where the target
+    has none) and start its launch; not verified here."""
     if link and target.release_dir:
         switch_link(link, target.release_dir)
+    elif stale:
+        _remove_link(stale)
+        reply["unlinked"] = stale
     pid, start, why = _start(pidfile, target.argv, target.env, target.chdir, good.get("log"), good.get("umask"),
                              link)
     reply["outcome"] = "launched"
