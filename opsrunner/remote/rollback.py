@@ -207,7 +207,8 @@ def start(args: RollbackArgs) -> RollbackReply:
         reply["outcome"] = "nothing"
         reply["pid"] = pid
         return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
-    reply["switched_from"] = current_release(os.path.dirname(link or stale)) if link or stale else None
+    changing = link or stale
+    reply["switched_from"] = current_release(os.path.dirname(changing)) if changing else None
     if stale and args.get("check_mode"):
         reply["unlinked"] = stale  # would be removed
     problem = None if args.get("check_mode") else _keep_prior(pidfile, pid, running and not args.get("auto"))
