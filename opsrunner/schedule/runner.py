@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import subprocess
 import time
 import traceback
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.errors import OpsrunnerError, ValidationError
 from opsrunner.exitcodes import EXIT_VALIDATION, exit_code_of
+from opsrunner.gitrepo import run_git
 from opsrunner.history.location import display, resolve, scrub
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
@@ -33,28 +33,34 @@ if TYPE_CHECKING:
     from opsrunner.reporting import ConsoleReporter
 
 EXIT_REFUSED = 2
+#: How long `--git-pull`'s pull may take (a remote over a slow link) before the run is refused.
+GIT_PULL_TIMEOUT_S = 300
 
 
 def git_pull(project: Path) -> tuple[str | None, str | None]:
     """Fast-forward the project's checkout: (why not, when it is dirty or has diverged; what it
     pulled: `pulled OLD..NEW` or `already up to date at COMMIT`, for the output and the record)."""
-
-    def git(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, timeout=300)
-
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = run_git(project, "status", "--porcelain", "--untracked-files=no")
+    if status is None:
+        return f"refusing to run: git is missing or did not answer in {project}", None
     if status.returncode != 0:
         return f"refusing to run: {project} is not a git checkout ({status.stderr.strip()})", None
     if status.stdout.strip():
         files = ", ".join(line[3:] for line in status.stdout.splitlines()[:5])
         return f"refusing to run: {project} has uncommitted changes ({files})", None
-    old = git("rev-parse", "HEAD").stdout.strip()
-    pull = git("pull", "--ff-only", "--quiet")
-    if pull.returncode != 0:
-        detail = (pull.stderr.strip().splitlines() or ["no output"])[-1]
+    old = _head(project)
+    pull = run_git(project, "pull", "--ff-only", "--quiet", timeout=GIT_PULL_TIMEOUT_S)
+    if pull is None or pull.returncode != 0:
+        detail = (f"no answer within {GIT_PULL_TIMEOUT_S:g} s" if pull is None
+                  else (pull.stderr.strip().splitlines() or ["no output"])[-1])
         return f"refusing to run: git pull --ff-only failed in {project} (diverged or unreachable): {detail}", None
-    new = git("rev-parse", "HEAD").stdout.strip()
+    new = _head(project)
     return None, (f"git pull: already up to date at {new}" if new == old else f"git pull: pulled {old}..{new}")
+
+
+def _head(project: Path) -> str:
+    head = run_git(project, "rev-parse", "HEAD")
+    return head.stdout.strip() if head is not None else "unknown"
 
 
 class GitPullRefused(OpsrunnerError):

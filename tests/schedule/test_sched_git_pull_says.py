@@ -14,16 +14,21 @@ def git(repo: Path, *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_git_pull_says_what_it_pulled(env: ProjectEnv, tmp_path: Path) -> None:
-    upstream, work = tmp_path / "upstream.git", tmp_path / "work"
+def _tracking_checkout(env: ProjectEnv, upstream: Path) -> str:
+    """The project committed as a checkout that tracks `upstream` (a bare clone); its commit."""
     git(env.project, "init", "-q", "-b", "main")
     git(env.project, "add", "-A")
     git(env.project, "commit", "-qm", "v1")
-    old = git(env.project, "rev-parse", "HEAD")
     subprocess.run(["git", "clone", "-q", "--bare", str(env.project), str(upstream)], check=True)
     git(env.project, "remote", "add", "origin", str(upstream))
     git(env.project, "fetch", "-q", "origin")
     git(env.project, "branch", "-q", "--set-upstream-to=origin/main")
+    return git(env.project, "rev-parse", "HEAD")
+
+
+def test_git_pull_says_what_it_pulled(env: ProjectEnv, tmp_path: Path) -> None:
+    upstream, work = tmp_path / "upstream.git", tmp_path / "work"
+    old = _tracking_checkout(env, upstream)
     subprocess.run(["git", "clone", "-q", str(upstream), str(work)], check=True)
     assert env.run("schedule", "add", "pull", "site.yml", "-i", "inv.yml", "--at", "daily", "--git-pull").rc == 0
     (work / "inv.yml").write_text((work / "inv.yml").read_text() + "# v2\n")
@@ -44,3 +49,20 @@ def test_git_pull_says_what_it_pulled(env: ProjectEnv, tmp_path: Path) -> None:
     refused = env.history()[0]
     assert dirty.rc == 2 and refused["result"] == "refused", refused
     assert dirty.out == f"run {refused['id']} (opsrunner show {refused['id']})\n", dirty.out
+
+
+def test_git_pull_without_git_is_a_refused_run(env: ProjectEnv, tmp_path: Path) -> None:
+    """A machine (a timer's PATH) without git: the run is refused and recorded with why, as a
+    dirty checkout is; it ended in a traceback (exit 250) and no record said why."""
+    _tracking_checkout(env, tmp_path / "upstream.git")
+    assert env.run("schedule", "add", "pull", "site.yml", "-i", "inv.yml", "--at", "daily", "--git-pull").rc == 0
+    no_git = tmp_path / "bin"
+    no_git.mkdir()
+    env.vars["PATH"] = str(no_git)
+    res = env.run("schedule", "run", "pull")
+    del env.vars["PATH"]
+    assert res.rc == 2, res.out + res.err
+    assert f"refusing to run: git is missing or did not answer in {env.project}" in res.err
+    assert "Traceback" not in res.out + res.err
+    refused = env.history()[0]
+    assert refused["result"] == "refused", refused
