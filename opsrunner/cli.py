@@ -273,8 +273,8 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
     out = cast(IO[str], QuietWhenClosed(out or sys.stdout))
     err = cast(IO[str], QuietWhenClosed(err or sys.stderr))
     words = list(sys.argv[1:] if argv is None else argv)
-    _prestart_ssh_workers(words)
     try:
+        _prestart_ssh_workers(words)
         args = build_parser().parse_args(argv)
         args.argv = words
         if args.command is None:
@@ -318,13 +318,14 @@ def _prestart_ssh_workers(words: list[str]) -> None:
     their seed now, before this process imports and loads the rest (workerseed.py): its own
     imports then overlap ours. Only in a process that runs one command and exits (run()),
     which ends the seed if the run wants no workers."""
+    if not _ONE_COMMAND_PROCESS or words[:1] != ["play"]:
+        return
     import os
 
     from opsrunner.connections import workerseed
-    from opsrunner.sshworkers import AUTO_MIN_CORES
+    from opsrunner.sshworkers import AUTO_MIN_CORES, usable_cores
 
-    if _ONE_COMMAND_PROCESS and workerseed.likely_wanted(words, os.environ, len(os.sched_getaffinity(0)),
-                                                         AUTO_MIN_CORES):
+    if workerseed.likely_wanted(words, os.environ, usable_cores(), AUTO_MIN_CORES):
         workerseed.prestart()
 
 

@@ -64,12 +64,19 @@ def likely_ssh(inventory: Inventory, host: str, defaults: ConnectionDefaults) ->
     return str(kind) != "local"
 
 
+def usable_cores() -> int:
+    """The cores this process may use (a container's share), not the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def planned_workers(requested: int | None, inventory: Inventory, hosts: Iterable[str],
                     defaults: ConnectionDefaults) -> int:
     """`requested` (--ssh-workers), or the automatic choice for these hosts on this machine."""
     if requested is not None:
         return requested
-    cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container's share), not the machine's
+    cores = usable_cores()
     if cores < AUTO_MIN_CORES:
         return 0
     return auto_workers(sum(likely_ssh(inventory, h, defaults) for h in set(hosts)), cores)

@@ -138,6 +138,8 @@ class WorkerProcess:
                    else f"killed by signal {-code}" if code < 0 else f"exit status {code}")
         except subprocess.TimeoutExpired:
             how = "its output ended"
+        except Exception:  # whatever its wait met, its hosts' requests must still end below
+            how = "its status unknown"
         with self._write_lock:
             self.gone = f"the ssh worker process (pid {self.proc.pid}) that held this host's connection ended ({how})"
         for reply in list(self._waiting.values()):
@@ -168,7 +170,9 @@ class WorkerPool:
         self.workers: list[WorkerProcess] = []
         self._seed = workerseed.take()
         try:
-            self.workers = self._forked(count) or [WorkerProcess.spawned(i) for i in range(count)]
+            self.workers = self._forked(count)
+            for index in range(len(self.workers), count):  # one by one: close() stops those started
+                self.workers.append(WorkerProcess.spawned(index))
         except WorkersFailed:
             self.close()
             raise
@@ -179,10 +183,14 @@ class WorkerPool:
             return []
         try:
             return [WorkerProcess(i, proc) for i, proc in enumerate(self._seed.fork(count))]
-        except OSError:  # the seed is gone (killed, or its imports failed): spawn them instead
+        except OSError:  # the seed is gone (killed, its imports failed, or hung): spawn them instead
             self._seed.close()
             self._seed = None
             return []
+        except BaseException:  # Ctrl-C, SIGTERM: the seed ends with the pool that never was
+            self._seed.close()
+            self._seed = None
+            raise
 
     def connection(self, spec: ConnectionSpec, log: CommandLogger | None, slots: StartSlots) -> ProxyConnection:
         worker = self.workers[next(self._dealt) % len(self.workers)]

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import IO
 
@@ -39,22 +40,24 @@ _BOOT = (f"import os, sys; sys.path[:] = os.environ.pop({SYS_PATH_VAR!r}).split(
 SEED_EXIT_WAIT_S = 5.0
 #: How often a worker's wait looks whether the seed is gone (then no one reports its end).
 REPORT_POLL_S = 0.1
+#: How long the run waits for the seed to fork its workers (its imports first) before it
+#: spawns them instead: a seed stuck in its imports (a hung NFS, a stopped process) must not
+#: hold the run.
+FORK_WAIT_S = 30.0
 
 
 class ForkedWorker:
-    """A worker forked by the seed: its pid, its pipes, and its end as the seed reports it.
-    wait() and kill() behave as a Popen's, for workerpool.WorkerProcess."""
+    """A worker forked by the seed: its pid and pidfd, its pipes, and its end as the seed
+    reports it. wait() and kill() behave as a Popen's, for workerpool.WorkerProcess."""
 
-    def __init__(self, seed: WorkerSeed, pid: int, to_worker: IO[bytes], from_worker: IO[bytes]) -> None:
+    def __init__(self, seed: WorkerSeed, pid: int, pidfd: int, to_worker: IO[bytes], from_worker: IO[bytes]) -> None:
         self._seed = seed
         self.pid = pid
+        # The pidfd names this process and no other: the seed reaps it, and its pid may then be reused.
+        self._pidfd: int | None = pidfd
+        self._pidfd_lock = threading.Lock()  # the reader thread's wait and stop()'s release
         self.stdin = to_worker
         self.stdout = from_worker
-        # A pidfd names this process and no other: the seed reaps it, and its pid may then be reused.
-        try:
-            self._pidfd: int | None = os.pidfd_open(pid)
-        except OSError:  # a kernel before 5.3: the pid, alive until the seed reports its end
-            self._pidfd = None
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Its exit status (negative: the signal) as the seed reports it; None where it ended
@@ -72,27 +75,31 @@ class ForkedWorker:
                 raise subprocess.TimeoutExpired(f"ssh worker {self.pid}", timeout or 0.0)
 
     def _ended(self) -> bool:
-        if self._pidfd is None:
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
+        with self._pidfd_lock:
+            if self._pidfd is None:  # released: it was waited for already
                 return True
-            return False
-        return bool(select.select([self._pidfd], [], [], 0)[0])  # readable once it has exited
+            poller = select.poll()
+            poller.register(self._pidfd, select.POLLIN)
+            return bool(poller.poll(0))  # readable once it has exited
 
     def kill(self) -> None:
-        if self._seed.exit_status(self.pid, 0) is not None:
-            return
-        with contextlib.suppress(OSError):
+        with self._pidfd_lock, contextlib.suppress(OSError):
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            else:
-                os.kill(self.pid, signal.SIGKILL)
 
     def release(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
+        """Close its pidfd (after its end was waited for)."""
+        with self._pidfd_lock:
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
+
+    def discard(self) -> None:
+        """Let go of a worker the run will not use: its pipes (it exits at their end), its pidfd."""
+        for end in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
+                end.close()
+        self.release()
 
 
 class WorkerSeed:
@@ -105,6 +112,9 @@ class WorkerSeed:
         try:  # its own process group, as the workers it forks: a terminal's Ctrl-C is the controller's
             self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(far.fileno())], pass_fds=(far.fileno(),),
                                          stdin=subprocess.DEVNULL, env=env, process_group=0)
+        except BaseException:
+            self._socket.close()
+            raise
         finally:
             far.close()
         self._ended: dict[int, int] = {}
@@ -115,20 +125,39 @@ class WorkerSeed:
 
     def fork(self, count: int) -> list[ForkedWorker]:
         """`count` workers, forked now (after the seed's imports, if they are still running).
-        Raises OSError where the seed is gone; the seed is then of no more use."""
+        Raises OSError where the seed is gone, does not answer within FORK_WAIT_S, or a worker
+        cannot be named by a pidfd; the seed is then of no more use (close() kills it)."""
+        workers: list[ForkedWorker] = []
+        try:
+            self._socket.settimeout(FORK_WAIT_S)
+            self._socket.sendall(f"{count}\n".encode())
+            for _ in range(count):
+                workers.append(self._receive_one())
+            self._socket.sendall(b"go\n")  # the seed may reap from here: each pidfd is open
+            self._socket.settimeout(None)
+        except BaseException:
+            for worker in workers:
+                worker.discard()
+            raise
         self._forked = True
-        self._socket.sendall(f"{count}\n".encode())
-        workers = []
-        for _ in range(count):
-            message, fds, _flags, _addr = socket.recv_fds(self._socket, 64, 2)
-            if len(fds) != 2 or not message:
-                for fd in fds:
-                    os.close(fd)
-                raise OSError("the ssh workers' seed process ended before it forked them")
-            workers.append(ForkedWorker(self, int(message), os.fdopen(fds[0], "wb"), os.fdopen(fds[1], "rb")))
-        self._socket.sendall(b"go\n")  # the seed may reap from here: each pidfd is open
         threading.Thread(target=self._read_ends, name="ssh-worker-seed", daemon=True).start()
         return workers
+
+    def _receive_one(self) -> ForkedWorker:
+        message, fds, _flags, _addr = socket.recv_fds(self._socket, 64, 2)  # (it passes no flags on)
+        for fd in fds:  # close-on-exec: a program this process starts must not hold a worker's stdin open
+            os.set_inheritable(fd, False)
+        files = [os.fdopen(fd, mode) for fd, mode in zip(fds, ("wb", "rb"), strict=False)]
+        try:
+            if len(fds) != 2 or not message:
+                raise OSError("the ssh workers' seed process ended before it forked them")
+            pid = int(message)
+            pidfd = os.pidfd_open(pid)
+        except BaseException:  # AttributeError: no pidfds here (not Linux); ValueError: a garbled pid
+            for file in files:
+                file.close()
+            raise OSError("the ssh workers' seed gave no worker this process can name by a pidfd") from None
+        return ForkedWorker(self, pid, pidfd, files[0], files[1])
 
     def exit_status(self, pid: int, timeout: float | None) -> int | None:
         with self._cond:
@@ -149,18 +178,18 @@ class WorkerSeed:
             self.gone = True
 
     def close(self) -> None:
-        """End the seed: unused, at once (its imports are of no more use); after its workers,
-        once it has reaped them all (WorkerPool.close stops them first)."""
+        """End the seed: unused or failed, at once; after its workers, once it has reaped them
+        all (WorkerPool.close stops them first)."""
         if not self._forked:
             self.proc.kill()
         with contextlib.suppress(OSError):
             self._socket.shutdown(socket.SHUT_RDWR)
+        self._socket.close()
         try:
             self.proc.wait(SEED_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self._socket.close()
 
 
 # -- the one seed of an `opsrunner play` process ---------------------------------------------
@@ -246,6 +275,8 @@ def _fork_one(control: socket.socket, serve_pipes: ServePipes) -> int:
             os.close(from_worker_r)
             serve_pipes(os.fdopen(to_worker_r, "rb"), os.fdopen(from_worker_w, "wb"))
             code = 0
+        except BaseException:  # told on stderr, as a spawned worker's traceback is
+            traceback.print_exc()
         finally:
             os._exit(code)
     os.close(to_worker_r)

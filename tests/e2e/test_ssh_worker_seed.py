@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import pids_with, wait_for, write_inventory, write_yaml
 from tests.e2e.test_ssh_workers import SEED, WORKER, _alive, _children, _seeds_of, _workers_of
@@ -33,6 +36,21 @@ def _with_mark(mark: str) -> list[int]:
     return found
 
 
+def _inheritable_pipes(pid: int) -> list[int]:
+    """The process's pipe fds above stderr that a program it starts would inherit."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            is_pipe = os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:")
+            flags = next(line for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines()
+                         if line.startswith("flags:"))
+        except (OSError, StopIteration):
+            continue
+        if int(fd) > 2 and is_pipe and not int(flags.split()[1], 8) & os.O_CLOEXEC:
+            found.append(int(fd))
+    return found
+
+
 def test_play_forks_its_workers_from_the_seed_and_leaves_nothing(tmp_path: Path, sshd: PrivateSSHD,
                                                                  cleanup_marker: str) -> None:
     inv = write_inventory(tmp_path / "inv.yml", {f"h{i}": sshd.host_vars() for i in range(3)})
@@ -50,6 +68,8 @@ def test_play_forks_its_workers_from_the_seed_and_leaves_nothing(tmp_path: Path,
         workers = _workers_of(proc.pid)
         assert not [c for c, cmdline in _children(proc.pid) if WORKER in cmdline]  # none spawned on their own
         assert sorted(c for c, _ in _children(seed)) == sorted(workers)
+        # The workers' pipe ends it received are close-on-exec: a program it starts holds none open.
+        assert _inheritable_pipes(proc.pid) == [], _inheritable_pipes(proc.pid)
         stop_file.touch()
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
@@ -115,5 +135,27 @@ def test_workers_are_spawned_where_the_seed_is_gone(tmp_path: Path, sshd: Privat
     assert sorted(e["host"] for e in task_ends(read_events(events), "hello") if e["status"] == "changed") == \
         ["h0", "h1"]
     assert workerseed.take() is None  # the run took the dead seed and let it go
+    assert wait_for(lambda: not [c for c, cmdline in _children(os.getpid()) if WORKER in cmdline or SEED in cmdline],
+                    5), _children(os.getpid())
+
+
+def test_a_seed_that_does_not_answer_does_not_hold_the_run(tmp_path: Path, sshd: PrivateSSHD,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seed stuck before it forks (a hung import; here a stopped process): after FORK_WAIT_S
+    the run spawns its workers and goes on, and the seed is killed, not left stopped."""
+    from opsrunner import api
+    from opsrunner.connections import workerseed
+
+    monkeypatch.setattr(workerseed, "FORK_WAIT_S", 1.0)
+    inv = write_inventory(tmp_path / "inv.yml", {f"h{i}": sshd.host_vars() for i in range(2)})
+    pb = write_yaml(tmp_path / "pb.yml", [{"hosts": "all", "tasks": [{"name": "hello", "command": "echo hi"}]}])
+    seed = workerseed.prestart()
+    assert seed is not None
+    os.kill(seed.proc.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    summary = api.run(api.PlayRequest(playbook=str(pb), inventory=[str(inv)], ssh_workers=2, history=False))
+    assert summary.exit_code == 0
+    assert time.monotonic() - started < 20
+    assert seed.proc.poll() is not None  # killed, and reaped
     assert wait_for(lambda: not [c for c, cmdline in _children(os.getpid()) if WORKER in cmdline or SEED in cmdline],
                     5), _children(os.getpid())

@@ -20,3 +20,18 @@ def test_the_flag_wins_over_the_environment_and_bad_values_name_their_source() -
     assert workers_wanted(0, {}) == (0, None)
     count, problem = workers_wanted(None, {"OPSRUNNER_SSH_WORKERS": "-2"})
     assert count is None and problem is not None and problem.key_path == "OPSRUNNER_SSH_WORKERS"
+
+
+def test_the_seed_is_started_only_for_a_play_likely_to_want_workers() -> None:
+    from opsrunner.connections.workerseed import likely_wanted
+
+    assert likely_wanted(["play", "pb.yml"], {}, cores=16, min_cores=8)
+    assert not likely_wanted(["play", "pb.yml"], {}, cores=2, min_cores=8)  # the 2-core default: none
+    assert likely_wanted(["play", "pb.yml", "--ssh-workers", "2"], {}, cores=2, min_cores=8)
+    assert likely_wanted(["play", "pb.yml", "--ssh-workers=2"], {}, cores=2, min_cores=8)
+    assert not likely_wanted(["play", "pb.yml", "--ssh-workers=0"], {}, cores=16, min_cores=8)
+    assert not likely_wanted(["play", "pb.yml"], {"OPSRUNNER_SSH_WORKERS": "0"}, cores=16, min_cores=8)
+    assert likely_wanted(["play", "pb.yml"], {"OPSRUNNER_SSH_WORKERS": "4"}, cores=2, min_cores=8)
+    assert not likely_wanted(["play", "pb.yml", "--ssh-workers", "many"], {}, cores=16, min_cores=8)
+    for words in (["play", "pb.yml", "--list-hosts"], ["play", "--help"], ["check", "pb.yml"], ["history"], []):
+        assert not likely_wanted(words, {}, cores=16, min_cores=8), words
