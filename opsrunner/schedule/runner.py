@@ -40,9 +40,12 @@ GIT_PULL_TIMEOUT_S = 300
 def git_pull(project: Path) -> tuple[str | None, str | None]:
     """Fast-forward the project's checkout: (why not, when it is dirty or has diverged; what it
     pulled: `pulled OLD..NEW` or `already up to date at COMMIT`, for the output and the record)."""
-    status = run_git(project, "status", "--porcelain", "--untracked-files=no")
+    if not project.is_dir():  # moved, or a volume not mounted: never the checkout of a folder above it
+        return f"refusing to run: the project folder {project} is missing", None
+    status = run_git(project, "status", "--porcelain", "--untracked-files=no", timeout=GIT_PULL_TIMEOUT_S)
     if status is None:
-        return f"refusing to run: git is missing or did not answer in {project}", None
+        return (f"refusing to run: git is missing or did not answer within {GIT_PULL_TIMEOUT_S:g} s "
+                f"in {project}"), None
     if status.returncode != 0:
         return f"refusing to run: {project} is not a git checkout ({status.stderr.strip()})", None
     if status.stdout.strip():
@@ -55,12 +58,14 @@ def git_pull(project: Path) -> tuple[str | None, str | None]:
                   else (pull.stderr.strip().splitlines() or ["no output"])[-1])
         return f"refusing to run: git pull --ff-only failed in {project} (diverged or unreachable): {detail}", None
     new = _head(project)
+    if old is None or new is None:  # a commit it cannot name is not recorded as one
+        return f"refusing to run: git rev-parse HEAD failed in {project} around the pull", None
     return None, (f"git pull: already up to date at {new}" if new == old else f"git pull: pulled {old}..{new}")
 
 
-def _head(project: Path) -> str:
-    head = run_git(project, "rev-parse", "HEAD")
-    return head.stdout.strip() if head is not None else "unknown"
+def _head(project: Path) -> str | None:
+    head = run_git(project, "rev-parse", "HEAD", timeout=GIT_PULL_TIMEOUT_S)
+    return head.stdout.strip() if head is not None and head.returncode == 0 else None
 
 
 class GitPullRefused(OpsrunnerError):

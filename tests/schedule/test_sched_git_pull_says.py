@@ -62,7 +62,41 @@ def test_git_pull_without_git_is_a_refused_run(env: ProjectEnv, tmp_path: Path) 
     res = env.run("schedule", "run", "pull")
     del env.vars["PATH"]
     assert res.rc == 2, res.out + res.err
-    assert f"refusing to run: git is missing or did not answer in {env.project}" in res.err
+    assert "refusing to run: git is missing or did not answer within 300 s in " \
+        f"{env.project}" in res.err
     assert "Traceback" not in res.out + res.err
     refused = env.history()[0]
     assert refused["result"] == "refused", refused
+
+
+def test_git_pull_with_the_project_folder_gone_pulls_nothing_and_is_refused(env: ProjectEnv, tmp_path: Path) -> None:
+    """The project folder moved away (a volume not mounted) inside another checkout: the run
+    is refused and recorded; it pulled the checkout above it, then ended in a traceback."""
+    outer = env.project.parent
+    git(outer, "init", "-q", "-b", "main")
+    (outer / "dot").write_text("a\n")
+    git(outer, "add", "dot")
+    git(outer, "commit", "-qm", "one")
+    before = git(outer, "rev-parse", "HEAD")
+    outer_up, other = tmp_path / "outer.git", tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", "--bare", str(outer), str(outer_up)], check=True)
+    git(outer, "remote", "add", "origin", str(outer_up))
+    git(outer, "fetch", "-q", "origin")
+    git(outer, "branch", "-q", "--set-upstream-to=origin/main")
+    subprocess.run(["git", "clone", "-q", str(outer_up), str(other)], check=True)
+    (other / "dot").write_text("b\n")
+    git(other, "commit", "-qam", "two")  # a commit the checkout above could pull
+    git(other, "push", "-q", "origin", "HEAD:main")
+    _tracking_checkout(env, tmp_path / "upstream.git")
+    assert env.run("schedule", "add", "pull", "site.yml", "-i", "inv.yml", "--at", "daily", "--git-pull").rc == 0
+    moved = tmp_path / "moved"
+    env.project.rename(moved)
+    try:
+        res = env.run("schedule", "run", "pull", cwd=tmp_path)
+    finally:
+        moved.rename(env.project)
+    assert res.rc == 2, res.out + res.err
+    assert f"refusing to run: the project folder {env.project} is missing" in res.err
+    assert "Traceback" not in res.out + res.err
+    assert git(outer, "rev-parse", "HEAD") == before
+    assert env.history()[0]["result"] == "refused"
