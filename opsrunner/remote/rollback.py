@@ -15,10 +15,10 @@ import os
 
 from .goodrun import drop_prior, link_of, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
 from .guards import Refused
-from .jobfiles import launch_record, load_launch_record, pidfile_paths, read_pidfile, when
+from .jobfiles import as_launch_record, launch_record, load_launch_record, pidfile_paths, read_pidfile, when
 from .launch import op_launch
-from .procs import alive, op_kill
-from .reads import Unreadable
+from .procs import alive, op_kill, read_proc
+from .reads import NotRegular, Unreadable, read_json
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
 from .watchdog import ignored
 
@@ -201,8 +201,8 @@ def start(args: RollbackArgs) -> RollbackReply:
         reply["known_failed"] = target.known_failed
     pid, begun = read_pidfile(pidfile)
     link = good.get("link") if target.release_dir else None
-    stale = None if target.release_dir else _stale_link(pidfile)
     running = bool(pid and alive(pid, begun))
+    stale = None if target.release_dir else _stale_link(pidfile, pid if running else None)
     if args.get("auto") and running and pid == good.get("pid") and begun == good.get("start"):
         reply["outcome"] = "nothing"
         reply["pid"] = pid
@@ -234,15 +234,53 @@ def start(args: RollbackArgs) -> RollbackReply:
     return _relaunch(good, target, link, reply, pidfile, stale)
 
 
-def _stale_link(pidfile: str) -> str | None:
+def _stale_link(pidfile: str, pid: int | None) -> str | None:
     """For a rollback to a run with no release (a plain deploy's): the `current` link of the
-    releases the job's last launch ran from (the failed launch, or the job a rollback by hand
-    stops), where it points to a release. The plain run is not that release, so the link is
-    removed rather than left to say that it runs (and to be the next deploy's "previous")."""
-    link = link_of((launch_record(pidfile) or {}).get("release_dir"))
-    if link and os.path.islink(link) and current_release(os.path.dirname(link)):
-        return link
-    return None
+    release the job's last launch ran from (the failed launch, or the job a rollback by hand
+    stops; live as `pid`), where it still points to that release and no other job runs from
+    it. The plain run is not that release, so the link is removed rather than left to say
+    that it runs (and to be the next deploy's "previous"). A link that points elsewhere (a
+    deploy of another job sharing code_dest switched it since), or to a release another job
+    runs from, says what runs: it stays."""
+    release_dir = (launch_record(pidfile) or {}).get("release_dir")
+    link = link_of(release_dir)
+    if not link or not release_dir or not os.path.islink(link) or not current_release(os.path.dirname(link)):
+        return None
+    real = os.path.realpath(release_dir)
+    if os.path.realpath(link) != real or _run_by_others(pidfile, real, pid):
+        return None
+    return link
+
+
+def _run_by_others(pidfile: str, release_real: str, pid: int | None) -> bool:
+    """Whether a job other than this one (whose session is `pid`'s) runs from a release: a
+    live job whose launch record beside this pidfile names it, or a live process whose
+    working directory or command line is in it (a job of a pidfile kept elsewhere)."""
+    folder, own = os.path.dirname(os.path.abspath(pidfile)), os.path.abspath(pidfile_paths(pidfile)["meta"])
+    with ignored(OSError):
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if not name.endswith(".launch.json") or path == own:
+                continue
+            try:
+                other = as_launch_record(read_json(path, "launch record") or {})
+            except NotRegular:
+                continue
+            dir_, opid = other.get("release_dir"), other.get("pid")
+            if dir_ and opid and os.path.realpath(dir_) == release_real and alive(opid, other.get("start")):
+                return True
+    inside = release_real + "/"
+    for entry in os.listdir("/proc"):
+        proc = read_proc(int(entry)) if entry.isdigit() else None
+        if proc is None or proc.state == "Z" or proc.pid == os.getpid() or (pid and proc.sid == pid):
+            continue
+        cwd = ""
+        with ignored(OSError):
+            cwd = os.readlink(f"/proc/{entry}/cwd") + "/"
+        words = proc.cmdline + " "
+        if cwd.startswith(inside) or inside in words or release_real + " " in words:
+            return True
+    return False
 
 
 def _remove_link(link: str) -> None:
