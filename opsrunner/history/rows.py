@@ -38,6 +38,10 @@ class TaskRow:
     #: them), masked; empty for a task that did not fail and for a no_log one.
     stdout_tail: str = ""
     stderr_tail: str = ""
+    #: What an alert reads of the result's data (a rollback's outcome, pid, stopped, restored,
+    #: unlinked, why: taskrows.FACTS), for a row the run kept in memory; None for a row read
+    #: from the history, which does not record it (nor does as_dict() show it).
+    facts: dict[str, Any] | None = None
 
 
 @dataclass
@@ -112,7 +116,7 @@ class RunRow:
         data["controller_pid"] = stamp.pid if stamp else None
         data["result"] = self.result
         data["label"] = self.label
-        data["tasks"] = [t.__dict__ for t in self.tasks]
+        data["tasks"] = [{k: v for k, v in t.__dict__.items() if k != "facts"} for t in self.tasks]
         return data
 
 

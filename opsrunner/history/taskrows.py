@@ -21,6 +21,9 @@ FAILED_STATUSES = ("failed", "unreachable", "timed_out", "interrupted")
 #: Modules whose results say whether a change was checked or undone (a launch verified, a
 #: rollback run): kept, changed or not, for the alert of a run that stopped part way.
 JUDGING_MODULES = ("verify", "rollback")
+#: The keys of a rollback's data that an alert reads (TaskRow.facts): what it stopped and
+#: started, the link it removed, why it failed.
+FACTS = ("outcome", "pid", "stopped", "restored", "unlinked", "why")
 
 
 def output_tail(text: str) -> str:
@@ -51,7 +54,20 @@ def task_row(event: TaskEnd, title: str, mask: Callable[[str], str]) -> TaskRow:
     return TaskRow(event.play, mask(title), event.module, event.host, str(r.status), r.changed, event.handler,
                    mask(r.msg), mask(str(r.data.get("diagnosis") or "")), round(r.duration_s, 3),
                    mask(str(r.data.get("log_tail") or "")), mask(output_tail(out.stdout)),
-                   mask(output_tail(out.stderr)))
+                   mask(output_tail(out.stderr)), _facts(event, mask))
+
+
+def _facts(event: TaskEnd, mask: Callable[[str], str]) -> dict[str, object] | None:
+    """A rollback's FACTS, its `why` masked as its message (none where that is censored)."""
+    if event.module != "rollback":
+        return None
+    data = event.result.data
+    facts = {key: data[key] for key in FACTS if key in data}
+    if event.result.no_log:
+        facts.pop("why", None)
+    elif facts.get("why") is not None:
+        facts["why"] = mask(str(facts["why"]))
+    return facts
 
 
 class FailedTasks:

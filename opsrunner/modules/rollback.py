@@ -145,8 +145,10 @@ class RollbackModule(Module):
         too = " too" if failed else ""
         try:
             hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
-        except ModuleFailure as exc:  # another run holds the job: the line names it
-            return _result(Status.FAILED, failed, f"rollback failed{too}: {' '.join(str(exc).split())}", {})
+        except ModuleFailure as exc:  # another run holds the job: the line names it; nothing was touched
+            why = " ".join(str(exc).split())
+            return _result(Status.FAILED, failed, f"rollback failed{too}: {why}",
+                           {"outcome": "failed", "stopped": [], "pid": None, "why": why})
         progress, extra = _Progress(ctx.timeout, ctx, failed), dict[str, Any]()
         try:
             progress.so_far("rollback interrupted before its start step answered: the target may have stopped the "
@@ -160,8 +162,9 @@ class RollbackModule(Module):
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
-        if reply.get("unlinked"):
-            data["unlinked"] = reply["unlinked"]
+        for key in ("unlinked", "why"):
+            if reply.get(key):
+                data[key] = reply[key]
         data.update(extra)
         if reply.get("known_failed"):
             data["known_failed"] = reply["known_failed"]

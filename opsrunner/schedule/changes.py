@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from opsrunner.exitcodes import EXIT_INTERRUPTED, EXIT_TERMINATED
+from opsrunner.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VALIDATION
 from opsrunner.history.taskrows import FAILED_STATUSES, changed
 from opsrunner.secrets import CENSORED
 
@@ -32,19 +32,30 @@ _FAILED = ("failed", "unreachable", "timed_out")
 #: (modules/rollback.py's _result), TEXT one of its outcomes; the failed task is listed
 #: already, and a long WHY would cut TEXT off.
 _ROLLBACK_TEXT = re.compile(r"(?:^|; )((?:rolled back to |no rollback|would roll back |rollback ).*)$")
+#: A rollback's outcome clause, before its reason (modules/rollback.py's outcome_text).
+_OUTCOME = re.compile(r"rolled back to .*?, pid \S+, verified|rollback(?: to .*?)? failed(?: too)?: |no rollback: "
+                      r"|no rollback needed: ")
+#: The clause of a rollback that removed `current` (unlinked_text), and its short form.
+_UNLINKED = re.compile(r"; current removed \((?P<link>.+?) pointed to (?P<was>release \S+|no release), which is "
+                       r"not what runs: the last good run is a plain deploy's, not a release's\)")
+_UNLINKED_SHORT = re.compile(r"; current removed \(.+? pointed to (?:release \S+|no release), which is not what runs\)")
+#: The characters of a rollback's reason kept however long the rest of its line.
+_REASON_MIN = 60
 
 
 def run_changes(code: int, rows: list[TaskRow]) -> dict[str, Any] | None:
     """What the alert of a run that ended with exit `code` says it changed, from its kept
     results (FailedTasks.kept): a run stopped part way always; a failed one (exit 2) where a
-    task failed or changed something, an unreachable one (exit 3) where a reachable host was
-    changed; None otherwise (nothing ran: refused, bad input; or the run went well)."""
+    task failed or changed something; one that ended otherwise (a host unreachable, an
+    error, a crash: exit 3, 1, 250) where a host was changed; None where nothing ran (bad
+    input, bad options: a refused run keeps no result) or the run went well."""
     if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         return stopped_changes(rows)
-    if code not in (2, 3):  # Ansible's "a task failed", "a host unreachable" (results.py)
+    if code in (EXIT_OK, EXIT_VALIDATION, EXIT_USAGE):
         return None
     changes = stopped_changes(rows, failed=True)
-    touched = any(h["changed"] for h in changes["hosts"]) if code == 3 else bool(changes["hosts"])
+    # exit 2 is Ansible's "a task failed" (results.py): the failed task is what it left
+    touched = bool(changes["hosts"]) if code == 2 else any(h["changed"] for h in changes["hosts"])
     return changes if touched else None
 
 
@@ -76,16 +87,36 @@ def _host(host: str, rows: list[TaskRow]) -> dict[str, Any]:
 
 def _task(row: TaskRow) -> dict[str, str]:
     msg = "its output is hidden (no_log)" if row.msg == CENSORED else (row.msg.splitlines() or [row.status])[0]
-    return {"task": row.task, "msg": _rollback_text(msg) if row.module == "rollback" else _cut(msg)}
+    return {"task": row.task, "msg": _rollback_text(msg, row.facts) if row.module == "rollback" else _cut(msg)}
 
 
-def _rollback_text(line: str) -> str:
+def _rollback_text(line: str, facts: dict[str, Any] | None = None) -> str:
     """A rollback's line without the failed task it names first (the alert lists that task),
-    bounded; its end, what runs now (`; nothing is running`), is kept."""
+    bounded by cutting its reason (why it failed, a warning), never what it did: `rolled back
+    to ..., pid N, verified`, `current removed (...)` and its end, what runs now (`; nothing
+    is running`), stay whole."""
     own = _ROLLBACK_TEXT.search(line)
     text = own.group(1) if own else line
-    half = LINE_CHARS // 2
-    return text if len(text) <= LINE_CHARS else f"{text[:half]} ... {text[-half:]}"
+    if len(text) <= LINE_CHARS:
+        return text
+    text = _UNLINKED.sub(r"; current removed (\g<link> pointed to \g<was>, which is not what runs)", text)
+    head = _OUTCOME.match(text)
+    start = head.end() if head else 0
+    why = str((facts or {}).get("why") or "")
+    at = text.find(why, start) if why else -1
+    if at >= 0:  # the reason is known: cut it alone
+        start, end = at, at + len(why)
+    else:  # up to the removed link, or (not known where it ends) its middle
+        unlinked = _UNLINKED_SHORT.search(text, start)
+        end = unlinked.start() if unlinked else -1
+    room = max(_REASON_MIN, LINE_CHARS - (len(text) - ((end if end >= 0 else len(text)) - start)))
+    reason = text[start:end] if end >= 0 else text[start:]
+    if len(reason) <= room:
+        return text
+    if end >= 0:
+        return text[:start] + reason[:room].rstrip() + " ..." + text[end:]
+    half = room // 2
+    return text[:start] + reason[:half].rstrip() + " ... " + reason[-half:].lstrip()
 
 
 def _unchecked(rows: list[TaskRow]) -> list[str]:
@@ -109,10 +140,22 @@ def _unchecked(rows: list[TaskRow]) -> list[str]:
                      "ended after it")
     first = min(i for i in (launch, stop, len(rows)) if i is not None)
     rollbacks = [r for r in rows[first + 1:] if r.module == "rollback"]
-    if not notes or any(changed(r) or r.status in FAILED_STATUSES for r in rollbacks):
-        return []  # a rollback that did something (or was cut short, or failed) says so itself
-    why = next((_rollback_text(r.msg.splitlines()[0]) for r in rollbacks if r.msg and r.msg != CENSORED), "")
+    if not notes or any(changed(r) or (r.status in FAILED_STATUSES and _acted(r)) for r in rollbacks):
+        return []  # a rollback that did something (or may have: cut short, failed) says so itself
+    why = next((_rollback_text(r.msg.splitlines()[0], r.facts) for r in rollbacks if r.msg and r.msg != CENSORED), "")
     return [f"{note}; no rollback ran" + (f" ({why})" if why else "") for note in notes]
+
+
+def _acted(row: TaskRow) -> bool:
+    """Whether a rollback that did not succeed stopped or started something, or may have: its
+    data shows it (a refused one, its job lock held or its release changed in place, has
+    stopped nothing); a rollback with no data (read from the history, cut short, its target
+    not answering) is taken to have acted, and its own line says what is known."""
+    facts = row.facts
+    if facts is None or "outcome" not in facts:
+        return True
+    return bool(facts.get("stopped") or facts.get("pid") is not None or facts.get("restored")
+                or facts.get("unlinked"))
 
 
 def _why(row: TaskRow) -> str:

@@ -1,0 +1,68 @@
+"""What a scheduled restart's alert says of its rollback: a long rollback line (one that
+removed `current`) is bounded by cutting its reason, never what it did; a rollback refused
+before it touched anything leaves the failed launch's note (`no rollback ran`) in place."""
+
+from __future__ import annotations
+
+from tests.alerts import Alerts
+from tests.conftest import sleep_marker, write_yaml
+from tests.helpers import ProjectEnv
+from tests.schedule.restart_project import alive, pidfile_pid, restart_project, stop
+from tests.schedule.test_sched_alert_failed_changes import _dies, _failed_run, _script
+
+BLOCK = "what the run changed before it failed (the hosts are left so):"
+
+
+def _block(message: str) -> list[str]:
+    lines = message.splitlines()
+    return lines[lines.index(BLOCK):]
+
+
+def test_a_rollback_that_removed_current_is_alerted_with_its_outcome_whole(
+        env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
+    _, old_marker = old_job
+    good = sleep_marker()
+    restart_project(env, old_marker, _script(env, "good.sh", f"echo up; exec sleep {good}"), verify_stable_for=2)
+    try:
+        first = env.run("play", "restart_training.yml", "-i", "inv.yml")  # a plain deploy's last good run
+        assert first.rc == 0, first.out + first.err
+        code = env.root / "demo" / "code"
+        write_yaml(env.project / "group_vars" / "all.yml", {"train_command": _dies(env), "releases": True,
+                                                             "train_chdir": f"{code}/current"})
+        message = _failed_run(env, alerts, "restart_training.yml")
+        pid = pidfile_pid(env)
+        assert pid is not None and alive(pid, good)
+        [line] = [ln for ln in _block(message) if ln.startswith("  changed: Roll back to the last good run: ")]
+        said = line.split(": ", 2)[2]
+        assert said.startswith("rolled back to the last good run's launch (no release: the code deployed in "
+                               f"place stays), pid {pid}, verified; current removed ({code}/current pointed to "
+                               "release "), line
+        assert said.endswith(", which is not what runs)") and " ... " not in said, line
+        assert not (code / "current").exists()
+    finally:
+        stop(pidfile_pid(env), good)
+
+
+def test_a_rollback_refused_before_it_acted_leaves_the_no_rollback_note(
+        env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
+    _, old_marker = old_job
+    good = sleep_marker()
+    code = env.root / "demo" / "code"
+    restart_project(env, old_marker, _script(env, "good.sh", f"echo up; exec sleep {good}"), verify_stable_for=2,
+                    releases=True, train_chdir=f"{code}/current")
+    try:
+        first = env.run("play", "restart_training.yml", "-i", "inv.yml")  # the last good run: a release
+        assert first.rc == 0, first.out + first.err
+        good_release = (code / "current").resolve()
+        (good_release / "train.py").write_text("print('edited in place')\n")  # a rollback refuses it now
+        write_yaml(env.root / "demo" / "src" / "train.py", "print('next')\n")
+        write_yaml(env.project / "group_vars" / "all.yml", {"train_command": _dies(env)})
+        message = _failed_run(env, alerts, "restart_training.yml")
+        block = _block(message)
+        [rollback] = [ln for ln in block if ln.startswith("  rollback FAILED: ")]
+        assert "changed in place" in rollback, message
+        [note] = [ln for ln in block if "LAUNCHED" in ln]
+        assert note.startswith("  LAUNCHED, FAILED VERIFY: what 'Launch the new run detached "), message
+        assert "; no rollback ran (rollback failed too: " in note and "changed in place" in note, message
+    finally:
+        stop(pidfile_pid(env), good)
