@@ -38,9 +38,13 @@ def test_a_directory_src_is_refused_before_any_host_is_touched(tmp_path: Path, m
     for command in ("play", "check"):
         res = cli(command, str(pb), cwd=tmp_path)
         assert res.rc == 4, res.out + res.err
-        assert res.err == (f"ERROR: {pb}:{_line_of(pb, 'src:')}:9: {module} src 'conf' is a directory "
-                           f"({tmp_path / 'conf'}): {module} reads one file (deploy_code copies a directory)"
-                           f"{origin} (at {module}.src)\n1 error(s); nothing was run.\n")
+        problem = (f"{module} src 'conf' is a directory ({tmp_path / 'conf'}): {module} reads one file "
+                   f"(deploy_code copies a directory){origin}")
+        used_at = f"{pb}:{_line_of(pb, 'src:')}:9"
+        # A value from one variable is told where the variable was set, then where it is used.
+        told = (f"{pb}:{_line_of(pb, 'vars:')}:10: {problem}; used by {module}.src at {used_at} (at where)" if origin
+                else f"{used_at}: {problem} (at {module}.src)")
+        assert res.err == f"ERROR: {told}\n1 error(s); nothing was run.\n"
         assert not marker.exists() and not dest.exists()
 
 
