@@ -175,35 +175,32 @@ class HistoryStore:
         """Delete the runs started more than `keep_days` ago, except a run that may still be
         going on: an open row is deleted only when its controller is gone (liveness.py, as
         readers judge it), never under a live controller, whose later writes would fail.
-        (deleted, kept because running). Rows are deleted by what they were when read: a run
-        that opens its row meanwhile (PostgreSQL lets it) is open, not among them."""
+        (deleted, kept because running). The runs deleted are exactly those read (and listed
+        by prune_plan): a run read as open under a live controller and closed before the
+        DELETE (PostgreSQL's READ COMMITTED lets it) is kept, as reported, not re-judged."""
         cutoff = time.time() - keep_days * 86400
         with self._tx(immediate=True):
-            doomed_ids, gone, running = self._prunable(cutoff)
-            for part in [gone[i:i + 500] for i in range(0, len(gone), 500)] or [[]]:
-                doomed = f"started < ? AND (exit_code IS NOT NULL OR id IN ({', '.join(['?'] * len(part)) or 'NULL'}))"
-                params = (cutoff, *part)
-                self._q(f"DELETE FROM results WHERE run_id IN (SELECT id FROM runs WHERE {doomed})", params)
-                self._q("DELETE FROM run_hosts WHERE run_started < ? AND "
-                        f"run_id IN (SELECT id FROM runs WHERE {doomed})", (cutoff, *params))
-                self._q(f"DELETE FROM runs WHERE {doomed}", params)
-        return len(doomed_ids), running
+            doomed, running = self._prunable(cutoff)
+            for part in [doomed[i:i + 500] for i in range(0, len(doomed), 500)]:
+                ids = ", ".join("?" * len(part))
+                self._q(f"DELETE FROM results WHERE run_id IN ({ids})", part)
+                self._q(f"DELETE FROM run_hosts WHERE run_id IN ({ids})", part)
+                self._q(f"DELETE FROM runs WHERE id IN ({ids})", part)
+        return len(doomed), running
 
     def prune_plan(self, keep_days: float) -> tuple[list[str], int]:
         """What prune_runs(keep_days) would delete now, by its rule, deleting nothing: the ids
         of those runs, oldest first, and how many it would keep because they may be running."""
-        doomed, _, running = self._prunable(time.time() - keep_days * 86400)
+        doomed, running = self._prunable(time.time() - keep_days * 86400)
         return doomed, running
 
-    def _prunable(self, cutoff: float) -> tuple[list[str], list[str], int]:
-        """The runs started before `cutoff` that prune_runs deletes, oldest first: (the ids of
-        all of them, of those open whose controller is gone, how many others are open under a
-        controller that may live)."""
+    def _prunable(self, cutoff: float) -> tuple[list[str], int]:
+        """The runs started before `cutoff` that prune_runs deletes, oldest first: (their ids,
+        how many others are open under a controller that may live)."""
         rows = self._q("SELECT id, exit_code, heartbeat, started, controller_pid, controller_start, "
                        f"controller_machine FROM runs WHERE started < ? ORDER BY started, {self._order}", (cutoff,))
-        gone = {r[0] for r in rows if r[1] is None and controller_gone(stamp_of(*r[4:]), r[2], r[3])}
-        doomed = [r[0] for r in rows if r[1] is not None or r[0] in gone]
-        return doomed, [run_id for run_id in doomed if run_id in gone], len(rows) - len(doomed)
+        doomed = [r[0] for r in rows if r[1] is not None or controller_gone(stamp_of(*r[4:]), r[2], r[3])]
+        return doomed, len(rows) - len(doomed)
 
     def runs_by_id(self, ids: Sequence[str]) -> list[RunRow]:
         """These runs (those recorded), newest first as `runs` lists them, with their hosts."""
