@@ -46,23 +46,29 @@ def _db_option(p: argparse.ArgumentParser) -> None:
                         "~/.local/state/opsrunner/history.db)")
 
 
-def open_for_reading(location: str | None) -> HistoryStore:
+def open_for_reading(location: str | None, dry_run: bool = False) -> HistoryStore:
     """The history at `location` (default: $OPSRUNNER_HISTORY or the user's file); a missing
     file is created empty (no run recorded yet is not an error). Any failure to open it
-    (sqlite3.Error, psycopg.Error, OSError) is a CommandError naming it, password masked."""
-    from opsrunner.history.location import display, resolve, scrub
+    (sqlite3.Error, psycopg.Error, OSError) is a CommandError naming it, password masked.
+    `dry_run`: opened read-only, so nothing is written (no file created, no schema migrated,
+    no kept outcome recorded); a missing SQLite file is refused (a mistyped --history)."""
+    from opsrunner.history.location import display, is_postgres, resolve, scrub
     from opsrunner.history.store import HistoryStore
 
     where = resolve(location)
+    if dry_run and not is_postgres(where) and not Path(where).exists():
+        raise CommandError(f"cannot read the run history {where}: no such file (a dry run creates none)")
     try:
-        return HistoryStore(where)
+        return HistoryStore(where, read_only=dry_run)
     except Exception as exc:
         cause = scrub(f"{type(exc).__name__}: {str(exc).strip()}", where)
+        if dry_run and "schema version" in cause:  # a read-only reader migrates nothing
+            cause += " (a dry run does not migrate it: `opsrunner history` does)"
         raise CommandError(f"cannot read the run history {display(where)}: {cause}") from None
 
 
-def _open(args: argparse.Namespace) -> HistoryStore:
-    return open_for_reading(getattr(args, "history", None))
+def _open(args: argparse.Namespace, dry_run: bool = False) -> HistoryStore:
+    return open_for_reading(getattr(args, "history", None), dry_run)
 
 
 def when(ts: float | None) -> str:
@@ -109,7 +115,7 @@ PRUNE_SHOWN = 20
 def _prune(args: argparse.Namespace, out: IO[str]) -> int:
     if args.keep_days < 0:
         raise UsageError("--keep-days must be 0 or more")
-    store = _open(args)
+    store = _open(args, dry_run=args.dry_run)
     if not args.dry_run:
         removed, running = store.prune_runs(args.keep_days)
         kept = f"; kept {running} still running" if running else ""
