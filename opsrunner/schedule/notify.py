@@ -7,8 +7,12 @@ only when a URL is checked or an alert is sent."""
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +23,6 @@ BACKOFF_S = 1.0
 #: How many of the log's last lines an alert quotes per failed host.
 LOG_LINES = 5
 NOTIFY_ON = ("failure", "recovery", "always")
-_LOG_PREFIX = re.compile(r"^\S+ \S+ - [A-Z]+ - ")
 
 
 def resolve(url: str) -> str:
@@ -49,12 +52,60 @@ def check_url(url: str) -> str | None:
     """Why apprise cannot use this URL; None when it can."""
     import apprise
 
-    with apprise.LogCapture(level=apprise.logging.WARNING) as logs:
+    with _apprise_log() as log:
         plugin = apprise.Apprise.instantiate(resolve(url), suppress_exceptions=True)
     if plugin is not None:
         return None
-    return "; ".join(_LOG_PREFIX.sub("", line) for line in logs.getvalue().splitlines() if line.strip()) \
-        or "not a URL apprise knows"
+    return "; ".join(log.lines(logging.WARNING)) or "not a URL apprise knows"
+
+
+class _ThisThread(logging.Handler):
+    """The apprise records of the thread that made it. apprise logs to one process-wide
+    logger: alerts sent at once from other threads log there too, and their reasons must
+    not be taken for this one's."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        thread = threading.get_ident()
+        self.addFilter(lambda record: record.thread == thread)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def lines(self, level: int, only: bool = False) -> list[str]:
+        """The non-blank lines of the records at `level` and above (`only`: at `level`)."""
+        return [line for r in self.records if r.levelno == level or (r.levelno > level and not only)
+                for line in r.getMessage().splitlines() if line.strip()]
+
+
+#: How many captures are going on (in any thread), and the apprise logger's level before the
+#: first: the level goes back when the last ends, not when the first does.
+_captures = {"count": 0, "level": logging.NOTSET}
+_captures_lock = threading.Lock()
+
+
+@contextmanager
+def _apprise_log() -> Iterator[_ThisThread]:
+    """What apprise logs in this thread meanwhile, DEBUG too (the socket error of a failed
+    delivery is logged only at DEBUG, below its generic warning)."""
+    logger = logging.getLogger("apprise")
+    handler = _ThisThread()
+    with _captures_lock:
+        if _captures["count"] == 0:
+            _captures["level"] = logger.level
+            if logger.getEffectiveLevel() > logging.DEBUG:
+                logger.setLevel(logging.DEBUG)
+        _captures["count"] += 1
+        logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        with _captures_lock:
+            logger.removeHandler(handler)
+            _captures["count"] -= 1
+            if _captures["count"] == 0:
+                logger.setLevel(_captures["level"])
 
 
 #: How a label shows the value of a web hook's query parameter (apprise's mask of a password).
@@ -95,22 +146,22 @@ def send(url: str, alert: Alert, attempts: int = ATTEMPTS, backoff: float = BACK
     """None when delivered; otherwise why the last attempt failed."""
     import apprise
 
-    plugin = apprise.Apprise.instantiate(resolve(url), suppress_exceptions=True)
+    target = resolve(url)
+    plugin = apprise.Apprise.instantiate(target, suppress_exceptions=True)
     if plugin is None:
         return check_url(url)
     kind = apprise.NotifyType.FAILURE if alert.failure else apprise.NotifyType.SUCCESS
     last = "not attempted"
     for attempt in range(attempts):
-        # the socket error apprise logs only at DEBUG, below its generic warning
-        with apprise.LogCapture(level=apprise.logging.DEBUG) as debug, \
-                apprise.LogCapture(level=apprise.logging.WARNING) as logs:
+        with _apprise_log() as log:
             # Plain text: apprise escapes it where a service takes HTML (email's HTML part)
             delivered = plugin.notify(body=alert.body, title=alert.title, notify_type=kind,
                                       body_format=apprise.NotifyFormat.TEXT)
         if delivered:
             return None
-        lines = [_LOG_PREFIX.sub("", ln) for ln in logs.getvalue().splitlines() if ln.strip()]
-        last = _connection_problem(plugin, debug.getvalue()) or (lines[-1] if lines else "not delivered")
+        lines = log.lines(logging.WARNING)
+        last = _connection_problem(plugin, target, log.lines(logging.DEBUG, only=True)) or \
+            (lines[-1] if lines else "not delivered")
         if attempt + 1 < attempts:
             time.sleep(backoff * (2 ** attempt))
     return f"{last} (after {attempts} attempts)"
@@ -118,37 +169,78 @@ def send(url: str, alert: Alert, attempts: int = ATTEMPTS, backoff: float = BACK
 
 #: What apprise logs (at DEBUG) of the exception beneath "A Connection error occurred ...",
 #: which it says alike of a hook that refused the connection and of one that never answered.
-_SOCKET_ERROR = re.compile(r" - DEBUG - Socket Exception: (.*)$", re.M)
+_SOCKET_ERROR = re.compile(r"^Socket Exception: (.*)$")
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+#: The proxy urllib3 could not connect to, as its NewConnectionError names it.
+_PROXY = re.compile(r"ProxyError\(.*?\(host='([^']+)', port=(\d+)\)")
 
 
-def _connection_problem(plugin: Any, debug_log: str) -> str | None:
+def _connection_problem(plugin: Any, target: str, debug: list[str]) -> str | None:
     """What happened to the connection of a failed delivery, in words, from the exception
-    apprise logged (requests' or smtplib's); None where it logged none. Only the OS's words
-    are quoted: the exception's own text holds the URL, a hook's token in its query."""
-    from apprise.plugins.custom_form import NotifyForm
-    from apprise.plugins.custom_json import NotifyJSON
-    from apprise.plugins.custom_xml import NotifyXML
-
-    found = _SOCKET_ERROR.findall(debug_log)
+    apprise logged at DEBUG (requests' or smtplib's); None where it logged none. Only the OS's
+    words are quoted: the exception's own text holds the URL, a hook's token in its query.
+    The server is named only where the URL's host is one (a hook, an SMTP server); for
+    most services it is a credential (Pushover's app token, Slack's first token), so
+    those are named by their apprise scheme (`apprise service pover`)."""
+    found = [m.group(1) for m in map(_SOCKET_ERROR.match, debug) if m]
     if not found:
         return None
     error = found[-1]
-    host = getattr(plugin, "smtp_host", None) or plugin.host
-    where = f"{host}:{plugin.port}" if plugin.port else str(host)
-    who = "the hook" if isinstance(plugin, NotifyJSON | NotifyXML | NotifyForm) else "the server"
+    if "ProxyError(" in error:  # urllib3 never reached the service: the proxy in between failed
+        return _proxy_problem(error)
+    where = _server_of(plugin)
+    about, by, to = (f" (apprise service {target.split(':', 1)[0].lower()})", "", "") if where is None else \
+        ("", f" by {where}", f" to {where}")
+    who = "the hook" if _is_hook(plugin) else "the server"
     if "Read timed out" in error:  # urllib3's ReadTimeoutError: connected, then silence
-        return f"{who} accepted the connection but sent no answer within {plugin.socket_read_timeout:g} s"
+        return f"{who} accepted the connection but sent no answer within {plugin.socket_read_timeout:g} s{about}"
     if "connect timeout=" in error:  # urllib3's ConnectTimeoutError
-        return f"no connection to {where} within {plugin.socket_connect_timeout:g} s"
+        return f"no connection{to} within {plugin.socket_connect_timeout:g} s{about}"
     if error.strip() == "timed out":  # smtplib's socket timeout, connecting or waiting for an answer
-        return f"the connection to {where} timed out"
+        return f"the connection{to} timed out{about}"
     errno = _ERRNO.search(error)
     if errno is None:
         return None
     if "Connection refused" in errno.group(1):
-        return f"connection refused by {where}"
-    return f"cannot deliver to {where}: {errno.group(1).strip()}"
+        return f"connection refused{by}{about}"
+    return f"cannot deliver{to}: {errno.group(1).strip()}{about}"
+
+
+def _is_hook(plugin: Any) -> bool:
+    from apprise.plugins.custom_form import NotifyForm
+    from apprise.plugins.custom_json import NotifyJSON
+    from apprise.plugins.custom_xml import NotifyXML
+
+    return isinstance(plugin, NotifyJSON | NotifyXML | NotifyForm)
+
+
+def _server_of(plugin: Any) -> str | None:
+    """HOST:PORT of a web hook's or an email's server (the URL's host is a host there); None
+    for other services, where it may be a token."""
+    from apprise.plugins.email import NotifyEmail
+
+    if _is_hook(plugin):
+        host = plugin.host
+    elif isinstance(plugin, NotifyEmail):
+        host = plugin.smtp_host
+    else:
+        return None
+    return f"{host}:{plugin.port}" if plugin.port else str(host)
+
+
+def _proxy_problem(error: str) -> str:
+    """The proxy's failure (requests' ProxyError): the service was never reached."""
+    proxy = _PROXY.search(error)
+    named = f"the proxy {proxy.group(1)}:{proxy.group(2)}" if proxy else "the proxy"
+    errno = _ERRNO.search(error)
+    if errno is not None and "Connection refused" in errno.group(1):
+        return f"connection refused by {named}"
+    if errno is not None:
+        return f"cannot reach {named}: {errno.group(1).strip()}"
+    if "timed out" in error:
+        return f"no connection to {named} in time"
+    tunnel = re.search(r"Tunnel connection failed: (\d{3}[^'\")]*)", error)
+    return f"{named} failed" + (f": it answered {tunnel.group(1).strip()}" if tunnel else "")
 
 
 def should_notify(notify_on: str, code: int, previous_failed: bool | None) -> bool:
