@@ -279,10 +279,12 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
                 on_ready()
             summary = _run_engine(inputs, subscribers)
         except BaseException as exc:  # every way out closes the run's history row, with its exit code
+            # Recorded as shown: an -e position hides a secret-named value however short (mask_error).
+            shown = mask_error(exc, inputs.masker) if isinstance(exc, OpsrunnerError) else exc
             if recorder is not None:
-                recorder.finish(exit_code_of(exc), reason=reason_of(exc))
+                recorder.finish(exit_code_of(exc), reason=reason_of(shown))
             if isinstance(exc, OpsrunnerError):
-                raise mask_error(exc, inputs.masker) from None
+                raise shown from None
             raise
         finally:
             if recorder is not None:

@@ -179,7 +179,8 @@ class Engine:
             return True
         self.emit(TaskStart(play.name, "preflight", "preflight", bad, False, str(play.pos)))
         for host in bad:
-            problems = self.state.preflight.pop(host)
+            # Each as it may be shown: an -e position hides a secret-named value as the command line does.
+            problems = [self.state.masker.mask_problem(p) for p in self.state.preflight.pop(host)]
             result = TaskResult(Status.FAILED, msg=f"preflight: {len(problems)} problem(s), nothing was run "
                                 "on this host:\n" + "\n".join(f"  {p}" for p in problems))
             self.state.record(play, Task("preflight", "preflight", {}, play.pos, {}), host, result, False)

@@ -24,6 +24,13 @@ class SourcePos:
 
 
 @dataclass(frozen=True)
+class GivenPos(SourcePos):
+    """Where an -e of the command line gave a variable: `-e name=value` (the value as typed, in
+    `file`), `-e @vars.yml:3:1`. Shown as the command line is: a secret-named variable's value
+    hidden however short (Masker.mask_problem), on one line."""
+
+
+@dataclass(frozen=True)
 class Problem:
     """One validation finding: where, what, and the key path at fault."""
 
@@ -39,7 +46,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = f" (at {_one_line(self.key_path)})" if self.key_path else ""
-        return f"{self.pos}: {_one_line(self.message)}{where}"
+        return f"{_one_line(str(self.pos))}: {_one_line(self.message)}{where}"
 
 
 def _one_line(text: str) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opsrunner.errors import Problem, SourcePos, ValidationError
+from opsrunner.errors import GivenPos, Problem, SourcePos, ValidationError
 
 
 def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
                     problems.append(Problem(SourcePos("<-e>"), why, pair if not sep else key))
                     continue
                 data[key] = val
-                data.key_pos[key] = SourcePos(f"-e {key}={shlex.quote(val) if val else ''}")  # as typed: -e log_path=
+                data.key_pos[key] = GivenPos(f"-e {key}={shlex.quote(val) if val else ''}")  # as typed: -e log_path=
             origin = "<-e>"
         if data is not None and not isinstance(data, dict):
             problems.append(Problem(SourcePos(origin), "extra vars must be a mapping"))
@@ -65,6 +65,21 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
 
 
 def _given_in(data: Any, origin: str) -> None:
-    """Each key of an `-e @file` told as that -e: `-e @vars.yml:3:1`."""
-    if isinstance(getattr(data, "key_pos", None), dict):
-        data.key_pos = {k: SourcePos(origin, p.line, p.col) for k, p in data.key_pos.items()}
+    """Each key and item of an `-e @file`, at any depth, told as that -e: `-e @vars.yml:3:1`
+    (a mapping or list an alias repeats is told once)."""
+    from opsrunner.yamlsource import PosDict, PosList
+
+    def given(pos: SourcePos) -> SourcePos:
+        return pos if isinstance(pos, GivenPos) else GivenPos(origin, pos.line, pos.col)
+
+    if isinstance(data, PosDict):
+        data.pos, data.key_pos = given(data.pos), {k: given(p) for k, p in data.key_pos.items()}
+        items = list(data.values())
+    elif isinstance(data, PosList):
+        data.pos, data.item_pos = given(data.pos), [given(p) for p in data.item_pos]
+        items = list(data)
+    else:
+        return
+    for item in items:
+        if isinstance(item, PosDict | PosList) and not isinstance(item.pos, GivenPos):
+            _given_in(item, origin)

@@ -141,26 +141,28 @@ def _vars_file_problems(task: Task, args: dict[str, Any]) -> list[Problem]:
 
 
 def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
-                      play_timeout: Any = None) -> list[Problem]:
+                      play: Play | None = None) -> list[Problem]:
     """The numeric keywords rendered for one host, and the deadline the task will run under
     checked as the run checks it (executor.py): a problem here is one the run would meet."""
     problems = []
     for key in _NUMERIC_KEYWORDS:
-        raw = task.kw(key, play_timeout if key == "timeout" else None)
+        raw = task.kw(key, play.timeout if key == "timeout" and play else None)
         if raw is None:
             problems += _default_deadline_problems(task, variables, deferred) if key == "timeout" else []
             continue
+        # The play's `timeout` line where the task takes the play's as its own.
+        at = task.at(key) if task.kw(key) is not None or play is None else play.timeout_pos or task.pos
         try:
             value = render(raw, variables, deferred)
         except Deferred:
             continue
         except TemplateError as exc:
-            problems.append(Problem(task.at(key), exc.bare_message, key))
+            problems.append(Problem(at, exc.bare_message, key))
             continue
         if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
-            bad = [Problem(task.at(key), f"{key} must be a number, not {show_value(value)}", key)]
+            bad = [Problem(at, f"{key} must be a number, not {show_value(value)}", key)]
         elif key == "timeout":
-            bad = _deadline_problems(task, value, key, "")
+            bad = _deadline_problems(task, value, key, "", at)
             problems += [] if bad else _grace_problems(task, value, variables, deferred)
         else:
             bad = []
@@ -234,11 +236,11 @@ def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozen
     return _deadline_problems(task, value, DEFAULT_TIMEOUT_VAR, where)
 
 
-def _deadline_problems(task: Task, value: Any, key: str, where: str) -> list[Problem]:
+def _deadline_problems(task: Task, value: Any, key: str, where: str, at: SourcePos | None = None) -> list[Problem]:
     try:
         seconds(value)
     except ValueError as exc:
-        return [Problem(task.at(key), where + str(exc), key)]
+        return [Problem(at or task.at(key), where + str(exc), key)]
     return []
 
 
@@ -286,7 +288,7 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
             return []
     except TemplateError as exc:
         return [Problem(task.at("when"), exc.bare_message, "when")]
-    problems = _keyword_problems(task, variables, deferred, play.timeout if play else None)
+    problems = _keyword_problems(task, variables, deferred, play)
     # One that reads the loop's item is left to the host (a no_log hides there when in doubt).
     problems += _boolean_problems(play, task, variables, deferred | loop_names if looped else deferred) \
         if play else []
@@ -398,9 +400,11 @@ class PreflightReport:
         if not self.hosts or set(self.problems) != set(self.hosts):
             return []
         # Compared where each is used: every host setting the same bad value in its own
-        # host_vars file is one mistake, told once per file.
-        first = [p.at_use() for p in self.problems[self.hosts[0]]]
-        return self.listing() if all([p.at_use() for p in self.problems[h]] == first for h in self.hosts) else []
+        # host_vars file is one mistake, told once per file. A task line reached twice (a file
+        # imported twice, a role played by two plays) is told once per place that set its value
+        # on one host: the same use twice there is still one mistake.
+        first = _uses(self.problems[self.hosts[0]])
+        return self.listing() if all(_uses(self.problems[h]) == first for h in self.hosts) else []
 
     def listing(self) -> list[Problem]:
         """Each distinct problem once, naming its hosts unless it holds for every host checked."""
@@ -412,6 +416,11 @@ class PreflightReport:
                 dataclasses.replace(p, message=f"on host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)}: "
                                                f"{p.message}")
                 for p, hosts in hosts_of.items()]
+
+
+def _uses(problems: Sequence[Problem]) -> list[Problem]:
+    """The problems told where each is used, each once, in order."""
+    return list(dict.fromkeys(p.at_use() for p in problems))
 
 
 def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], variables: VariableManager,
@@ -463,8 +472,10 @@ def _as_told(play: Play, task: Task, variables: LazyVars, problems: list[Problem
     if masker is not None:
         masker.add_vars(variables)
     if task_no_log(play, task, variables):  # a no_log that is no boolean hides too, yet is told itself
-        # Told at the task, not where a variable was set: its message there would say what.
-        return [p if p.key_path == "no_log" else dataclasses.replace(p.at_use(), message=NO_LOG_PROBLEM)
+        # Told at the task, not where a variable was set: its message there would say what. A
+        # problem of the no_log keyword itself is told as it is; one told where a variable was
+        # set has the variable's name as its key (`no_log` too, a name its user chose): its use's.
+        return [p if p.at_use().key_path == "no_log" else dataclasses.replace(p.at_use(), message=NO_LOG_PROBLEM)
                 for p in problems]
     return problems
 

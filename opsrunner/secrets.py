@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from opsrunner.becomeopts import PASSWORD_VARS
 from opsrunner.coercion import strict_boolean
-from opsrunner.errors import SourcePos, ValidationError
+from opsrunner.errors import GivenPos, Problem, ValidationError
 from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
 from opsrunner.results import TaskResult
 
@@ -254,6 +254,21 @@ class Masker:
         shown.append(word[end:])
         return "".join(shown)
 
+    def mask_problem(self, problem: Problem) -> Problem:
+        """A problem as it may be shown: its message masked; where an -e gave its value
+        (`-e api_token=ab`), that position as the command line is shown (mask_argv: a
+        secret-named variable's value hidden however short); the problem at its use (`used`,
+        which library callers read) likewise. Any other position is a file's: left as it is."""
+        pos = problem.pos
+        if isinstance(pos, GivenPos):
+            shown = " ".join(self.mask_argv([pos.file]))
+            pos = pos if shown == pos.file else dataclasses.replace(pos, file=shown)
+        used = self.mask_problem(problem.used) if problem.used is not None else None
+        message = self.mask(problem.message)
+        if pos is problem.pos and used is problem.used and message == problem.message:
+            return problem
+        return dataclasses.replace(problem, pos=pos, message=message, used=used)
+
     def mask_result(self, result: TaskResult) -> TaskResult:
         if self._pattern() is None:
             return result
@@ -324,18 +339,11 @@ def no_log_enabled(value: Any, render: Any = None) -> bool:
     return rendered is not None and strict_boolean(rendered)
 
 
-def _masked_pos(pos: SourcePos, masker: Masker) -> SourcePos:
-    masked = masker.mask(pos.file)
-    return pos if masked == pos.file else dataclasses.replace(pos, file=masked)
-
-
 def mask_error(exc: E, masker: Masker) -> E:
-    """The error with the run's secrets masked in what it says (a problem may quote a value)."""
+    """The error with the run's secrets masked in what it says (a problem may quote a value;
+    an -e position, the value given: Masker.mask_problem)."""
     if isinstance(exc, ValidationError):
-        # The position too: `-e name=value` names where a value was given, with the value.
-        return cast(E, ValidationError([dataclasses.replace(p, message=masker.mask(p.message),
-                                                            pos=_masked_pos(p.pos, masker))
-                                        for p in exc.problems]))
+        return cast(E, ValidationError([masker.mask_problem(p) for p in exc.problems]))
     text = str(exc)
     masked = masker.mask(text)
     if masked == text:

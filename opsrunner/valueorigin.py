@@ -80,19 +80,25 @@ def _step(value: Any, step: str | int) -> tuple[bool, Any]:
 def told_where_set(problem: Problem, raw: Any, variables: LazyVars, within: Sequence[str | int] = ()) -> Problem:
     """`problem` (told where `raw` is written) told where the variable `raw` names was set,
     when `raw` is one variable and that place is known; else `problem` itself. `within`: the
-    steps from that value to the bad one (`cache_paths[1]`), told at its item where known."""
+    steps from that value to the bad one (`cache_paths[1]`), told at its item where known; an
+    item that is itself one variable (`cache_paths: ["{{ rel }}"]`) followed to where that was set."""
     name = bare_name(raw)
     found = where_set(variables, name) if name is not None else None
     if found is None:
         return problem
-    pos, value, key = found.pos, found.value, found.chain[-1]
+    chain, pos, value, key = found.chain[:], found.pos, found.value, found.chain[-1]
     for step in within:
         ok, inner = _step(value, step)
         if not ok:
             break
         pos = pos_of(value, step, pos) if isinstance(value, (PosDict, PosList)) else pos
         value, key = inner, f"{key}[{step}]" if isinstance(step, int) else f"{key}.{step}"
-    source = " -> ".join(f"{{{{ {n} }}}}" for n in found.chain)
+        following = bare_name(value)
+        further = where_set(variables, following) if following is not None else None
+        if further is not None:  # `{{ cache_paths[0] }} -> {{ rel }}`, told where rel was set
+            chain = [*chain[:-1], key, *further.chain]
+            pos, value, key = further.pos, further.value, further.chain[-1]
+    source = " -> ".join(f"{{{{ {n} }}}}" for n in chain)
     message = f"{problem.message.replace(f' (from {raw})', '')} (from {source})"
     return Problem(pos, f"{message}; used by {problem.key_path} at {problem.pos}", key, used=problem)
 

@@ -33,6 +33,7 @@ class Play:
     hosts_pos: SourcePos | None = None  # where `hosts:` is written, for a pattern that fails to evaluate
     serial_pos: SourcePos | None = None  # where `serial:` is written, for one that cannot split the hosts
     no_log_pos: SourcePos | None = None  # where `no_log:` is written, for one that is no boolean
+    timeout_pos: SourcePos | None = None  # where `timeout:` is written, for a task that takes it as its own
     #: Where each templated tag of the play's tasks (its own, its roles', blocks', ...) is written.
     tag_pos: dict[str, SourcePos] = field(default_factory=dict)
 

@@ -88,6 +88,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
             no_log_pos=raw.at("no_log"),
             tag_pos=dict(self.tag_pos),
             timeout=raw.get("timeout"),
+            timeout_pos=raw.at("timeout"),
             vars_files=tuple(dynamic_files),
             role_defaults=merged_layers([r.defaults for r in self.roles if r.path not in self.private_roles]),
             role_vars=merged_layers([r.vars for r in self.roles if r.path not in self.private_roles]),
