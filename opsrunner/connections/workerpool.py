@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import subprocess
 import sys
 import threading
@@ -36,9 +35,6 @@ WORKER_EXIT_WAIT_S = 15.0
 #: How many bytes sent to one stream may wait in its worker before a send waits: a channel in
 #: this process waits for the ssh window; a worker must not hold a whole payload per host.
 UNACKED_LIMIT = 4 << 20
-SYS_PATH_VAR = "OPSRUNNER_WORKER_SYS_PATH"
-_BOOT = (f"import os, sys; sys.path[:] = os.environ.pop({SYS_PATH_VAR!r}).split(os.pathsep); "
-         "from opsrunner.connections.workerproc import main; main()")
 
 
 class WorkersFailed(ConnectionFailed):
@@ -71,14 +67,11 @@ class WorkerProcess:
 
     @classmethod
     def spawned(cls, index: int) -> WorkerProcess:
-        # The worker imports what this process imports, from its sys.path, passed in a variable
-        # it takes out of its environment at once: PYTHONPATH would reach every program it starts
-        # (a ProxyCommand), and `-m` would put the playbook's directory first on its path. Its
+        # The worker imports what this process imports, from its sys.path (workerseed.boot). Its
         # own process group: a terminal's Ctrl-C goes to the controller, which handles it.
-        env = dict(os.environ, **{SYS_PATH_VAR: os.pathsep.join(sys.path)})
+        argv, env = workerseed.boot("from opsrunner.connections.workerproc import main; main()")
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, env=env, process_group=0)
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, process_group=0)
         except OSError as exc:
             raise WorkersFailed(f"could not start an ssh worker process ({sys.executable}): {exc}") from None
         return cls(index, proc)
@@ -183,14 +176,12 @@ class WorkerPool:
             return []
         try:
             return [WorkerProcess(i, proc) for i, proc in enumerate(self._seed.fork(count))]
-        except OSError:  # the seed is gone (killed, its imports failed, or hung): spawn them instead
+        except BaseException as exc:  # the seed ends with the pool that never was
             self._seed.close()
             self._seed = None
-            return []
-        except BaseException:  # Ctrl-C, SIGTERM: the seed ends with the pool that never was
-            self._seed.close()
-            self._seed = None
-            raise
+            if isinstance(exc, OSError):  # it is gone (killed, its imports failed, or hung): spawn them instead
+                return []
+            raise  # Ctrl-C, SIGTERM
 
     def connection(self, spec: ConnectionSpec, log: CommandLogger | None, slots: StartSlots) -> ProxyConnection:
         worker = self.workers[next(self._dealt) % len(self.workers)]

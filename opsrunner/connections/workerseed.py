@@ -32,10 +32,16 @@ from typing import IO
 #: A worker's loop over its two pipes (workerproc.serve_pipes).
 ServePipes = Callable[[IO[bytes], IO[bytes]], None]
 
-#: The environment variable that passes the controller's sys.path (workerpool's _BOOT does the same).
+#: The environment variable that passes the controller's sys.path to a worker or the seed.
 SYS_PATH_VAR = "OPSRUNNER_WORKER_SYS_PATH"
-_BOOT = (f"import os, sys; sys.path[:] = os.environ.pop({SYS_PATH_VAR!r}).split(os.pathsep); "
-         "from opsrunner.connections.workerseed import serve; serve(int(sys.argv[1]))")
+
+
+def boot(code: str) -> tuple[list[str], dict[str, str]]:
+    """argv and environment of a Python that runs `code` with this process's sys.path, passed in
+    a variable it takes out of its environment at once: PYTHONPATH would reach every program it
+    starts (a ProxyCommand), and `-m` would put the playbook's directory first on its path."""
+    prelude = f"import os, sys; sys.path[:] = os.environ.pop({SYS_PATH_VAR!r}).split(os.pathsep); "
+    return [sys.executable, "-c", prelude + code], dict(os.environ, **{SYS_PATH_VAR: os.pathsep.join(sys.path)})
 #: How long a discarded or finished seed may take to exit before it is killed.
 SEED_EXIT_WAIT_S = 5.0
 #: How often a worker's wait looks whether the seed is gone (then no one reports its end).
@@ -108,9 +114,9 @@ class WorkerSeed:
     def __init__(self) -> None:
         # Datagrams in order: each child's pid arrives alone with its two pipe ends.
         self._socket, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = dict(os.environ, **{SYS_PATH_VAR: os.pathsep.join(sys.path)})
+        argv, env = boot("from opsrunner.connections.workerseed import serve; serve(int(sys.argv[1]))")
         try:  # its own process group, as the workers it forks: a terminal's Ctrl-C is the controller's
-            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(far.fileno())], pass_fds=(far.fileno(),),
+            self.proc = subprocess.Popen([*argv, str(far.fileno())], pass_fds=(far.fileno(),),
                                          stdin=subprocess.DEVNULL, env=env, process_group=0)
         except BaseException:
             self._socket.close()
