@@ -6,6 +6,10 @@ an unreachable run names what it changed on the hosts it reached."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
 from tests.alerts import Alerts
 from tests.conftest import sleep_marker, wait_for, write_inventory, write_yaml
 from tests.helpers import ProjectEnv
@@ -26,6 +30,21 @@ def _script(env: ProjectEnv, name: str, body: str) -> str:
 def _dies(env: ProjectEnv) -> str:
     """A job that is up for a second, then exits 3: its verify (stable for 2 s or more) fails."""
     return _script(env, "dies.sh", "echo starting; sleep 1; exit 3")
+
+
+@contextlib.contextmanager
+def _a_good_run_first(env: ProjectEnv, old_job: tuple[int, str], **project_vars: Any) -> Iterator[str]:
+    """The restart project with a good job (its sleep marker yielded) whose first run passed its
+    verify, so the last good run is recorded; the job running at the end is stopped."""
+    good = sleep_marker()
+    restart_project(env, old_job[1], _script(env, "good.sh", f"echo up; exec sleep {good}"), verify_stable_for=2,
+                    **project_vars)
+    try:
+        first = env.run("play", "restart_training.yml", "-i", "inv.yml")
+        assert first.rc == 0, first.out + first.err
+        yield good
+    finally:
+        stop(pidfile_pid(env), good)
 
 
 def _failed_run(env: ProjectEnv, alerts: Alerts, playbook: str, code: int = 2) -> str:
@@ -61,12 +80,7 @@ def test_a_restart_whose_new_job_dies_alerts_the_kill_the_launch_and_that_no_rol
 
 def test_a_restart_rolled_back_after_its_new_job_died_alerts_the_rollback_not_no_rollback(
         env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
-    _, old_marker = old_job
-    good = sleep_marker()
-    restart_project(env, old_marker, _script(env, "good.sh", f"echo up; exec sleep {good}"), verify_stable_for=2)
-    try:
-        first = env.run("play", "restart_training.yml", "-i", "inv.yml")  # its verify records the last good run
-        assert first.rc == 0, first.out + first.err
+    with _a_good_run_first(env, old_job) as good:  # its verify records the last good run
         write_yaml(env.project / "group_vars" / "all.yml", {"train_command": _dies(env)})  # the next launch dies
         message = _failed_run(env, alerts, "restart_training.yml")
         rolled_back = pidfile_pid(env)
@@ -78,18 +92,11 @@ def test_a_restart_rolled_back_after_its_new_job_died_alerts_the_rollback_not_no
         assert rollback.endswith(f": rolled back to the last good run's launch (no release: the code deployed in "
                                  f"place stays), pid {rolled_back}, verified"), message
         assert "no rollback ran" not in message and "LAUNCHED" not in message, message
-    finally:
-        stop(pidfile_pid(env), good)
 
 
 def test_a_restart_whose_rollback_failed_too_alerts_the_failed_rollback(
         env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
-    _, old_marker = old_job
-    good = sleep_marker()
-    restart_project(env, old_marker, _script(env, "good.sh", f"echo up; exec sleep {good}"), verify_stable_for=2)
-    try:
-        first = env.run("play", "restart_training.yml", "-i", "inv.yml")
-        assert first.rc == 0, first.out + first.err
+    with _a_good_run_first(env, old_job):
         _script(env, "good.sh", "echo starting; sleep 1; exit 3")  # the last good run's launch dies now too
         write_yaml(env.project / "group_vars" / "all.yml", {"train_command": _dies(env)})
         message = _failed_run(env, alerts, "restart_training.yml")
@@ -100,8 +107,6 @@ def test_a_restart_whose_rollback_failed_too_alerts_the_failed_rollback(
                                                     "code deployed in place stays) failed too: "), message
         assert rollback.endswith("; nothing is running"), message  # what runs now, however long the line
         assert "no rollback ran" not in message and "LAUNCHED" not in message, message
-    finally:
-        stop(pidfile_pid(env), good)
 
 
 def test_an_unreachable_run_alerts_what_it_changed_on_the_hosts_it_reached(env: ProjectEnv, alerts: Alerts) -> None:

@@ -5,10 +5,10 @@ before it touched anything leaves the failed launch's note (`no rollback ran`) i
 from __future__ import annotations
 
 from tests.alerts import Alerts
-from tests.conftest import sleep_marker, write_yaml
+from tests.conftest import write_yaml
 from tests.helpers import ProjectEnv
-from tests.schedule.restart_project import alive, pidfile_pid, restart_project, stop
-from tests.schedule.test_sched_alert_failed_changes import _dies, _failed_run, _script
+from tests.schedule.restart_project import alive, pidfile_pid
+from tests.schedule.test_sched_alert_failed_changes import _a_good_run_first, _dies, _failed_run
 
 BLOCK = "what the run changed before it failed (the hosts are left so):"
 
@@ -20,12 +20,7 @@ def _block(message: str) -> list[str]:
 
 def test_a_rollback_that_removed_current_is_alerted_with_its_outcome_whole(
         env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
-    _, old_marker = old_job
-    good = sleep_marker()
-    restart_project(env, old_marker, _script(env, "good.sh", f"echo up; exec sleep {good}"), verify_stable_for=2)
-    try:
-        first = env.run("play", "restart_training.yml", "-i", "inv.yml")  # a plain deploy's last good run
-        assert first.rc == 0, first.out + first.err
+    with _a_good_run_first(env, old_job) as good:  # a plain deploy's last good run
         code = env.root / "demo" / "code"
         write_yaml(env.project / "group_vars" / "all.yml", {"train_command": _dies(env), "releases": True,
                                                              "train_chdir": f"{code}/current"})
@@ -39,20 +34,13 @@ def test_a_rollback_that_removed_current_is_alerted_with_its_outcome_whole(
                                "release "), line
         assert said.endswith(", which is not what runs)") and " ... " not in said, line
         assert not (code / "current").exists()
-    finally:
-        stop(pidfile_pid(env), good)
 
 
 def test_a_rollback_refused_before_it_acted_leaves_the_no_rollback_note(
         env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
-    _, old_marker = old_job
-    good = sleep_marker()
     code = env.root / "demo" / "code"
-    restart_project(env, old_marker, _script(env, "good.sh", f"echo up; exec sleep {good}"), verify_stable_for=2,
-                    releases=True, train_chdir=f"{code}/current")
-    try:
-        first = env.run("play", "restart_training.yml", "-i", "inv.yml")  # the last good run: a release
-        assert first.rc == 0, first.out + first.err
+    # the last good run: a release
+    with _a_good_run_first(env, old_job, releases=True, train_chdir=f"{code}/current"):
         good_release = (code / "current").resolve()
         (good_release / "train.py").write_text("print('edited in place')\n")  # a rollback refuses it now
         write_yaml(env.root / "demo" / "src" / "train.py", "print('next')\n")
@@ -67,5 +55,3 @@ def test_a_rollback_refused_before_it_acted_leaves_the_no_rollback_note(
         [note] = [ln for ln in block if "LAUNCHED" in ln]
         assert note.startswith("  LAUNCHED, FAILED VERIFY: what 'Launch the new run detached "), message
         assert f"; no rollback ran ({reason}" in note, message
-    finally:
-        stop(pidfile_pid(env), good)
