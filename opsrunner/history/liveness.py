@@ -31,6 +31,16 @@ STALE_AFTER_S = 30.0
 GONE = "aborted (controller gone)"
 
 
+def unrecorded_after(heartbeat: float | None, started: float) -> str:
+    """What the record of a run whose controller is gone may lack. Its controller's writer stamps
+    the heartbeat in the transaction of the results it took at that time (recorder.py), so every
+    result reported before it is recorded, and any after it may not be (floored to the second)."""
+    last = heartbeat if heartbeat is not None else started
+    same_day = time.localtime(last)[:3] == time.localtime(started)[:3]
+    shown = time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", time.localtime(int(last)))
+    return f"results after {shown} may be missing: its controller is gone (killed, or cut off from the history)"
+
+
 @lru_cache(maxsize=1)
 def machine_key() -> str:
     """This kernel's boot id and this pid namespace: pids are comparable only where both match

@@ -25,7 +25,7 @@ from opsrunner.history import location as locations
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
 from opsrunner.history.outcomes import Reservation
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow, row_fields
-from opsrunner.history.taskrows import task_row
+from opsrunner.history.taskrows import FAILED_STATUSES, changed, task_row
 from opsrunner.secrets import Masker
 
 Warn = Callable[[str], object]
@@ -34,6 +34,14 @@ Warn = Callable[[str], object]
 #: interval. A transaction and a thread wake-up per task cost ~0.75 ms of every task's time
 #: on one host (bench/RESULTS.md); a row still reaches the database within this interval.
 WRITE_INTERVAL_S = 0.2
+#: What a killed controller's record must hold - a result that changed or failed a host, the
+#: start of a task (what it was doing) - wakes the writer at once instead: written within
+#: this long of being reported. At most one such early write per WRITE_SOON_S, so a run of
+#: short tasks that all change something (every `command`) still costs a transaction per
+#: WRITE_SOON_S, not one a task. What a controller killed meanwhile had not written, its
+#: record says it may lack: each write stamps its heartbeat with the time its results were
+#: taken (HistoryStore.record_progress), and readers of an aborted run name that time.
+WRITE_SOON_S = 0.05
 #: How long a write waits for another writer (a locked database) before recording gives up
 #: with a warning: the run itself never waits longer than this for its history.
 BUSY_TIMEOUT_S = 5.0
@@ -91,6 +99,8 @@ class HistoryRecorder:
         self._pending: list[tuple[int, TaskRow]] = []  # handed to the writer thread, not yet written
         self._pending_lock = threading.Lock()
         self._stop_writer = threading.Event()
+        self._soon = False  # what was reported since the last flush must be written soon
+        self._wake = threading.Event()  # the writer's: write now (or stop)
         self._titles = TaskTitles()  # the templated title each task was started with
         self._current: str | None = None  # that title, masked, for the writer thread (set_current_task)
         self._current_written: str | None = None
@@ -144,10 +154,13 @@ class HistoryRecorder:
         if isinstance(event, TaskStart):
             self._titles.started(event)
             self._current = self.masker.mask(event.task)
+            self._soon = True  # what a killed controller was doing
         elif isinstance(event, TaskEnd):
             self._seq += 1
             row = task_row(event, self._titles.title(event), self.masker.mask)
             self._rows.append((self._seq, row))  # written at flush(): one transaction for those
+            if changed(row) or row.status in FAILED_STATUSES:  # what it did to a host
+                self._soon = True
         elif isinstance(event, Recap):
             recap = {h: s.as_dict() for h, s in event.summary.stats.items()}
             self.finish(event.summary.exit_code(), recap)
@@ -157,33 +170,48 @@ class HistoryRecorder:
         made on the engine's thread waited for the GIL behind the host threads (~2 ms a row at
         200 hosts), and the next task waited for that."""
         rows, self._rows = self._rows, []
-        if rows and not self._failed:
+        if self._failed:
+            return
+        if rows:
             with self._pending_lock:
                 self._pending.extend(rows)
+        if self._soon:
+            self._soon = False
+            if not self._wake.is_set():
+                self._wake.set()
 
     def _write_loop(self) -> None:
         if self.store is None:
             self._guard(self._open)
         beat_at = time.monotonic() + HEARTBEAT_S
-        while not self._stop_writer.wait(WRITE_INTERVAL_S):
-            self._write_pending()
-            if time.monotonic() >= beat_at:  # the controller lives: readers tell it from one that died
-                self._guard(lambda: self.store.beat(self.run.id) if self.store else None)
+        while True:
+            soon = self._wake.wait(WRITE_INTERVAL_S)
+            if self._stop_writer.is_set():
+                return
+            self._wake.clear()  # before the results are taken: what is handed after it wakes it again
+            beat = time.monotonic() >= beat_at  # the controller lives: readers tell it from one that died
+            self._write_pending(beat)
+            if beat:
                 beat_at = time.monotonic() + HEARTBEAT_S
+            if soon:  # the next early write no sooner than WRITE_SOON_S: bounded, however many tasks
+                self._stop_writer.wait(WRITE_SOON_S)
 
-    def _write_pending(self) -> None:
+    def _write_pending(self, beat: bool = False) -> None:
+        """The results handed so far, the task the run is in, and the time they were taken
+        (the row's heartbeat: every result reported before it is recorded), in one transaction."""
+        at = time.time()  # before they are taken: a result handed after it may be missing
         with self._pending_lock:
             rows, self._pending = self._pending, []
-        if rows:
-            self._guard(lambda: self._add_tasks(rows))
         current = self._current
-        if current is not None and current != self._current_written and not self.finished:
-            self._current_written = current  # what a reader shows of a run whose controller died in it
-            self._guard(lambda: self.store.set_current_task(self.run.id, current) if self.store else None)
+        if current is None or current == self._current_written or self.finished:
+            current = None
+        if rows or current is not None or beat:
+            self._current_written = current or self._current_written  # shown of a run whose controller died
+            self._guard(lambda: self._record(rows, current, at))
 
-    def _add_tasks(self, rows: list[tuple[int, TaskRow]]) -> None:
+    def _record(self, rows: list[tuple[int, TaskRow]], current: str | None, at: float) -> None:
         if self.store is not None:
-            self.store.add_tasks(self.run.id, rows)
+            self.store.record_progress(self.run.id, rows, current, at)
             self._written += len(rows)
 
     def _drain(self) -> None:
@@ -191,6 +219,7 @@ class HistoryRecorder:
         still pending here (the calling thread makes every later write too)."""
         if self._writer is not None:
             self._stop_writer.set()
+            self._wake.set()
             self._writer.join()
             self._writer = None
         self._write_pending()

@@ -81,7 +81,9 @@ class RunRow:
     #: dirty checkout: nothing ran), "no hosts" (nothing to target); None: as the exit code says.
     outcome: str | None = None
     #: What the record of a run that ended lacks, and why: its history could not be written
-    #: during it (a full disk); its end was recorded later (outcomes.py). None: complete.
+    #: during it (a full disk); its end was recorded later (outcomes.py). Of a run whose
+    #: controller is gone (set by the reader): from when its results may be missing
+    #: (liveness.unrecorded_after). None: complete.
     record_gap: str | None = None
     #: Set by the reader: an unfinished run whose controller is gone (liveness.py).
     aborted: bool = False

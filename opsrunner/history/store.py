@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.history import migrations, outcomes
-from opsrunner.history.liveness import ControllerStamp, controller_gone
+from opsrunner.history.liveness import ControllerStamp, controller_gone, unrecorded_after
 from opsrunner.history.location import default_location, default_path, is_postgres
 from opsrunner.history.rows import (
     RESULTS,
@@ -145,13 +145,30 @@ class HistoryStore:
     def add_tasks(self, run_id: str, rows: list[tuple[int, TaskRow]]) -> None:
         """Task results in one transaction (a task's results on many hosts arrive together)."""
         with self._tx():
-            self.backend.executemany(f"INSERT INTO results (run_id, seq, {', '.join(_TASK_COLUMNS)}) "
-                                f"VALUES ({', '.join('?' * (len(_TASK_COLUMNS) + 2))})",
-                                [(run_id, seq, row.play, row.task, row.module, row.host, row.status,
-                                  int(row.changed), int(row.handler), row.msg, row.diagnosis, row.duration,
-                                  row.log_tail, row.stdout_tail, row.stderr_tail) for seq, row in rows])
-            hosts_sql = self.backend.insert_ignore("run_hosts", "SELECT ?, id, started FROM runs WHERE id = ?")
-            self.backend.executemany(hosts_sql, [(host, run_id) for host in sorted({row.host for _, row in rows})])
+            self._add_tasks(run_id, rows)
+
+    def record_progress(self, run_id: str, rows: list[tuple[int, TaskRow]], current_task: str | None,
+                        at: float) -> None:
+        """What a running controller has reported by `at`, in one transaction: its task results,
+        the task it is in (None: unchanged), and `at` as its heartbeat. So a row's heartbeat
+        also says how far its record is complete: every result reported before it is recorded
+        (a killed controller's record says that results after it may be missing)."""
+        with self._tx():
+            if rows:
+                self._add_tasks(run_id, rows)
+            if current_task is None:
+                self._q("UPDATE runs SET heartbeat = ? WHERE id = ?", (at, run_id))
+            else:
+                self._q("UPDATE runs SET heartbeat = ?, current_task = ? WHERE id = ?", (at, current_task, run_id))
+
+    def _add_tasks(self, run_id: str, rows: list[tuple[int, TaskRow]]) -> None:
+        self.backend.executemany(f"INSERT INTO results (run_id, seq, {', '.join(_TASK_COLUMNS)}) "
+                                 f"VALUES ({', '.join('?' * (len(_TASK_COLUMNS) + 2))})",
+                                 [(run_id, seq, row.play, row.task, row.module, row.host, row.status,
+                                   int(row.changed), int(row.handler), row.msg, row.diagnosis, row.duration,
+                                   row.log_tail, row.stdout_tail, row.stderr_tail) for seq, row in rows])
+        hosts_sql = self.backend.insert_ignore("run_hosts", "SELECT ?, id, started FROM runs WHERE id = ?")
+        self.backend.executemany(hosts_sql, [(host, run_id) for host in sorted({row.host for _, row in rows})])
 
     def finish_run(self, run_id: str, exit_code: int, recap: dict[str, dict[str, int]],
                    reason: str | None = None) -> None:
@@ -324,6 +341,8 @@ class HistoryStore:
                                       outcome=done.get("outcome"), record_gap=done.get("record_gap"))
         if run.exit_code is None:
             run.aborted = controller_gone(run.controller_stamp, run.heartbeat, run.started)
+            if run.aborted:  # what its controller reported last may not have been written
+                run.record_gap = unrecorded_after(run.heartbeat, run.started)
         return run
 
 

@@ -173,11 +173,15 @@ def _cut(line: str) -> str:
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " ..."
 
 
-def changes_lines(changes: dict[str, Any], run_id: str | None) -> list[str]:
+def changes_lines(changes: dict[str, Any], run_id: str | None, recorded_only: bool = False) -> list[str]:
     """The alert's lines of stopped_changes(): per host what ended changed, the task cut short,
-    a rollback that failed and the changes left unchecked; or that no task had changed anything."""
+    a rollback that failed and the changes left unchecked; or that no task had changed anything.
+    `recorded_only`: the results are what a killed controller's history kept, which may lack its
+    last ones (the alert says from when): said so, never "no task had changed anything"."""
     ended = "failed" if changes.get("failed") else "stopped"
     if not changes["hosts"]:
+        if recorded_only:
+            return [f"before it {ended}, no task recorded had changed anything on any host"]
         return [f"before it {ended}, no task had changed anything on any host"]
     lines = [f"what the run changed before it {ended} (the hosts are left so):"]
     for host in changes["hosts"]:

@@ -325,7 +325,9 @@ def aborted_alert(summary: dict[str, Any], aborted: dict[str, Any]) -> Alert:
     if aborted.get("task"):
         lines.append(f"it was in task: {aborted['task']}")
     if aborted.get("changes") is not None:  # what its history recorded of what it changed
-        lines += changes_lines(aborted["changes"], aborted["run_id"])
+        lines += changes_lines(aborted["changes"], aborted["run_id"], recorded_only=bool(aborted.get("unrecorded")))
+    if aborted.get("unrecorded"):  # what it did last may not have reached the history
+        lines.append(f"record incomplete: {aborted['unrecorded']}")
     noticed = summary.get("run_id") or "(not recorded)"
     lines.append(f"noticed by the next run {noticed} ({summary['result']}, exit {summary['exit_code']})")
     lines.append(f"opsrunner show {aborted['run_id']}")

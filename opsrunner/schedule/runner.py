@@ -214,7 +214,8 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
             previous, aborted = _previous(store, schedule.name, run_id)
             summary["aborted_unalerted"] = [{"run_id": r.id, "started": r.started, "heartbeat": r.heartbeat,
                                              "task": r.current_task, "playbook": r.playbook,
-                                             "changes": stopped_changes(r.tasks)} for r in aborted]
+                                             "changes": stopped_changes(r.tasks), "unrecorded": r.record_gap}
+                                            for r in aborted]
         store.close()
     if previous is not None:
         summary["previous_failed"] = previous.exit_code != 0 if previous.exit_code is not None else previous.aborted
