@@ -56,6 +56,8 @@ def postgres() -> Iterator[pg.PrivatePostgres]:
             pytest.fail(f"PostgreSQL required (OPSRUNNER_TEST_POSTGRES=require) but unavailable: {exc}")
         pytest.skip(f"PostgreSQL unavailable: {exc}")
     procguard.exempt(server.pid)
+    if server.lifeline is not None:
+        procguard.exempt(server.lifeline.proc.pid)  # the server's watchdog lives as long as it
     try:
         yield server
     finally:
@@ -82,6 +84,8 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
     with procguard.outside_test():
         server = start_sshd(tmp_path_factory.mktemp("sshd"))
     procguard.exempt(server.proc.pid)
+    if server.lifeline is not None:
+        procguard.exempt(server.lifeline.proc.pid)  # the daemon's watchdog lives as long as it
     try:
         yield server
     finally:

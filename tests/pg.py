@@ -1,7 +1,9 @@
 """A private PostgreSQL cluster for the shared-history tests: Debian's binaries
 (/usr/lib/postgresql/<N>/bin, installed by tests/setup_postgres.sh), initdb in a temp dir of
 its own, listening on 127.0.0.1 and a free port, its unix socket in that dir. Run as the
-`postgres` user when the suite runs as root (the server refuses root). Stopped by pid.
+`postgres` user when the suite runs as root (the server refuses root). Stopped by pid, by
+the fixture's teardown, or by its watchdog (tests/lifeline.py) when the pytest that started
+it dies without one (SIGKILL, a CI timeout): that also removes its temp dir.
 
 OPSRUNNER_TEST_POSTGRES=require (.ci/run): a cluster that cannot start fails the tests
 instead of skipping them.
@@ -21,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.lifeline import Lifeline
 from tests.sshd import free_port
 
 MODE = os.environ.get("OPSRUNNER_TEST_POSTGRES", "auto")
@@ -39,6 +42,8 @@ class PrivatePostgres:
     port: int
     pid: int
     run_as: str | None
+    #: Stops the server when the pytest that started it dies (tests/lifeline.py).
+    lifeline: Lifeline | None = None
 
     def url(self, database: str = DATABASE, password: str | None = PASSWORD) -> str:
         secret = f":{password}" if password is not None else ""
@@ -65,6 +70,8 @@ class PrivatePostgres:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.lifeline is not None:
+            self.lifeline.close()
 
 
 def find_bindir() -> Path | None:
@@ -106,16 +113,18 @@ def start_postgres() -> PrivatePostgres:
             raise PostgresUnavailable("running as root and no `postgres` user to run the server as") from None
         run_as = "postgres"
     root = Path(tempfile.mkdtemp(prefix="opsrunner-pg-"))
+    lifeline = Lifeline(remove=root)  # before the server: a pytest killed while it starts leaves none
     if run_as:
         shutil.chown(root, run_as)
     try:
-        return _init_and_start(root, bindir, run_as)
+        return _init_and_start(root, bindir, run_as, lifeline)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
+        lifeline.close()
         raise
 
 
-def _init_and_start(root: Path, bindir: Path, run_as: str | None) -> PrivatePostgres:
+def _init_and_start(root: Path, bindir: Path, run_as: str | None, lifeline: Lifeline) -> PrivatePostgres:
     pwfile = root / "superuser.pw"
     pwfile.write_text("unused-superuser-pw\n")
     if run_as:
@@ -125,10 +134,12 @@ def _init_and_start(root: Path, bindir: Path, run_as: str | None) -> PrivatePost
           "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions"], run_as, timeout=120)
     port = free_port()
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=60"
+    # pg_ctl daemonizes the server (a session of its own): its pid is read from its pid file
+    lifeline.watch_pidfile(data / "postmaster.pid", str(data), signal.SIGINT)  # SIGINT: "fast" shutdown
     _run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-o", options, "-w", "-t", "60",
           "start"], run_as, timeout=90)
     pid = int((data / "postmaster.pid").read_text().splitlines()[0])
-    server = PrivatePostgres(root, bindir, port, pid, run_as)
+    server = PrivatePostgres(root, bindir, port, pid, run_as, lifeline)
     try:
         server.psql(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
         server.psql(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")

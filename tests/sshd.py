@@ -1,6 +1,7 @@
 """A private OpenSSH sshd on 127.0.0.1 for the tests: own keys, own config, random port.
 
-Nothing of the machine's ssh setup is read or changed. The daemon is stopped by pid.
+Nothing of the machine's ssh setup is read or changed. The daemon is stopped by pid: by its owner, or by its
+watchdog (tests/lifeline.py) when the pytest that started it dies without stopping it.
 The sessions it serves get the test suite's process markers (the OPSTEST_* variables of
 tests/procguard.py) in their environment: sshd builds that environment afresh, so they are
 set with `SetEnv`.
@@ -18,6 +19,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.lifeline import Lifeline
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
 
@@ -44,6 +47,8 @@ class PrivateSSHD:
     known_hosts: Path
     host_pub: str
     proc: subprocess.Popen[bytes]
+    #: Stops the daemon when the pytest that started it dies (tests/lifeline.py).
+    lifeline: Lifeline | None = None
 
     def host_vars(self, **extra: object) -> dict[str, object]:
         base: dict[str, object] = {
@@ -63,6 +68,8 @@ class PrivateSSHD:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.lifeline is not None:
+            self.lifeline.close()
 
 
 def wait_listening(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float = 10) -> None:
@@ -109,9 +116,16 @@ def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
     ]))
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
-    with (root / "sshd.log").open("wb") as log:
-        proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
-    server = PrivateSSHD(root, port, getpass.getuser(), root / "client_ed25519", root / "known_hosts", "", proc)
+    lifeline = Lifeline()  # before the daemon: a pytest killed while it starts leaves none
+    try:
+        with (root / "sshd.log").open("wb") as log:
+            proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+        lifeline.watch(proc.pid)
+    except BaseException:
+        lifeline.close()
+        raise
+    server = PrivateSSHD(root, port, getpass.getuser(), root / "client_ed25519", root / "known_hosts", "", proc,
+                         lifeline)
     try:
         host_pub = (root / "host_ed25519.pub").read_text().split()
         server.host_pub = f"{host_pub[0]} {host_pub[1]}"

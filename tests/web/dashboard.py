@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.conftest import write_yaml
 from tests.helpers import CliResult, cli_subprocess, opsrunner_process
+from tests.lifeline import Lifeline
 
 FAILING = [{"name": "Console demo", "hosts": "all", "tasks": [
     {"name": "Say hello", "shell": "echo hello"},
@@ -80,14 +81,20 @@ class Project:
 
 @contextlib.contextmanager
 def serving(project: Project, *args: str) -> Iterator[Server]:
-    """`opsrunner serve` on 127.0.0.1 and a port the kernel picks, stopped by pid when the block ends."""
-    with opsrunner_process("serve", "--port", "0", *args, cwd=project.dir, env=project.env) as proc:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"on (http://\S+/) ", line)
-        if not match:  # the block's end stops it (tests.helpers.started), pass or fail
-            raise AssertionError(f"serve did not start: {line}{proc.stdout.read()}")
-        yield Server(match.group(1).rstrip("/"), proc)
+    """`opsrunner serve` on 127.0.0.1 and a port the kernel picks, stopped by pid when the block
+    ends, or by its watchdog (tests/lifeline.py) when the pytest that started it dies first."""
+    lifeline = Lifeline()
+    try:
+        with opsrunner_process("serve", "--port", "0", *args, cwd=project.dir, env=project.env) as proc:
+            lifeline.watch(proc.pid)
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            match = re.search(r"on (http://\S+/) ", line)
+            if not match:  # the block's end stops it (tests.helpers.started), pass or fail
+                raise AssertionError(f"serve did not start: {line}{proc.stdout.read()}")
+            yield Server(match.group(1).rstrip("/"), proc)
+    finally:
+        lifeline.close()
 
 
 def wait_until(predicate: Any, timeout: float = 30.0) -> bool:
