@@ -110,6 +110,8 @@ def _apprise_log() -> Iterator[_ThisThread]:
 
 #: How a label shows the value of a web hook's query parameter (apprise's mask of a password).
 QUERY_MASK = "****"
+#: A secret shorter than this is left whole in what apprise said (its mask, `a...b`, shows it anyway).
+MIN_SHOWN_SECRET = 3
 
 
 def label(url: str) -> str:
@@ -131,7 +133,37 @@ def label(url: str) -> str:
         shown = url.split(":", 1)[0].lower() + shown[shown.index("://"):]
     if isinstance(plugin, NotifyJSON | NotifyXML | NotifyForm) and plugin.params:
         shown += "?" + "&".join(f"{name}={QUERY_MASK}" for name in plugin.params)
-    return shown
+    return _ntfy_shown(plugin, shown) if _topics(plugin) else shown
+
+
+def _topics(plugin: Any) -> list[str]:
+    """An ntfy URL's topics: its secret (whoever knows a topic reads it and posts to it),
+    which apprise's privacy form shows whole."""
+    from apprise.plugins.ntfy import NotifyNtfy
+
+    return [str(t) for t in plugin.topics] if isinstance(plugin, NotifyNtfy) else []
+
+
+def _ntfy_shown(plugin: Any, shown: str) -> str:
+    """An ntfy URL's label with each topic masked as apprise masks a token (`m...c`); a
+    ntfy.sh URL, whose privacy form names no host (`ntfys://TOPIC`), names ntfy.sh."""
+    from urllib.parse import urlsplit
+
+    from apprise.plugins.ntfy import NtfyMode
+
+    topics = "/".join(plugin.pprint(t, privacy=True, safe="") for t in _topics(plugin))
+    if plugin.mode == NtfyMode.CLOUD:
+        return f"{plugin.secure_protocol}://{urlsplit(plugin.cloud_notify_url).hostname}/{topics}"
+    return shown[:shown.index("/", shown.index("://") + 3) + 1] + topics
+
+
+def _unsaid(text: str, plugin: Any) -> str:
+    """What apprise said of a delivery, its URL's secrets that its privacy form shows (an
+    ntfy topic: `Failed to send ntfy notification to topic 'TOPIC'`) masked as label() masks them."""
+    for topic in sorted(_topics(plugin), key=len, reverse=True):
+        if len(topic) >= MIN_SHOWN_SECRET:
+            text = text.replace(topic, plugin.pprint(topic, privacy=True, safe=""))
+    return text
 
 
 @dataclass(frozen=True)
@@ -161,7 +193,7 @@ def send(url: str, alert: Alert, attempts: int = ATTEMPTS, backoff: float = BACK
             return None
         lines = log.lines(logging.WARNING)
         last = _connection_problem(plugin, target, log.lines(logging.DEBUG, only=True)) or \
-            (lines[-1] if lines else "not delivered")
+            (_unsaid(lines[-1], plugin) if lines else "not delivered")
         if attempt + 1 < attempts:
             time.sleep(backoff * (2 ** attempt))
     return f"{last} (after {attempts} attempts)"
