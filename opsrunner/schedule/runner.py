@@ -181,7 +181,16 @@ def _outcome(request: PlayRequest, console: ConsoleReporter, err: IO[str],
         traceback.print_exc(file=err)
         return exit_code_of(exc), f"unexpected {type(exc).__name__} (the traceback is in the run's log)"
     finally:
+        _close(console, err)
+
+
+def _close(console: ConsoleReporter, err: IO[str]) -> None:
+    """The console's last lines written, where they can be: output that cannot be (its disk
+    full, past a file-size limit) never keeps the run's alert and record from going out."""
+    try:
         console.close()
+    except OSError as exc:
+        err.write(f"WARNING: the run's output could not be written: {exc}\n")
 
 
 def run_summary(schedule: Schedule, run_id: str, code: int, started: float, error: str | None,
