@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from opsrunner.results import CommandResult
@@ -31,6 +31,16 @@ class GivenPos(SourcePos):
 
 
 @dataclass(frozen=True)
+class Quoted:
+    """The value a problem's message quotes (coercion.show_value) and the variables it was read
+    through (`{{ api_token }}`, followed): where one of them is secret-named, the value is
+    hidden by that name, however short (Masker.mask_problem)."""
+
+    names: tuple[str, ...]
+    value: Any
+
+
+@dataclass(frozen=True)
 class Problem:
     """One validation finding: where, what, and the key path at fault."""
 
@@ -40,6 +50,9 @@ class Problem:
     #: Told where a variable's bad value was set: the same problem told where it is used (a
     #: task's argument). Hosts that each set the value in their own file have one mistake.
     used: Problem | None = None
+    #: The variable's value the message quotes, where it names one: not part of its identity,
+    #: nor of its repr (a secret's value, however short).
+    quoted: Quoted | None = field(default=None, compare=False, repr=False)
 
     def at_use(self) -> Problem:
         return self.used or self

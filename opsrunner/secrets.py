@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
 from opsrunner.becomeopts import PASSWORD_VARS
-from opsrunner.coercion import strict_boolean
-from opsrunner.errors import GivenPos, Problem, ValidationError
+from opsrunner.coercion import show_value, strict_boolean
+from opsrunner.errors import GivenPos, Problem, Quoted, ValidationError
 from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
 from opsrunner.results import TaskResult
 
@@ -257,17 +257,40 @@ class Masker:
     def mask_problem(self, problem: Problem) -> Problem:
         """A problem as it may be shown: its message masked; where an -e gave its value
         (`-e api_token=ab`), that position as the command line is shown (mask_argv: a
-        secret-named variable's value hidden however short); the problem at its use (`used`,
+        secret-named variable's value hidden however short); a value the message quotes that came
+        through a secret-named variable hidden whole (_unquoted); the problem at its use (`used`,
         which library callers read) likewise. Any other position is a file's: left as it is."""
         pos = problem.pos
         if isinstance(pos, GivenPos):
             shown = " ".join(self.mask_argv([pos.file]))
             pos = pos if shown == pos.file else dataclasses.replace(pos, file=shown)
         used = self.mask_problem(problem.used) if problem.used is not None else None
-        message = self.mask(problem.message)
-        if pos is problem.pos and used is problem.used and message == problem.message:
+        message = self.mask(self._unquoted(problem))
+        quoted = self._quoted_shown(problem.quoted)
+        if pos is problem.pos and used is problem.used and message == problem.message and quoted is problem.quoted:
             return problem
-        return dataclasses.replace(problem, pos=pos, message=message, used=used)
+        return dataclasses.replace(problem, pos=pos, message=message, used=used, quoted=quoted)
+
+    def _unquoted(self, problem: Problem) -> str:
+        """The problem's message, the value it quotes hidden whole where it came through a
+        secret-named variable (`-e api_token=ab`, `db_password: x7`): told by the name, it is
+        hidden however short, where masking by value leaves values under MIN_SECRET_LEN."""
+        quoted = problem.quoted
+        if quoted is None or not self._by_name(quoted):
+            return problem.message
+        hidden = f"'{MASK}'" if isinstance(quoted.value, str) else MASK
+        return problem.message.replace(show_value(quoted.value), hidden)
+
+    def _quoted_shown(self, quoted: Quoted | None) -> Quoted | None:
+        """A problem's quoted value as a library caller may read it: masked as its message."""
+        if quoted is None:
+            return None
+        value = MASK if self._by_name(quoted) else self._shown(quoted.value)
+        return quoted if value == quoted.value else dataclasses.replace(quoted, value=value)
+
+    def _by_name(self, quoted: Quoted) -> bool:
+        """Whether a quoted value came through a secret-named variable."""
+        return any(self.is_secret_name(name) for name in quoted.names)
 
     def mask_result(self, result: TaskResult) -> TaskResult:
         if self._pattern() is None:

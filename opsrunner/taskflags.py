@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from opsrunner.coercion import strict_boolean
-from opsrunner.errors import Problem, SourcePos, TemplateError
+from opsrunner.errors import Problem, Quoted, SourcePos, TemplateError
 from opsrunner.playbook import Play, Task
 from opsrunner.secrets import no_log_enabled
 from opsrunner.templating import LazyVars, is_template, render, template_value
+from opsrunner.valueorigin import bare_name
 
 #: The task keywords (on a task, block, include or as the play's default) that are booleans,
 #: held to ansible-core's strict booleans as no_log is. The play's own any_errors_fatal,
@@ -122,8 +123,21 @@ def boolean_keyword_problems(play: Play, task: Task, render_with: Callable[[Any]
         except TemplateError as exc:
             why = keyword_problem(key, value, exc.bare_message)
         if why:
-            problems.append(Problem(no_log_at(play, task) if key == "no_log" else keyword_at(task, key), why, key))
+            problems.append(Problem(no_log_at(play, task) if key == "no_log" else keyword_at(task, key), why, key,
+                                    quoted=_quoted(value, render_with)))
     return problems
+
+
+def _quoted(value: Any, render_with: Callable[[Any], Any]) -> Quoted | None:
+    """The variable whose value a keyword written `{{ name }}` quotes in its problem (hidden
+    by Masker.mask_problem where the name is a secret's)."""
+    name = bare_name(value)
+    if name is None:
+        return None
+    try:
+        return Quoted((name,), render_with(value))
+    except Exception:  # one that does not render quotes no value
+        return None
 
 
 def keyword_problem(key: str, value: Any, why: str) -> str:

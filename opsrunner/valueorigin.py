@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opsrunner.argcheck import TaskArgs
-from opsrunner.errors import Problem, SourcePos
+from opsrunner.errors import Problem, Quoted, SourcePos
 from opsrunner.tasks import Task
 from opsrunner.templating import LazyVars, is_template
 from opsrunner.yamlsource import PosDict, PosList, key_position, pos_of
@@ -100,7 +100,10 @@ def told_where_set(problem: Problem, raw: Any, variables: LazyVars, within: Sequ
             pos, value, key = further.pos, further.value, further.chain[-1]
     source = " -> ".join(f"{{{{ {n} }}}}" for n in chain)
     message = f"{problem.message.replace(f' (from {raw})', '')} (from {source})"
-    return Problem(pos, f"{message}; used by {problem.key_path} at {problem.pos}", key, used=problem)
+    # Both quote the value: a secret-named variable on the way hides it, however short.
+    quoted = Quoted((*chain, *(s for s in within if isinstance(s, str))), value)
+    return Problem(pos, f"{message}; used by {problem.key_path} at {problem.pos}", key,
+                   used=dataclasses.replace(problem, quoted=quoted), quoted=quoted)
 
 
 def args_told_where_set(task: Task, checked: TaskArgs, variables: LazyVars) -> TaskArgs:

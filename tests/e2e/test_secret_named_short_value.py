@@ -1,0 +1,85 @@
+"""A problem that quotes the value of a secret-named variable it read by name (`grace: "{{
+api_token }}"`, `become: "{{ api_token }}"`, `timeout: "{{ db_password }}"`) hides that value
+whole, however short: masking by value leaves values under MIN_SECRET_LEN (`ab`) alone, the
+name says it is a secret. On stderr (exit 4), in a host's preflight failure (the console, the
+events, `opsrunner show`) and in the history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from opsrunner.secrets import MASK
+from tests.conftest import write_yaml
+from tests.helpers import cli
+
+#: Values no run id (hex), temp path or message of these runs holds: seen anywhere, they leaked.
+TOKEN, PASSWORD = "Zq", "Z9"
+INVENTORY = f"""\
+all:
+  vars:
+    connection: local
+  hosts:
+    gpu1: {{db_password: {PASSWORD}}}
+    gpu2: {{}}
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "proj"
+    (project / "marks").mkdir(parents=True)
+    write_yaml(project / "hosts.yml", INVENTORY)
+    write_yaml(project / "all.yml", """\
+- hosts: all
+  tasks:
+    - kill_old:
+        pattern: nothing-matches-this
+        grace: "{{ api_token }}"
+    - command: "true"
+      become: "{{ api_token }}"
+    - command: "true"
+      timeout: "{{ db_password }}"
+""")
+    write_yaml(project / "one.yml", f"""\
+- hosts: all
+  tasks:
+    - shell: touch {project / "marks"}/{{{{ inventory_hostname }}}}
+    - command: "true"
+      timeout: "{{{{ db_password }}}}"
+      when: inventory_hostname == 'gpu1'
+""")
+    return project
+
+
+def test_a_short_secret_named_value_is_hidden_in_problems(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    history = tmp_path / "history.db"
+    res = cli("play", "all.yml", "-i", "hosts.yml", "-l", "gpu1", "-e", f"api_token={TOKEN}", "--history",
+              str(history), cwd=project)
+    assert res.rc == 4, res.out + res.err
+    lines = res.err.splitlines()
+    assert lines[0].startswith(f"ERROR: -e api_token={MASK}: kill_old argument 'grace': '{MASK}' is not a number "
+                               "(from {{ api_token }}); used by kill_old.grace at "), res.err
+    assert f"become '{{{{ api_token }}}}': '{MASK}' is not a valid boolean" in res.err, res.err
+    assert f"timeout must be a number, not '{MASK}' (from {{{{ db_password }}}})" in res.err, res.err
+    [run] = json.loads(cli("history", "--json", "--history", str(history)).out)
+    shown = cli("show", run["id"], "--history", str(history))
+    assert shown.rc == 0, shown.err
+    everything = res.out + res.err + shown.out + json.dumps(run)
+    assert TOKEN not in everything and PASSWORD not in everything, everything
+    assert list((project / "marks").iterdir()) == []
+
+
+def test_a_host_s_preflight_failure_hides_a_short_secret_named_value(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    history, events = tmp_path / "history.db", tmp_path / "events.jsonl"
+    res = cli("play", "one.yml", "-i", "hosts.yml", "--history", str(history), "--json-events", str(events),
+              cwd=project)
+    assert res.rc == 2, res.out + res.err  # gpu1 failed its preflight, gpu2 ran
+    assert sorted(p.name for p in (project / "marks").iterdir()) == ["gpu2"]
+    assert f"timeout must be a number, not '{MASK}' (from {{{{ db_password }}}})" in res.out, res.out
+    [run] = json.loads(cli("history", "--json", "--history", str(history)).out)
+    shown = cli("show", run["id"], "--history", str(history))
+    assert shown.rc == 0 and f"not '{MASK}' (from {{{{ db_password }}}})" in shown.out, shown.out + shown.err
+    everything = res.out + res.err + shown.out + events.read_text() + json.dumps(run)
+    assert PASSWORD not in everything, everything
