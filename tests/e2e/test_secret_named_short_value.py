@@ -83,3 +83,14 @@ def test_a_host_s_preflight_failure_hides_a_short_secret_named_value(tmp_path: P
     assert shown.rc == 0 and f"not '{MASK}' (from {{{{ db_password }}}})" in shown.out, shown.out + shown.err
     everything = res.out + res.err + shown.out + events.read_text() + json.dumps(run)
     assert PASSWORD not in everything, everything
+
+
+def test_a_long_secret_named_value_shows_no_part_of_it(tmp_path: Path) -> None:
+    """A value longer than a message quotes (cut to 80 characters and `...`) is hidden whole too:
+    masking by value missed its cut form, which showed its first 76 characters."""
+    project = _project(tmp_path)
+    token = "Q" * 50 + "W" * 50
+    res = cli("check", "all.yml", "-i", "hosts.yml", "-l", "gpu1", "-e", f"api_token={token}", cwd=project)
+    assert res.rc == 4, res.out + res.err
+    assert f"kill_old argument 'grace': '{MASK}' is not a number (from {{{{ api_token }}}})" in res.err, res.err
+    assert "QQQ" not in res.err and "WWW" not in res.err, res.err
