@@ -49,9 +49,12 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=50)
     parser.add_argument("--workload", default="restart")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--opsrunner-launch-settle", type=float, default=None, metavar="S",
+                        help="the restart's launch_detached settle (default: the module's)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with own_tables_bench("opsrunner-profile-", args.others_venv, args.hosts) as bench:
+        bench.launch_settle = args.opsrunner_launch_settle
         for tool in args.tools.split(","):
             table = profile(bench, tool, args.workload, args.hosts, args.out)
             (args.out / f"roles-{tool}-{args.workload}-{args.hosts}.txt").write_text(table)
