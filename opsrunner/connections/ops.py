@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         StatReply,
         TailArgs,
         TailReply,
+        UnlinkCurrentArgs,
+        UnlinkCurrentReply,
         WaitForArgs,
         WaitForReply,
         WriteArgs,
@@ -90,3 +92,4 @@ EXEC: AgentOp[ExecArgs, ExecReply] = AgentOp("exec")
 RELEASES: AgentOp[ReleasesArgs, ReleasesReply] = AgentOp("releases")
 RELEASE: AgentOp[ReleaseArgs, ReleaseReply] = AgentOp("release")
 ROLLBACK: AgentOp[RollbackArgs, RollbackReply] = AgentOp("rollback")
+UNLINK_CURRENT: AgentOp[UnlinkCurrentArgs, UnlinkCurrentReply] = AgentOp("unlink_current")

@@ -15,7 +15,14 @@ from opsrunner.modules.releasing import deploy_release
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_files import DeleteArgs, ReadArgs, StatArgs, WriteArgs, WriteReply
+    from opsrunner.remote.protocol_files import (
+        DeleteArgs,
+        ReadArgs,
+        StatArgs,
+        UnlinkCurrentArgs,
+        WriteArgs,
+        WriteReply,
+    )
 
 
 #: Beside a job's lock (train.lock): its pidfile and records (remote/jobfiles.py).
@@ -35,6 +42,26 @@ def _locked_job_files(ctx: TaskContext, root: str, extra: list[str]) -> list[str
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):  # no record yet, or not ours
             guarded.add(posixpath.normpath(json.loads(record or "{}")["log"]))
     return [e for e in extra if posixpath.normpath(posixpath.join(root, e)) in guarded]
+
+
+def _drop_current(ctx: TaskContext, args: dict[str, Any], root: str, data: dict[str, Any]) -> str:
+    """A plain deploy of a directory: the job runs from root itself, not from a release, so a
+    root/current left by release deploys would say an old release is current. It is removed
+    (check mode: would be; the releases stay), unless another job runs from that release.
+    The message's part saying so ("" where there is no such link)."""
+    asked: UnlinkCurrentArgs = {"dest": root, "check_mode": ctx.check_mode}
+    if args.get("pidfile"):
+        asked["pidfile"] = str(args["pidfile"])
+    reply = ctx.agent(ops.UNLINK_CURRENT, asked)
+    release, link = reply.get("release"), reply.get("link")
+    if not release:
+        return ""
+    if reply.get("kept"):
+        data["current_kept"] = reply["kept"]
+        return f"; current ({link} -> release {release}) kept: {reply['kept']}"
+    data["unlinked"], data["unlinked_release"] = link, release
+    return (f"; {'would remove' if ctx.check_mode else 'removed'} current ({link} -> release {release}): the code "
+            "deployed in place is no release, so none is current (the releases stay)")
 
 
 class DeployCodeModule(Module):
@@ -60,7 +87,9 @@ class DeployCodeModule(Module):
                                 "dest": root, "files": len(files)}
         diff = files_diff(ctx, root, changed, extra) if ctx.diff_mode else ""
         if not changed and not extra:
-            return TaskResult(Status.OK, msg=f"{len(files)} files up to date in {root}", data=data)
+            current = _drop_current(ctx, args, root, data) if src.is_dir() else ""
+            return TaskResult(Status.CHANGED if "unlinked" in data else Status.OK, changed="unlinked" in data,
+                              msg=f"{len(files)} files up to date in {root}{current}", data=data)
         if ctx.check_mode:
             ctx.ledger.would_create.extend(posixpath.join(root, f.rel) for f in changed)
         else:
@@ -78,6 +107,8 @@ class DeployCodeModule(Module):
             msg += f"; {'would delete' if ctx.check_mode else 'deleted'} {len(extra)}: {', '.join(extra[:10])}"
         if kept:
             msg += f"; kept {', '.join(kept)} (the files of a job this run holds the lock of)"
+        if src.is_dir():  # after the files landed: a deploy that failed to write leaves `current` as it was
+            msg += _drop_current(ctx, args, root, data)
         return TaskResult(Status.CHANGED, changed=True, msg=msg, diff=diff, data=data)
 
     def _send(self, ctx: TaskContext, root: str, files: list[LocalFile], backup: bool) -> WriteReply:

@@ -18,6 +18,7 @@ from .procs import foreign_proc, op_kill, op_select
 from .reads import Unreadable
 from .releases import op_release, op_releases
 from .rollback import op_rollback
+from .unlink import op_unlink_current
 from .verify import op_gpu_wait, op_verify
 
 TYPE_CHECKING = False
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         ReleasesReply,
         StatReply,
         TailReply,
+        UnlinkCurrentReply,
         WaitForReply,
         WriteReply,
     )
@@ -47,14 +49,15 @@ if TYPE_CHECKING:
     Reply = Union[ErrorReply, KillReply, SelectReply, LaunchReply, VerifyReply, GpuWaitReply, ClearReply,
                   StatReply, WriteReply, DeleteReply, ReadReply, TailReply, FactsReply, FsStatReply,
                   FsPutReply, FsFileReply, LineInFileReply, WaitForReply, ExecReply,
-                  ReleasesReply, ReleaseReply, RollbackReply]
+                  ReleasesReply, ReleaseReply, RollbackReply, UnlinkCurrentReply]
 
 OPS: dict[str, Callable[..., Reply]] = {"kill": op_kill, "select": op_select, "launch": op_launch, "verify": op_verify,
        "gpu_wait": op_gpu_wait, "clear": op_clear, "stat": op_stat, "write": op_write,
        "delete": op_delete, "read": op_read, "tail": op_tail, "facts": op_facts,
        "fs_stat": op_fs_stat, "fs_put": op_fs_put, "fs_file": op_fs_file, "lineinfile": op_lineinfile,
        "wait_for": op_wait_for, "exec": op_exec,
-       "releases": op_releases, "release": op_release, "rollback": op_rollback}
+       "releases": op_releases, "release": op_release, "rollback": op_rollback,
+       "unlink_current": op_unlink_current}
 
 
 PATH_ARGS = ("pidfile", "log", "chdir", "dest", "path")

@@ -37,6 +37,8 @@ mypy only, one module per family: protocol_jobs.py (a job's processes), protocol
   releases    ReleasesArgs    ReleasesReply    protocol_files  deploy_code (releases: true), rollback (the list)
   release     ReleaseArgs     ReleaseReply     protocol_files  deploy_code (releases: true; a tar stream as the payload)
   rollback    RollbackArgs    RollbackReply    protocol_jobs   rollback (stop, switch, relaunch the good run, verify)
+  unlink_current  UnlinkCurrentArgs  UnlinkCurrentReply  protocol_files
+              deploy_code (a plain deploy: remove the `current` of a release that no longer runs)
   job_lock    LockRequest     LockReply        job_locks       job_lock, kill_old, launch_detached (the agent answers)
   job_unlock  {"path"}        LockReply        job_locks       job_lock (state: unlocked)
   beat        {}              {}               job_locks       the controller, every lease/4 while a lock is held

@@ -265,3 +265,22 @@ if TYPE_CHECKING:
         pruned: list[str]
         #: Releases past `keep` that were kept, and why (running, last good, in use by pid N).
         spared: dict[str, str]
+
+    class _UnlinkCurrentArgsBase(TypedDict):
+        dest: str
+
+    class UnlinkCurrentArgs(_UnlinkCurrentArgsBase, total=False):
+        """A plain deploy into dest: remove dest/current where it points to a release."""
+        #: The job's pidfile: its own processes do not keep `current` (the restart stops them).
+        pidfile: str
+        check_mode: bool
+
+    class UnlinkCurrentReply(ErrorReply, total=False):
+        #: The release dest/current points to (None: no such link, nothing done).
+        release: str | None
+        link: str
+        #: It was removed (check mode: it would be).
+        unlinked: bool
+        #: Why it stays: another job runs from that release ("pid N (its environment:
+        #: PYTHONPATH) uses it").
+        kept: str

@@ -18,16 +18,17 @@ from .atomic import write_atomic
 from .files import file_digest
 from .goodrun import read_good, release_verdict, verdict_path
 from .guards import Context, Refused, guard_path, remove
+from .inuse import release_users
 from .jobfiles import launch_record, read_pidfile
 from .procs import alive
 from .reads import Unreadable, load_json
-from .watchdog import ignored
 from .wire import json_dumps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Mapping
+    from typing import Collection, Dict, Mapping
 
+    from .inuse import Prefixes
     from .protocol_files import ReleaseArgs, ReleaseInfo, ReleaseReply, ReleasesArgs, ReleasesReply
     from .protocol_jobs import LaunchArgs, LaunchRecord
 
@@ -147,28 +148,27 @@ def prune_plan(names: list[str], keep: int, protected: Mapping[str, str]) -> tup
     return doomed, spared
 
 
-def used_by_processes(dest_real: str) -> Spared:
-    """Releases a live process runs from (its working directory or its command line is in
-    one), so that none is deleted under a job that still runs: also a job of another pidfile."""
-    top = os.path.join(dest_real, RELEASES) + "/"
-    used: Spared = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        paths = []
-        with ignored(OSError):
-            paths.append(os.readlink(f"/proc/{entry}/cwd"))
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                paths.extend(arg for arg in fh.read().decode("utf-8", "replace").split("\0") if top in arg)
-        except OSError:
-            pass
-        for path in paths:
-            at = path.find(top)
-            name = release_of(path[at:], dest_real) if at >= 0 else None
-            if name and name not in used:
-                used[name] = f"in use by pid {entry}"
-    return used
+def use_prefixes(dest: str) -> Prefixes:
+    """The paths through which a process names dest's releases (inuse.py): <dest>/releases/
+    and <dest>/current (which stands for the release it points to), the real path and the
+    path as given (a job launched by other means may name either)."""
+    current = current_release(dest)
+    prefixes: Prefixes = {}
+    for root in {os.path.realpath(dest), os.path.abspath(dest).rstrip("/")}:
+        prefixes[os.fsencode(os.path.join(root, RELEASES)) + b"/"] = None
+        if current:
+            prefixes[os.fsencode(os.path.join(root, CURRENT))] = current
+    return prefixes
+
+
+def used_by_processes(dest: str, names: Collection[str] | None = None, skip_sid: int | None = None) -> Spared:
+    """Releases (of `names`, default all of dest's) a live process uses (inuse.py: its
+    working directory, program, command line, environment, mapped or open files), so that
+    none is deleted, or its `current` removed, under a job that still runs from it: also a
+    job of another pidfile. `skip_sid`: a job's own session, not counted."""
+    if names is None:
+        names = [r["name"] for r in list_releases(dest)]
+    return release_users(use_prefixes(dest), set(names), skip_sid) if names else {}
 
 
 def job_releases(pidfile: str | None, dest_real: str) -> Spared:
@@ -401,9 +401,11 @@ def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list
     fallback = passed_before(dest, names, current) if current else None
     if fallback:
         needed.setdefault(fallback, "the newest that passed verify before current (a rollback's 'previous')")
-    for extra in (needed, used_by_processes(dest_real)):
-        for name, why in extra.items():
-            protected.setdefault(name, why)
+    for name, why in needed.items():
+        protected.setdefault(name, why)
+    doomed = prune_plan(names, keep, protected)[0]  # only these need the scan of /proc
+    for name, who in (used_by_processes(dest, doomed) if doomed else {}).items():
+        protected.setdefault(name, f"in use by {who}")
     doomed, spared = prune_plan(names, keep, protected)
     folder = releases_dir(dest)
     for name in doomed:

@@ -15,12 +15,12 @@ import os
 
 from .goodrun import drop_prior, link_of, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
 from .guards import Refused
-from .jobfiles import as_launch_record, launch_record, load_launch_record, pidfile_paths, read_pidfile, when
+from .jobfiles import launch_record, load_launch_record, pidfile_paths, read_pidfile, when
 from .launch import op_launch
-from .procs import alive, op_kill, read_proc
-from .reads import NotRegular, Unreadable, read_json
+from .procs import alive, op_kill
+from .reads import Unreadable
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
-from .watchdog import ignored
+from .unlink import remove_link, used_by_others
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,12 +74,25 @@ def choose_previous(names: list[str], current: str | None, verdicts: Verdicts | 
         raise ValueError(f"there is no release before {current}")
     if verdicts is None:
         return before[-1]
+    return _newest_passed(before, verdicts, f"before the current one ({current}) passed verify")
+
+
+def previous_without_current(names: list[str], verdicts: Verdicts) -> str:
+    """'previous' where <dest>/current is absent (a plain deploy, or a rollback to a plain
+    deploy's run, removed it: what was deployed last is no release, so every release is before
+    it): the newest release that last passed verify. ValueError, saying why, when none did."""
+    if not names:
+        raise ValueError("there is no release to go back to")
+    return _newest_passed(names, verdicts, "passed verify (current is absent: the code deployed last is no release)")
+
+
+def _newest_passed(before: list[str], verdicts: Verdicts, where: str) -> str:
     for name in reversed(before):
         verdict = verdicts.get(name)
         if verdict is not None and verdict["state"] == "passed":
             return name
-    raise _refusal(current, [f"{name}{':' if _unreadable(verdicts.get(name)) else ''} {_short(verdicts.get(name))}"
-                             for name in reversed(before)])
+    raise _refusal(where, [f"{name}{':' if _unreadable(verdicts.get(name)) else ''} {_short(verdicts.get(name))}"
+                           for name in reversed(before)])
 
 
 def _unreadable(verdict: Verdict | None) -> bool:
@@ -95,9 +108,9 @@ def _short(verdict: Verdict | None) -> str:
     return text if len(text) <= WHY_CHARS else text[:WHY_CHARS] + "..."
 
 
-def _refusal(current: str, seen: list[str]) -> ValueError:
+def _refusal(where: str, seen: list[str]) -> ValueError:
     listed = "; ".join(seen[:5]) + (f"; and {len(seen) - 5} older" if len(seen) > 5 else "")
-    return ValueError(f"no release before the current one ({current}) passed verify, so there is none to go back "
+    return ValueError(f"no release {where}, so there is none to go back "
                      f"to ({listed}); nothing was stopped. Name the release to go to (release=NAME) to start "
                      "one anyway")
 
@@ -165,8 +178,9 @@ def target_of(good: GoodRun, wanted: str | None) -> Target:
         raise ValueError(_not_from_a_release(good, wanted))
     dest = os.path.dirname(link)
     if wanted == "previous":
-        wanted = choose_previous([r["name"] for r in list_releases(dest)], current_release(dest),
-                                 verdicts_of(dest, good))
+        names, current = [r["name"] for r in list_releases(dest)], current_release(dest)
+        verdicts = verdicts_of(dest, good)
+        wanted = choose_previous(names, current, verdicts) if current else previous_without_current(names, verdicts)
     folder, commit = release_dir_of(dest, wanted)
     check_intact(wanted, folder)
     return Target(wanted, folder, commit, [str(_moved(a, good_dir, folder)) for a in argv],
@@ -246,48 +260,10 @@ def _stale_link(pidfile: str, pid: int | None) -> str | None:
     link = link_of(release_dir)
     if not link or not release_dir or not os.path.islink(link) or not current_release(os.path.dirname(link)):
         return None
-    real = os.path.realpath(release_dir)
-    if os.path.realpath(link) != real or _run_by_others(pidfile, real, pid):
+    dest, release = os.path.dirname(link), os.path.basename(release_dir.rstrip("/"))
+    if os.path.realpath(link) != os.path.realpath(release_dir) or used_by_others(dest, release, pidfile, pid):
         return None
     return link
-
-
-def _run_by_others(pidfile: str, release_real: str, pid: int | None) -> bool:
-    """Whether a job other than this one (whose session is `pid`'s) runs from a release: a
-    live job whose launch record beside this pidfile names it, or a live process whose
-    working directory or command line is in it (a job of a pidfile kept elsewhere)."""
-    folder, own = os.path.dirname(os.path.abspath(pidfile)), os.path.abspath(pidfile_paths(pidfile)["meta"])
-    with ignored(OSError):
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if not name.endswith(".launch.json") or path == own:
-                continue
-            try:
-                other = as_launch_record(read_json(path, "launch record") or {})
-            except NotRegular:
-                continue
-            dir_, opid = other.get("release_dir"), other.get("pid")
-            if dir_ and opid and os.path.realpath(dir_) == release_real and alive(opid, other.get("start")):
-                return True
-    inside = release_real + "/"
-    for entry in os.listdir("/proc"):
-        proc = read_proc(int(entry)) if entry.isdigit() else None
-        if proc is None or proc.state == "Z" or proc.pid == os.getpid() or (pid and proc.sid == pid):
-            continue
-        cwd = ""
-        with ignored(OSError):
-            cwd = os.readlink(f"/proc/{entry}/cwd") + "/"
-        words = proc.cmdline + " "
-        if cwd.startswith(inside) or inside in words or release_real + " " in words:
-            return True
-    return False
-
-
-def _remove_link(link: str) -> None:
-    """Remove a `current` symlink (never anything else: a directory put there stays)."""
-    if os.path.islink(link):
-        with ignored(FileNotFoundError):
-            os.unlink(link)
 
 
 def _keep_prior(pidfile: str, pid: int | None, keep: bool) -> str | None:
@@ -341,7 +317,7 @@ def _relaunch(good: GoodRun, target: Target, link: str | None, reply: RollbackRe
     if link and target.release_dir:
         switch_link(link, target.release_dir)
     elif stale:
-        _remove_link(stale)
+        remove_link(stale)
         reply["unlinked"] = stale
     pid, start, why = _start(pidfile, target.argv, target.env, target.chdir, good.get("log"), good.get("umask"),
                              link)
