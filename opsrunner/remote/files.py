@@ -21,6 +21,11 @@ from .guards import (
     tree_usage,
 )
 
+#: deploy_code releases' layout under dest (releases.py): the releases' folder and the link
+#: to the current one.
+RELEASES = "releases"
+CURRENT = "current"
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _hashlib import HASH
@@ -181,12 +186,32 @@ def op_stat(args: StatArgs) -> StatReply:
     return {"files": files, "extra": extra}
 
 
+def holds_releases(dest: str) -> bool:
+    """Whether dest/releases is deploy_code's releases (releases.py): current links into it,
+    or it holds a release beside its manifest (<name> and <name>.json)."""
+    folder = os.path.join(dest, RELEASES)
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return False
+    if os.path.realpath(os.path.join(dest, CURRENT)).startswith(os.path.realpath(folder) + "/"):
+        return True
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return True  # unreadable: never taken for the code's extra files
+    return any(name + ".json" in names and os.path.isdir(os.path.join(folder, name)) for name in names)
+
+
 def _extra_files(args: StatArgs, dest: str) -> list[str]:
-    """The files under dest that the controller does not deploy (and does not exclude), sorted."""
+    """The files under dest that the controller does not deploy (and does not exclude), sorted.
+    Never the releases of earlier release deploys into dest: a plain deploy with delete
+    would take every release, the rollback's targets among them."""
     extra = []
     if os.path.isdir(dest):
         wanted = set(args["files"])
-        for folder, _dirs, names in os.walk(dest):
+        spare_releases = holds_releases(dest)
+        for folder, dirs, names in os.walk(dest):
+            if spare_releases and folder == dest and RELEASES in dirs:
+                dirs.remove(RELEASES)
             for name in names:
                 rel = os.path.relpath(os.path.join(folder, name), dest)
                 if rel not in wanted and not _excluded(rel, args.get("exclude") or []):

@@ -15,7 +15,7 @@ import sys
 import time
 
 from .atomic import write_atomic
-from .files import file_digest
+from .files import CURRENT, RELEASES, file_digest
 from .goodrun import read_good, release_verdict, verdict_path
 from .guards import Context, Refused, guard_path, remove
 from .inuse import release_users
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     #: {release name: why it is kept}
     Spared = Dict[str, str]
 
-RELEASES = "releases"
-CURRENT = "current"
 TEMP_MARK = ".opsrunner-tmp-"
 DEFAULT_KEEP = 5
 #: The most of a release manifest that is read: it records every file's sha256 (some 100

@@ -173,3 +173,34 @@ def test_the_release_after_a_plain_deploy_is_made_whole(target: Target, cleanup_
         assert os.readlink(jobs.link) == f"releases/{made['data']['release']}" != f"releases/{good}"
     finally:
         kill_marked(cleanup_marker)
+
+
+def test_a_plain_deploy_with_delete_keeps_the_releases(target: Target, cleanup_marker: str) -> None:
+    """delete removes what src lacks under dest, but never the releases of earlier release
+    deploys there (the rollback's targets): they are deploy_code's own, not the code's files."""
+    jobs = Shared(target, cleanup_marker)
+    deploy = {"src": f"{jobs.w}/src/good/", "dest": str(jobs.dest), "releases": True}
+    assert jobs.target.play([{"deploy_code": deploy}]).rc == 0
+    release = os.readlink(jobs.link).split("/")[-1]
+    kept = sorted(p.relative_to(jobs.dest) for p in (jobs.dest / "releases").rglob("*"))
+    (jobs.dest / "stray.txt").write_text("not in src\n")
+    run = jobs.target.play([{"deploy_code": {"src": f"{jobs.w}/src/plain/", "dest": str(jobs.dest),
+                                             "delete": True}}])
+    assert run.rc == 0, run.out
+    msg = str(run.end("deploy_code")["msg"])
+    assert "deleted 1: stray.txt" in msg and _removed(jobs, release) in msg, msg
+    assert not (jobs.dest / "stray.txt").exists() and not jobs.link.is_symlink()
+    assert sorted(p.relative_to(jobs.dest) for p in (jobs.dest / "releases").rglob("*")) == kept
+
+
+def test_a_folder_named_releases_of_the_code_itself_is_not_spared(target: Target, cleanup_marker: str) -> None:
+    """Only deploy_code's releases are spared: a plain `releases/` folder that src no longer
+    has (no release manifests in it, no current link into it) is the code's, and goes."""
+    jobs = Shared(target, cleanup_marker)
+    (jobs.dest / "releases").mkdir(parents=True)
+    (jobs.dest / "releases" / "notes.txt").write_text("old notes\n")
+    run = jobs.target.play([{"deploy_code": {"src": f"{jobs.w}/src/plain/", "dest": str(jobs.dest),
+                                             "delete": True}}])
+    assert run.rc == 0, run.out
+    assert "deleted 1: releases/notes.txt" in str(run.end("deploy_code")["msg"]), run.out
+    assert not (jobs.dest / "releases" / "notes.txt").exists()
