@@ -272,6 +272,16 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
     # A reader that goes away (`| head`) stops the output, never the command (outstream.py).
     out = cast(IO[str], QuietWhenClosed(out or sys.stdout))
     err = cast(IO[str], QuietWhenClosed(err or sys.stderr))
+    try:
+        return _command(argv, out, err)
+    finally:
+        lost = cast(QuietWhenClosed, out).lost
+        if lost:  # the command went on to its end: its output did not
+            err.write(f"WARNING: the output could not be written {lost}; the rest of it was dropped, "
+                      "and the command went on to its end\n")
+
+
+def _command(argv: list[str] | None, out: IO[str], err: IO[str]) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         _prestart_ssh_workers(words)

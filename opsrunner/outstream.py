@@ -1,16 +1,25 @@
-"""The CLI's output streams: a reader that goes away never stops the command.
+"""The CLI's output streams: output that cannot be delivered never stops the command.
 
 `opsrunner play ... | head -1` closes the pipe after one line. Python ignores SIGPIPE, so
 every later write raises BrokenPipeError; unguarded, that ended the run mid-play (a
 traceback, exit 250, the history row left open). Through this stream, output stops
 quietly at the first broken write and the command goes on to its end and its exit code.
+So it does where the output's file cannot take more (its disk full, a quota, a file-size
+limit, an I/O error): a run stopped there could have stopped the old job and not started
+the new one. That loss is not quiet: `lost` says from when and why, for a warning at the end.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import time
 from typing import IO, Any
+
+#: The reader went away: nobody is left to tell.
+_READER_GONE = (errno.EPIPE, errno.ECONNRESET)
+#: The output's file cannot take more: told at the end (on the other stream, the history).
+_UNDELIVERABLE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 class QuietWhenClosed:
@@ -19,10 +28,14 @@ class QuietWhenClosed:
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
         self.reader_gone = False
+        #: Why output stopped where it could not be written, with when: "from 12:01:02 on: ...".
+        self.lost: str | None = None
 
     def _lost(self, exc: OSError) -> None:
-        if not isinstance(exc, BrokenPipeError) and exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+        if not isinstance(exc, BrokenPipeError) and exc.errno not in _READER_GONE + _UNDELIVERABLE:
             raise exc
+        if exc.errno in _UNDELIVERABLE:
+            self.lost = f"from {time.strftime('%H:%M:%S')} on: {exc.strerror or exc}"
         self.reader_gone = True
         # What is still buffered would fail again at the interpreter's exit ("Exception
         # ignored ... BrokenPipeError"): the descriptor goes to /dev/null instead.

@@ -101,6 +101,9 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
             code, refused, shown = _play(request, out, err, failed)
     if pulled:  # the run's record says which commits it ran (its row exists by now, or nothing is noted)
         _note(history, run_id, [pulled])
+    lost = getattr(out, "lost", None)  # (outstream.py) the run's log is cut short: its record says so
+    if lost:
+        _note(history, run_id, [f"the run's output could not be written {lost}; the run went on to its end"])
     summary = run_summary(schedule, run_id, code, started, refused, history, failed.rows, failed.kept)
     if summary["run_id"] and not shown:  # ended before its play began (run lock, git pull): recorded all the same
         out.write(f"run {run_id} (opsrunner show {run_id})\n")

@@ -71,6 +71,31 @@ def test_a_closed_stdout_never_stops_the_run(project: Path, tmp_path: Path, play
     assert result in run(project, db, "history").out
 
 
+def _file_size_limited() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # the history stays far below it
+
+
+@pytest.mark.parametrize(("playbook", "code"), [("ok.yml", 0), ("fails.yml", 2)])
+def test_output_to_a_full_file_never_stops_the_run(project: Path, tmp_path: Path, playbook: str, code: int) -> None:
+    """stdout to a file that cannot take more (a file-size limit here, as a full disk):
+    the run goes on to its end and its exit code, and stderr says from when output was lost."""
+    db, log = tmp_path / "h.db", tmp_path / "out.log"
+    log.write_bytes(b"." * ((1 << 20) - 200))  # room for the run's first line or two
+    with log.open("ab") as out:
+        proc = subprocess.run([sys.executable, "-m", "opsrunner", "play", playbook, "-i", "inv.yml"], cwd=project,
+                              env=_env(db), stdout=out, stderr=subprocess.PIPE, text=True, timeout=120,
+                              preexec_fn=_file_size_limited)
+    assert proc.returncode == code, proc.stderr  # the play's exit code, not 250
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "WARNING: the output could not be written from " in proc.stderr, proc.stderr
+    assert log.stat().st_size <= 1 << 20
+    (row,) = json.loads(run(project, db, "history", "--json").out)
+    assert row["exit_code"] == code and row["ended"] is not None
+    assert len(row["tasks"]) == 2 * (len(TASKS) + (playbook == "fails.yml"))  # the run went on to its end
+
+
 def test_history_into_a_closed_pipe_exits_0_quietly(project: Path, tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     for _ in range(3):
