@@ -184,6 +184,7 @@ class Engine:
             result = TaskResult(Status.FAILED, msg=f"preflight: {len(problems)} problem(s), nothing was run "
                                 "on this host:\n" + "\n".join(f"  {p}" for p in problems))
             self.state.record(play, Task("preflight", "preflight", {}, play.pos, {}), host, result, False)
+        self.state.flush_reporters()  # failed hosts: recorded at once, not with the next task's results
         if play.any_errors_fatal:
             self.emit(Notice(f"any_errors_fatal: {', '.join(bad)} failed preflight; stopping the run"))
             return False
@@ -202,6 +203,7 @@ class Engine:
         for host in hosts:
             self.state.record(play, task, host, TaskResult(Status.FAILED, msg=f"{why}; nothing was run on this host"),
                               False)
+        self.state.flush_reporters()
 
     def _run_batch(self, play: Play, batch: list[str], play_hosts: list[str]) -> None:
         self.state.batch = batch

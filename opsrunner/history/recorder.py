@@ -39,9 +39,13 @@ WRITE_INTERVAL_S = 0.2
 #: this long of being reported. At most one such early write per WRITE_SOON_S, so a run of
 #: short tasks that all change something (every `command`) still costs a transaction per
 #: WRITE_SOON_S, not one a task. What a controller killed meanwhile had not written, its
-#: record says it may lack: each write stamps its heartbeat with the time its results were
+#: record says it may lack: a write stamps its heartbeat with the time its results were
 #: taken (HistoryStore.record_progress), and readers of an aborted run name that time.
 WRITE_SOON_S = 0.05
+#: A write that only adds results stamps the run's row no more often than this: each stamp
+#: is an UPDATE of the row (a dead row version on PostgreSQL). A stamp left older is still
+#: true: every result reported before it is recorded.
+STAMP_EVERY_S = 1.0
 #: How long a write waits for another writer (a locked database) before recording gives up
 #: with a warning: the run itself never waits longer than this for its history.
 BUSY_TIMEOUT_S = 5.0
@@ -95,9 +99,15 @@ class HistoryRecorder:
         self._stamp = ControllerStamp.of_this_process()
         self._seq = 0
         self._written = 0  # task results recorded
-        self._rows: list[tuple[int, TaskRow]] = []
+        # Every result is handed to the writer thread as it is reported: what a write takes at
+        # `at` is all that was reported before `at`, so its stamp is a true bound (flush() only
+        # says when to write early).
         self._pending: list[tuple[int, TaskRow]] = []  # handed to the writer thread, not yet written
         self._pending_lock = threading.Lock()
+        # Nothing can be reported before the recorder exists: the row's first stamp, however late
+        # it is inserted (git_state) or the first write fails.
+        self._created = time.time()
+        self._stamped = 0.0  # time.monotonic() of the last write that stamped the row
         self._stop_writer = threading.Event()
         self._soon = False  # what was reported since the last flush must be written soon
         self._wake = threading.Event()  # the writer's: write now (or stop)
@@ -121,7 +131,7 @@ class HistoryRecorder:
         self._reservation = Reservation.make(self.location, self.run.id)  # while there is room
         store = HistoryStore(self.location, busy_timeout_s=BUSY_TIMEOUT_S)
         try:
-            store.start_run(self.run, self._stamp)
+            store.start_run(self.run, self._stamp, heartbeat=self._created)
         except BaseException:
             store.close()
             raise
@@ -154,65 +164,69 @@ class HistoryRecorder:
         if isinstance(event, TaskStart):
             self._titles.started(event)
             self._current = self.masker.mask(event.task)
-            self._soon = True  # what a killed controller was doing
+            self._wake_writer()  # what a killed controller was doing: no result of it may come for long
         elif isinstance(event, TaskEnd):
             self._seq += 1
             row = task_row(event, self._titles.title(event), self.masker.mask)
-            self._rows.append((self._seq, row))  # written at flush(): one transaction for those
-            if changed(row) or row.status in FAILED_STATUSES:  # what it did to a host
+            if not self._failed:
+                with self._pending_lock:
+                    self._pending.append((self._seq, row))
+            if changed(row) or row.status in FAILED_STATUSES:  # what it did to a host: written at flush()
                 self._soon = True
         elif isinstance(event, Recap):
             recap = {h: s.as_dict() for h, s in event.summary.stats.items()}
             self.finish(event.summary.exit_code(), recap)
 
     def flush(self) -> None:
-        """Hand the results so far to the writer thread: with many hosts, every sqlite call
-        made on the engine's thread waited for the GIL behind the host threads (~2 ms a row at
-        200 hosts), and the next task waited for that."""
-        rows, self._rows = self._rows, []
-        if self._failed:
-            return
-        if rows:
-            with self._pending_lock:
-                self._pending.extend(rows)
+        """The results reported so far are all in: wake the writer thread now where one of them
+        must be written soon (a task's results on many hosts then share one write). The writes
+        are the writer's: with many hosts, every sqlite call made on the engine's thread waited
+        for the GIL behind the host threads (~2 ms a row at 200 hosts), and the next task waited."""
         if self._soon:
             self._soon = False
-            if not self._wake.is_set():
-                self._wake.set()
+            self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        if not self._failed and not self._wake.is_set():
+            self._wake.set()
 
     def _write_loop(self) -> None:
         if self.store is None:
             self._guard(self._open)
-        beat_at = time.monotonic() + HEARTBEAT_S
+        self._stamped = time.monotonic()
         while True:
             soon = self._wake.wait(WRITE_INTERVAL_S)
             if self._stop_writer.is_set():
                 return
             self._wake.clear()  # before the results are taken: what is handed after it wakes it again
-            beat = time.monotonic() >= beat_at  # the controller lives: readers tell it from one that died
-            self._write_pending(beat)
-            if beat:
-                beat_at = time.monotonic() + HEARTBEAT_S
+            # the controller lives: readers tell it from one that died
+            self._write_pending(beat=time.monotonic() - self._stamped >= HEARTBEAT_S)
             if soon:  # the next early write no sooner than WRITE_SOON_S: bounded, however many tasks
                 self._stop_writer.wait(WRITE_SOON_S)
 
     def _write_pending(self, beat: bool = False) -> None:
-        """The results handed so far, the task the run is in, and the time they were taken
-        (the row's heartbeat: every result reported before it is recorded), in one transaction."""
-        at = time.time()  # before they are taken: a result handed after it may be missing
+        """The results reported so far, the task the run is in, and the time they were taken
+        (the row's heartbeat: every result reported before it is recorded), in one transaction.
+        A write of results alone stamps the row at most every STAMP_EVERY_S: its older stamp
+        stays true."""
+        at = time.time()  # before they are taken: a result reported after it may be missing
         with self._pending_lock:
             rows, self._pending = self._pending, []
         current = self._current
         if current is None or current == self._current_written or self.finished:
             current = None
-        if rows or current is not None or beat:
-            self._current_written = current or self._current_written  # shown of a run whose controller died
-            self._guard(lambda: self._record(rows, current, at))
+        if not (rows or current is not None or beat):
+            return
+        self._current_written = current or self._current_written  # shown of a run whose controller died
+        stamp = beat or current is not None or time.monotonic() - self._stamped >= STAMP_EVERY_S
+        self._guard(lambda: self._record(rows, current, at if stamp else None))
 
-    def _record(self, rows: list[tuple[int, TaskRow]], current: str | None, at: float) -> None:
+    def _record(self, rows: list[tuple[int, TaskRow]], current: str | None, at: float | None) -> None:
         if self.store is not None:
             self.store.record_progress(self.run.id, rows, current, at)
             self._written += len(rows)
+            if at is not None:
+                self._stamped = time.monotonic()
 
     def _drain(self) -> None:
         """Stop the writer thread once it has recorded the run's start, then write what is

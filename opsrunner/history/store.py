@@ -107,14 +107,16 @@ class HistoryStore:
         self.backend.close()
 
     # -- writes -----------------------------------------------------------------------------
-    def start_run(self, run: RunRow, stamp: ControllerStamp | None = None) -> None:
+    def start_run(self, run: RunRow, stamp: ControllerStamp | None = None, heartbeat: float | None = None) -> None:
+        """Insert the run's row. `heartbeat`: a time before every result the run may have
+        reported by now (those are written later): its record is complete up to then."""
         with self._tx():
-            self._insert(run, stamp)
+            self._insert(run, stamp, heartbeat)
 
-    def _insert(self, run: RunRow, stamp: ControllerStamp | None) -> None:
+    def _insert(self, run: RunRow, stamp: ControllerStamp | None, heartbeat: float | None = None) -> None:
         values = [json.dumps(getattr(run, c), default=str) if c in _JSON_COLUMNS else _flag_as_int(getattr(run, c))
                   for c in RUN_COLUMNS]
-        values[RUN_COLUMNS.index("heartbeat")] = time.time()
+        values[RUN_COLUMNS.index("heartbeat")] = time.time() if heartbeat is None else min(heartbeat, time.time())
         values += [stamp.pid, stamp.start_ticks, stamp.machine] if stamp else [None, None, None]
         columns = RUN_COLUMNS + STAMP_COLUMNS
         self._q(f"INSERT INTO runs ({', '.join(_sql_columns(columns))}) VALUES ({', '.join('?' * len(columns))})",
@@ -148,15 +150,19 @@ class HistoryStore:
             self._add_tasks(run_id, rows)
 
     def record_progress(self, run_id: str, rows: list[tuple[int, TaskRow]], current_task: str | None,
-                        at: float) -> None:
+                        at: float | None) -> None:
         """What a running controller has reported by `at`, in one transaction: its task results,
-        the task it is in (None: unchanged), and `at` as its heartbeat. So a row's heartbeat
-        also says how far its record is complete: every result reported before it is recorded
-        (a killed controller's record says that results after it may be missing)."""
+        the task it is in (None: unchanged), and `at` as its heartbeat (None: the row's older
+        one stays, still true). So a row's heartbeat also says how far its record is complete:
+        every result reported before it is recorded (a killed controller's record says that
+        results after it may be missing)."""
         with self._tx():
             if rows:
                 self._add_tasks(run_id, rows)
-            if current_task is None:
+            if at is None:
+                if current_task is not None:
+                    self._q("UPDATE runs SET current_task = ? WHERE id = ?", (current_task, run_id))
+            elif current_task is None:
                 self._q("UPDATE runs SET heartbeat = ? WHERE id = ?", (at, run_id))
             else:
                 self._q("UPDATE runs SET heartbeat = ?, current_task = ? WHERE id = ?", (at, current_task, run_id))
