@@ -177,20 +177,23 @@ def changes_lines(changes: dict[str, Any], run_id: str | None, recorded_only: bo
     """The alert's lines of stopped_changes(): per host what ended changed, the task cut short,
     a rollback that failed and the changes left unchecked; or that no task had changed anything.
     `recorded_only`: the results are what a killed controller's history kept, which may lack its
-    last ones (the alert says from when): said so, never "no task had changed anything"."""
+    last ones (the alert says from when): said so, never "what the run changed" or "no task had
+    changed anything"."""
     ended = "failed" if changes.get("failed") else "stopped"
     if not changes["hosts"]:
         if recorded_only:
             return [f"before it {ended}, no task recorded had changed anything on any host"]
         return [f"before it {ended}, no task had changed anything on any host"]
-    lines = [f"what the run changed before it {ended} (the hosts are left so):"]
+    what = "what its record shows it changed" if recorded_only else "what the run changed"
+    lines = [f"{what} before it {ended} (the hosts are left so):"]
     for host in changes["hosts"]:
         lines.append(f"[{host['host']}]")
         if host["earlier"]:
             lines.append(f"  ({host['earlier']} earlier changed task(s) not shown)")
         lines += [f"  changed: {t['task']}: {t['msg']}" for t in host["changed"]]
         if not host["changed"]:
-            lines.append(f"  nothing: no task had ended changed on {host['host']}")
+            which = "task recorded" if recorded_only else "task"
+            lines.append(f"  nothing: no {which} had ended changed on {host['host']}")
         if host["cut"]:
             lines.append(f"  cut short: {host['cut']['task']}: {host['cut']['msg']}")
         if host.get("rollback_failed"):  # what it stopped or started is in its line

@@ -113,7 +113,7 @@ def test_a_restart_killed_in_its_verify_is_alerted_by_the_next_run_with_what_it_
         assert alert["title"] == "opsrunner: schedule nightly ABORTED (controller gone): restart_training.yml"
         lines = str(alert["message"]).splitlines()
         assert "it was in task: Verify the run is up (processes, log growing, no errors)" in lines, lines
-        block = lines[lines.index("what the run changed before it stopped (the hosts are left so):"):]
+        block = lines[lines.index("what its record shows it changed before it stopped (the hosts are left so):"):]
         assert block[1] == "[box]", lines
         assert any(ln.startswith(f"  changed: Stop the old run and confirm it is gone: killed 1: {old_pid} (")
                    for ln in block), lines
