@@ -4,21 +4,26 @@ A fixture's teardown stops its server; a pytest killed mid-way (SIGKILL, a CI ti
 OOM killer) runs no teardown, and the server (PostgreSQL, which pg_ctl daemonizes into a
 session of its own; an sshd; the dashboard) would run on with its parent gone. So each
 server gets a watchdog: a small Python process started before the server, in a session of
-its own (a kill of pytest's process group does not take it along), holding the read end of
-a pipe whose write end only pytest holds (not inheritable: the processes pytest starts do
-not keep it open). When the pipe reaches EOF - pytest exited, however - or pytest's pid is
-gone (a pidfd: also where a process forked from pytest keeps the pipe open), it stops the
-servers it was told of, each by its pid and only while that pid is still the same process
-(its start time, or for a pid read from a pid file, its command line naming the server's
-own directory): the stop signal, then SIGKILL after STOP_GRACE_S. Then it removes the
-server's temp dir where told to, and nothing else. A teardown that stops the server itself
-closes the pipe (`close()`): the watchdog finds nothing left to stop and exits.
+its own and reparented to init (a double fork: a kill of pytest's process group or of its
+whole process tree does not take it along), reading on its stdin a pipe whose write end
+only pytest holds (not inheritable: the processes pytest starts do not keep it open). When
+the pipe reaches EOF - pytest exited, however - or pytest is gone (a pidfd, checked to be
+pytest's by its start time: also where a process forked from pytest keeps the pipe open), it
+stops the servers it was told of, each by its pid and only while that pid is still the same
+process (its start time, or for a pid read from a pid file, its command line naming the
+server's own directory), signalled through a pidfd opened before that check (a pid reused
+meanwhile is not signalled): the stop signal, then SIGKILL after STOP_GRACE_S. Then it
+removes the server's temp dir where told to, and nothing else: never where a server could
+not be found (a pid file that never held a pid) or would not stop. A teardown that stops
+the server itself closes the pipe (`close()`): the watchdog finds nothing left to stop and
+exits.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -29,7 +34,11 @@ STOP_GRACE_S = 10.0
 
 WATCHDOG = r"""
 import os, select, shutil, signal, sys, time
-read_fd, parent, grace, remove = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+if os.fork():  # reparented to init: a kill of pytest's whole process tree does not take it along
+    os._exit(0)
+parent, parent_start, grace, remove = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+read_fd = 0  # stdin: the pipe's read end; stdout: a pipe held until it exits (close() waits for that)
+os.write(1, f"{os.getpid()}\n".encode())
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
 def stat(pid):
@@ -48,12 +57,11 @@ def cmdline(pid):
 watched = [read_fd]
 try:
     pidfd = os.pidfd_open(parent)
-    if os.getppid() != parent:  # pytest died before the pidfd: it may be another process's
+    if stat(parent) != parent_start:  # pytest died before the pidfd: it may be another process's
         raise OSError
     watched.append(pidfd)
-except (AttributeError, OSError):
-    if os.getppid() != parent:  # pytest is gone already: read what it told, without waiting
-        os.set_blocking(read_fd, False)
+except (AttributeError, OSError):  # pytest is gone already: read what it told, without waiting
+    os.set_blocking(read_fd, False)
 buffer = b""
 while watched:
     ready, _, _ = select.select(watched, [], [])
@@ -72,36 +80,46 @@ def same(target):
     if kind == "pid":  # pid, start time, stop signal
         return stat(pid) is not None and stat(pid) == int(target[2])
     return stat(pid) is not None and target[2] in cmdline(pid)  # pidfile: pid, a word of its command line
-def resolve(target):
+def resolve(target):  # the target as a pid; None: nothing to stop (its folder gone); False: not known
     if target[0] != "pidfile":
         return target
     path = target[1]
-    deadline = time.monotonic() + 3  # a server starting when pytest died: its pid file comes
+    deadline = time.monotonic() + 10  # a server starting when pytest died: its pid file comes, then its pid
     while time.monotonic() < deadline:
         try:
             with open(path) as fh:
-                return ["cmd", fh.readline().strip(), target[2], target[3]]
-        except (OSError, ValueError):
+                line = fh.readline()
+            if line.endswith("\n") and line.strip().isdigit():
+                return ["cmd", line.strip(), target[2], target[3]]
+        except OSError:
             if not os.path.isdir(os.path.dirname(path)):
                 return None
-            time.sleep(0.05)
-    return None
-for target in [t for t in map(resolve, targets) if t]:
-    try:
-        if not same(target):
-            continue
-        os.kill(int(target[1]), int(target[3]))
-    except (OSError, ValueError):
-        continue
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and same(target):
         time.sleep(0.05)
-    if same(target):
-        try:
-            os.kill(int(target[1]), signal.SIGKILL)
-        except OSError:
-            pass
-if remove:
+    return False
+def stop(target):  # True once the target is not running (stopped here, or not that process any more)
+    try:
+        fd = os.pidfd_open(int(target[1]))
+    except OSError:
+        return True  # no such pid
+    try:
+        if not same(target):  # checked with the pidfd open: a signal by it reaches only this process
+            return True
+        signal.pidfd_send_signal(fd, int(target[3]))
+        if not select.select([fd], [], [], grace)[0]:  # readable once it has exited
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+            select.select([fd], [], [], grace)
+        return not same(target)
+    except OSError:
+        return not same(target)
+    finally:
+        os.close(fd)
+stopped = True
+for target in map(resolve, targets):
+    if target is False:
+        stopped = False
+    elif target and not stop(target):
+        stopped = False
+if remove and stopped:  # never under a server that may still run
     shutil.rmtree(remove, ignore_errors=True)
 """
 
@@ -116,17 +134,26 @@ class Lifeline:
     (`watch_pidfile`) once known. `remove`: the server's own temp dir, removed once it is stopped."""
 
     def __init__(self, remove: Path | None = None) -> None:
-        read_fd, self._write_fd = os.pipe()  # both not inheritable; the read end is passed on alone
+        # Both ends not inheritable; the read end is the watchdog's stdin (a number of its own,
+        # also where pytest's stdin is closed and os.pipe() returns 0).
+        read_fd, self._write_fd = os.pipe()
+        done_read, done_write = os.pipe()
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-S", "-c", WATCHDOG, str(read_fd), str(os.getpid()), str(STOP_GRACE_S),
-                 str(remove or "")], pass_fds=(read_fd,), start_new_session=True, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            starter = subprocess.Popen(
+                [sys.executable, "-S", "-c", WATCHDOG, str(os.getpid()), str(start_ticks(os.getpid())),
+                 str(STOP_GRACE_S), str(remove or "")], start_new_session=True, stdin=read_fd, stdout=done_write,
+                stderr=subprocess.DEVNULL)
+            starter.wait()  # it forks the watchdog and exits
         except BaseException:
             os.close(self._write_fd)
+            os.close(done_read)
             raise
         finally:
             os.close(read_fd)
+            os.close(done_write)
+        self._done = os.fdopen(done_read, "rb", buffering=0)
+        #: The watchdog's pid (not a child of this process).
+        self.pid = int(self._done.readline() or b"0")
 
     def _tell(self, *fields: object) -> None:
         os.write(self._write_fd, ("\t".join(str(f) for f in fields) + "\n").encode())
@@ -141,11 +168,17 @@ class Lifeline:
         self._tell("pidfile", path, word, int(stop))
 
     def close(self) -> None:
-        """The server was stopped by its owner: the watchdog finds nothing to stop and exits."""
-        with contextlib.suppress(OSError):
-            os.close(self._write_fd)
+        """The server was stopped by its owner: the watchdog finds nothing to stop and exits.
+        Once only: a second call would close whatever file took the number since."""
+        if self._write_fd < 0:
+            return
+        os.close(self._write_fd)
+        self._write_fd = -1
         try:
-            self.proc.wait(STOP_GRACE_S + 10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            if not select.select([self._done], [], [], STOP_GRACE_S + 15)[0]:
+                with contextlib.suppress(OSError):  # still running, so still this pid: it holds the pipe
+                    fd = os.pidfd_open(self.pid)
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    os.close(fd)
+        finally:
+            self._done.close()

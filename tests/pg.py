@@ -113,7 +113,8 @@ def start_postgres() -> PrivatePostgres:
             raise PostgresUnavailable("running as root and no `postgres` user to run the server as") from None
         run_as = "postgres"
     root = Path(tempfile.mkdtemp(prefix="opsrunner-pg-"))
-    lifeline = Lifeline(remove=root)  # before the server: a pytest killed while it starts leaves none
+    # Before the server, told of its pid file before pg_ctl runs: a pytest killed while it starts leaves none.
+    lifeline = Lifeline(remove=root)
     if run_as:
         shutil.chown(root, run_as)
     try:

@@ -116,12 +116,17 @@ def start_sshd(root: Path, extra_config: tuple[str, ...] = ()) -> PrivateSSHD:
     ]))
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
-    lifeline = Lifeline()  # before the daemon: a pytest killed while it starts leaves none
+    # Before the daemon, told of it right after: a pytest killed in between (microseconds) leaves it.
+    lifeline = Lifeline()
+    proc = None
     try:
         with (root / "sshd.log").open("wb") as log:
             proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
         lifeline.watch(proc.pid)
     except BaseException:
+        if proc is not None:  # a daemon the watchdog may not know of is not left running
+            proc.terminate()
+            proc.wait()
         lifeline.close()
         raise
     server = PrivateSSHD(root, port, getpass.getuser(), root / "client_ed25519", root / "known_hosts", "", proc,

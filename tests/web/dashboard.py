@@ -82,7 +82,8 @@ class Project:
 @contextlib.contextmanager
 def serving(project: Project, *args: str) -> Iterator[Server]:
     """`opsrunner serve` on 127.0.0.1 and a port the kernel picks, stopped by pid when the block
-    ends, or by its watchdog (tests/lifeline.py) when the pytest that started it dies first."""
+    ends, or by its watchdog (tests/lifeline.py) when the pytest that started it dies first
+    (after it was told of it: a pytest killed between the start and watch() leaves it)."""
     lifeline = Lifeline()
     try:
         with opsrunner_process("serve", "--port", "0", *args, cwd=project.dir, env=project.env) as proc:
