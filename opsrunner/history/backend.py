@@ -10,6 +10,12 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 
+class NoHistory(Exception):
+    """A history that no run has created yet (no such SQLite file; a PostgreSQL database without
+    opsrunner's schema), opened by a reader that creates none: `history`, `show`, `prune`,
+    `serve`. Only a run that records (`play`, `schedule run`) creates one."""
+
+
 class Backend(Protocol):
     #: Where the database is, as messages show it (a URL's password masked).
     shown: str

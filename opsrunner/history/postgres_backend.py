@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from opsrunner.history import migrations
+from opsrunner.history.backend import NoHistory
 from opsrunner.history.location import display
 
 #: pg_advisory_xact_lock key of the schema migration ("opsr" in ASCII).
@@ -30,7 +31,8 @@ class PostgresBackend:
     insertion_order = "ord"
     for_update = " FOR UPDATE"
 
-    def __init__(self, url: str, busy_timeout_s: float = 30.0, read_only: bool = False) -> None:
+    def __init__(self, url: str, busy_timeout_s: float = 30.0, read_only: bool = False,
+                 create: bool = True) -> None:
         self.shown = display(url)
         # libpq reads what the URL leaves out from PGPASSWORD, PGPASSFILE, PGSSLMODE...
         self.db = psycopg.connect(url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S,
@@ -38,6 +40,10 @@ class PostgresBackend:
         # A write waits this long for a lock, then fails (the recorder warns, the run goes on).
         self.db.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
         try:
+            if (read_only or not create) and self._found() == migrations.Found(0, 0, None):
+                # a reader's URL naming another database: its schema is created by a run only
+                raise NoHistory(f"no opsrunner history in this database (schema version 0, expected "
+                                f"{migrations.VERSION}: no opsrunner_schema table)")
             if read_only:
                 self.db.execute("SET default_transaction_read_only = on")
                 self._check(self._found(), read_only=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.history import migrations
+from opsrunner.history.backend import NoHistory
 
 
 class SchemaMismatch(sqlite3.OperationalError):
@@ -25,12 +26,15 @@ class SQLiteBackend:
     insertion_order = "rowid"
     for_update = ""
 
-    def __init__(self, path: Path, busy_timeout_s: float = 30.0, read_only: bool = False) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float = 30.0, read_only: bool = False,
+                 create: bool = True) -> None:
         """`read_only`: a reader that never writes (the dashboard); the database must exist
         at the current schema version or a newer one that this version can use (open it once
-        writable to migrate it)."""
+        writable to migrate it). `create`: a missing file is created (else NoHistory)."""
         self.path = path
         self.shown = str(path)
+        if (read_only or not create) and not path.exists():
+            raise NoHistory("no such file")
         if read_only:
             self.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s,
                                       isolation_level=None, check_same_thread=False)
@@ -63,6 +67,16 @@ class SQLiteBackend:
         except BaseException:
             self.db.close()
             raise
+
+    @classmethod
+    def empty(cls, shown: str) -> SQLiteBackend:
+        """A history with no run, in memory: what the dashboard reads of one that no run has
+        created yet (`shown`: where it will be); a reader creates none."""
+        backend = cls.__new__(cls)
+        backend.path, backend.shown = Path(shown), shown
+        backend.db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        backend._migrate()
+        return backend
 
     def _found(self) -> migrations.Found:
         return _found(self.db)

@@ -55,12 +55,14 @@ _JSON_COLUMNS: dict[str, Any] = {"inventory": [], "extra_vars": {}, "recap": {},
 
 
 class HistoryStore:
-    def __init__(self, location: Path | str | Backend, busy_timeout_s: float = 30.0, read_only: bool = False) -> None:
+    def __init__(self, location: Path | str | Backend, busy_timeout_s: float = 30.0, read_only: bool = False,
+                 create: bool = True) -> None:
         """`location`: a SQLite file's path, a postgresql:// URL, or an open Backend.
         `read_only`: a reader that never writes (the dashboard); the database must exist at
-        the current schema version (open it once writable to migrate it)."""
+        the current schema version (open it once writable to migrate it). `create`: a missing
+        history is created; else NoHistory (backend.py), as for `read_only`."""
         self.backend = location if not isinstance(location, Path | str) else \
-            _connect(location, busy_timeout_s, read_only)
+            _connect(location, busy_timeout_s, read_only, create)
         #: Where it is, as messages show it (a URL's password masked).
         self.path = self.backend.shown
         self.db = getattr(self.backend, "db", None)  # the SQLite connection, for tests and tools
@@ -403,11 +405,11 @@ def open_history(location: Path | str | None = None, busy_timeout_s: float = 30.
                         busy_timeout_s, read_only)
 
 
-def _connect(location: Path | str, busy_timeout_s: float, read_only: bool) -> Backend:
+def _connect(location: Path | str, busy_timeout_s: float, read_only: bool, create: bool) -> Backend:
     if is_postgres(location):
         from opsrunner.history.postgres_backend import PostgresBackend  # psycopg: only for a URL
 
-        return PostgresBackend(str(location), busy_timeout_s, read_only)
+        return PostgresBackend(str(location), busy_timeout_s, read_only, create)
     from opsrunner.history.sqlite_backend import SQLiteBackend
 
-    return SQLiteBackend(Path(location), busy_timeout_s, read_only)
+    return SQLiteBackend(Path(location), busy_timeout_s, read_only, create)

@@ -47,19 +47,22 @@ def _db_option(p: argparse.ArgumentParser) -> None:
 
 
 def open_for_reading(location: str | None, dry_run: bool = False) -> HistoryStore:
-    """The history at `location` (default: $OPSRUNNER_HISTORY or the user's file); a missing
-    file is created empty (no run recorded yet is not an error). Any failure to open it
-    (sqlite3.Error, psycopg.Error, OSError) is a CommandError naming it, password masked.
-    `dry_run`: opened read-only, so nothing is written (no file created, no schema migrated,
-    no kept outcome recorded); a missing SQLite file is refused (a mistyped --history)."""
-    from opsrunner.history.location import display, is_postgres, resolve, scrub
+    """The history at `location` (default: $OPSRUNNER_HISTORY or the user's file). A reader
+    creates none: a missing file (a mistyped --history, or no run recorded yet) or a
+    PostgreSQL database without opsrunner's schema is refused, naming it; only a run that
+    records creates it. Any failure to open it (sqlite3.Error, psycopg.Error, OSError) is a
+    CommandError naming it, password masked. `dry_run`: opened read-only, so nothing is
+    written (no schema migrated, no kept outcome recorded)."""
+    from opsrunner.history.backend import NoHistory
+    from opsrunner.history.location import display, resolve, scrub
     from opsrunner.history.store import HistoryStore
 
     where = resolve(location)
-    if dry_run and not is_postgres(where) and not Path(where).exists():
-        raise CommandError(f"cannot read the run history {where}: no such file (a dry run creates none)")
     try:
-        return HistoryStore(where, read_only=dry_run)
+        return HistoryStore(where, read_only=dry_run, create=False)
+    except NoHistory as exc:
+        creates = "a dry run creates none" if dry_run else "only a run creates it: opsrunner play, schedule run"
+        raise CommandError(f"cannot read the run history {display(where)}: {exc} ({creates})") from None
     except Exception as exc:
         cause = scrub(f"{type(exc).__name__}: {str(exc).strip()}", where)
         if dry_run and "schema version" in cause:  # a read-only reader migrates nothing

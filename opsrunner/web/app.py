@@ -20,6 +20,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from opsrunner.errors import OpsrunnerError
+from opsrunner.history.backend import NoHistory
+from opsrunner.history.location import display
+from opsrunner.history.sqlite_backend import SQLiteBackend
 from opsrunner.history.store import RESULTS, HistoryStore, RunFilter, RunRow
 from opsrunner.web import charts, data
 
@@ -121,7 +124,10 @@ T = TypeVar("T")
 def _read(request: Request, query: Callable[[HistoryStore, Dashboard], T]) -> T:
     """`query` over a read-only connection of this request's own."""
     config: Dashboard = request.app.state.config
-    store = HistoryStore(config.history, busy_timeout_s=5.0, read_only=True)
+    try:
+        store = HistoryStore(config.history, busy_timeout_s=5.0, read_only=True)
+    except NoHistory:  # no run recorded there yet: shown empty until a run creates it
+        store = HistoryStore(SQLiteBackend.empty(display(config.history)))
     try:
         return query(store, config)
     finally:

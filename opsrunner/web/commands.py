@@ -47,6 +47,7 @@ def read_token(path: str) -> str:
 
 
 def cmd_serve(args: argparse.Namespace, out: IO[str]) -> int:
+    from opsrunner.history.backend import NoHistory
     from opsrunner.history.location import display, resolve
     from opsrunner.history.store import HistoryStore
     from opsrunner.schedule.store import schedules_dir
@@ -65,8 +66,11 @@ def cmd_serve(args: argparse.Namespace, out: IO[str]) -> int:
         raise CommandError(f"the dashboard needs the web extra ({exc.name} is missing): "
                            "pip install '.[web]' in the opsrunner checkout") from None
     history = resolve(args.history)
-    try:  # created if missing and migrated to this version once, here; every request only reads it
-        HistoryStore(history).close()
+    shown = display(history)
+    try:  # migrated to this version once, here; every request only reads it
+        HistoryStore(history, create=False).close()
+    except NoHistory as exc:  # never created here (a run does): a mistyped path is told at once
+        shown += f", which does not exist ({exc}): no run is shown until a run records there"
     except Exception as exc:
         from opsrunner.history.location import scrub
 
@@ -75,7 +79,7 @@ def cmd_serve(args: argparse.Namespace, out: IO[str]) -> int:
     app = create_app(Dashboard(history, schedules_dir(args.schedules), token))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
-    return _serve(server, args.host, args.port, display(history), out)
+    return _serve(server, args.host, args.port, shown, out)
 
 
 def _serve(server: Any, host: str, port: int, history: str, out: IO[str]) -> int:
