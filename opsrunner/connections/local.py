@@ -8,9 +8,10 @@ import select
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 from opsrunner.connections.base import Connection
@@ -31,11 +32,40 @@ from opsrunner.results import CommandResult
 BACKUP_GRACE_S = 5.0
 
 
+def job_environment(environ: Mapping[str, str] | None = None, prefix: str | None = None,
+                    base_prefix: str | None = None) -> dict[str, str] | None:
+    """The environment of what a local host runs (commands, the agent and the jobs it launches):
+    the controller's, less opsrunner's own virtualenv when opsrunner runs in one (`source
+    .venv/bin/activate`): its VIRTUAL_ENV (and VIRTUAL_ENV_PROMPT), its bin on PATH and a
+    PYTHONHOME naming it. So a job's `python3` is the one its user would get, whoever runs
+    opsrunner (a shell with the venv, cron, a timer), as on an ssh host. None: inherited as is."""
+    environ = os.environ if environ is None else environ
+    prefix, base = prefix or sys.prefix, base_prefix or sys.base_prefix
+    if os.path.realpath(prefix) == os.path.realpath(base):
+        return None
+
+    def ours(path: str | None) -> bool:
+        return bool(path) and os.path.realpath(str(path)) == os.path.realpath(prefix)
+
+    env = dict(environ)
+    if ours(env.get("VIRTUAL_ENV")):
+        env.pop("VIRTUAL_ENV")
+        env.pop("VIRTUAL_ENV_PROMPT", None)
+    if ours(env.get("PYTHONHOME")):
+        env.pop("PYTHONHOME")
+    if "PATH" in env:
+        venv_bin = os.path.join(prefix, "bin")
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                      if not p or os.path.realpath(p) != os.path.realpath(venv_bin))
+    return env
+
+
 class LocalConnection(Connection):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._running: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
+        self._env = job_environment()
 
     def open(self) -> None:
         return None
@@ -58,6 +88,7 @@ class LocalConnection(Connection):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # Ctrl-C on the controller must not hit it first
+                env=self._env,
             )
         except OSError as exc:
             return CommandResult(command, 127, b"", f"{argv[0]}: {exc.strerror}\n".encode(),
@@ -73,7 +104,7 @@ class LocalConnection(Connection):
     def _spawn(self, argv: Sequence[str]) -> Stream:
         try:
             proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
+                                    stderr=subprocess.PIPE, start_new_session=True, bufsize=0, env=self._env)
         except OSError as exc:
             raise ModuleFailure(f"cannot start {argv[0]}: {exc.strerror}") from None
         return _ProcessStream(proc)
