@@ -158,7 +158,22 @@ def _failed_hop(hops: list[FabricConnection]) -> str | None:
     return None
 
 
-def _reason(exc: BaseException, spec_host: str, timeout: float) -> str:
+def _tried(fab: FabricConnection, hops: list[FabricConnection]) -> str:
+    """The TCP connection where connecting stopped, as Ansible's `connect to host H port P`
+    says it: the first connection not open, in the order they open (the hop furthest from the
+    target first, then each hop from the one before it, the target last), and the hop it was
+    tried from."""
+    chain = [*reversed(hops), fab]
+    for i, conn in enumerate(chain):
+        if conn is fab or not conn.is_connected:
+            what = "host" if conn is fab else "ProxyJump hop"
+            via = f" through ProxyJump hop [{chain[i - 1].host}]:{chain[i - 1].port}" if i else ""
+            return f"{what} {conn.host} port {conn.port}{via}"
+    return "host"  # not reached: the target is last
+
+
+def _reason(exc: BaseException, spec_host: str, timeout: float, tried: str = "host") -> str:
+    """Why connecting failed; one that never reached an ssh server names the address tried."""
     if isinstance(exc, StartsClosed):
         return str(exc)
     if isinstance(exc, paramiko.BadHostKeyException):
@@ -172,14 +187,14 @@ def _reason(exc: BaseException, spec_host: str, timeout: float) -> str:
                 "applies to every ProxyJump hop): add it to known_hosts (ssh-keyscan) or set "
                 "host_key_checking: accept-new")
     if isinstance(exc, TimeoutError | socket.timeout):
-        return f"connection timed out after {timeout:g}s"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
+        return f"connect to {tried}: connection timed out after {timeout:g}s"
+    if isinstance(exc, ConnectionRefusedError | paramiko.ssh_exception.NoValidConnectionsError):
+        return f"connect to {tried}: connection refused"
     if isinstance(exc, socket.gaierror):
-        return f"cannot resolve host: {exc.strerror}"
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
-        return "connection refused"
-    return f"{type(exc).__name__}: {exc}"
+        return f"connect to {tried}: cannot resolve host: {exc.strerror}"
+    if isinstance(exc, paramiko.ChannelException):  # the hop before it could not connect to it
+        return f"connect to {tried}: the hop could not connect ({exc.text or f'code {exc.code}'})"
+    return f"connect to {tried}: {type(exc).__name__}: {exc}"
 
 
 class SSHConnection(Connection):
@@ -225,13 +240,13 @@ class SSHConnection(Connection):
                         direct.connect_kwargs = dict(direct.connect_kwargs, sock=sock)
                     fab.open()
             except Exception as exc:
-                where = _failed_hop(hops) or spec.host or spec.name
+                where, tried = _failed_hop(hops) or spec.host or spec.name, _tried(fab, hops)  # before the closes
                 for conn in (fab, *hops):
                     with contextlib.suppress(Exception):
                         conn.close()
                 if sock is not None:
                     sock.close()
-                raise ConnectionFailed(_reason(exc, where, spec.connect_timeout)) from None
+                raise ConnectionFailed(_reason(exc, where, spec.connect_timeout, tried)) from None
             fab.client.get_transport().set_keepalive(15)
             self._fabric = fab
 

@@ -70,3 +70,16 @@ def test_a_name_that_does_not_resolve_is_reported_as_such(monkeypatch: pytest.Mo
                                         known_hosts_file=str(tmp_path / "known_hosts")))
     with pytest.raises(ConnectionFailed, match="cannot resolve host: Name or service not known"):
         conn.open()
+
+
+def test_a_name_that_does_not_resolve_is_named_with_its_port(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def unknown_name(*_args: object) -> list[object]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(tcp.socket, "getaddrinfo", unknown_name)
+    conn = SSHConnection(ConnectionSpec(name="gpu-7", host="gpu-7.example", port=2201, user="root",
+                                        known_hosts_file=str(tmp_path / "known_hosts")))
+    with pytest.raises(ConnectionFailed) as caught:
+        conn.open()
+    assert str(caught.value) == ("connect to host gpu-7.example port 2201: cannot resolve host: "
+                                 "Name or service not known")
