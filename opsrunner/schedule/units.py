@@ -123,18 +123,40 @@ def _systemctl(target: UnitTarget, *args: str) -> None:
         raise InstallError(f"{shlex.join(argv)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
-NO_SYSTEMD = "systemd is not running here: use --cron, or --unit-dir DIR to only write the units"
-NO_CRONTAB = ("crontab is not installed here (no crontab command): install cron, or leave out --cron for a "
-              "systemd timer")
+def no_systemd(crontab: bool) -> str:
+    """Why a timer cannot be installed here, and every way forward this machine has."""
+    if crontab:
+        return "systemd is not running here: use --cron, or --unit-dir DIR to only write the units"
+    return ("systemd is not running here, and crontab is not installed either (no crontab command): use --unit-dir "
+            "DIR to only write the units, or --cron with $OPSRUNNER_CRONTAB=FILE to only write the crontab line to "
+            "FILE (nothing runs either until it is installed elsewhere), or install cron and use --cron")
 
 
-def check_installable(cron: bool, target: UnitTarget | None) -> None:
+def no_crontab(systemd: bool, adding: bool = True) -> str:
+    """Why a crontab line cannot be written here (`add --cron`, or `remove` of a cron
+    schedule), and every way forward this machine has."""
+    if not adding:
+        return ("crontab is not installed here (no crontab command): install cron, or set $OPSRUNNER_CRONTAB=FILE "
+                "to the file its line was written to")
+    if systemd:
+        return ("crontab is not installed here (no crontab command): install cron, or leave out --cron for a "
+                "systemd timer, or set $OPSRUNNER_CRONTAB=FILE to only write the crontab line to FILE")
+    return ("crontab is not installed here (no crontab command), and systemd is not running either: install cron, "
+            "or set $OPSRUNNER_CRONTAB=FILE to only write the crontab line to FILE, or leave out --cron and use "
+            "--unit-dir DIR to only write a timer's units (nothing runs either until it is installed elsewhere)")
+
+
+def check_installable(cron: bool, target: UnitTarget | None, adding: bool = True) -> None:
     """InstallError where this machine cannot install the schedule: checked before anything
-    is written."""
-    if cron and not os.environ.get("OPSRUNNER_CRONTAB") and shutil.which("crontab") is None:
-        raise InstallError(NO_CRONTAB)
+    is written. The message names what is missing and what can be done instead."""
+    if cron and not _crontab_usable():
+        raise InstallError(no_crontab(_systemd_running(), adding))
     if not cron and target is not None and target.activate and not _systemd_running():
-        raise InstallError(NO_SYSTEMD)
+        raise InstallError(no_systemd(_crontab_usable()))
+
+
+def _crontab_usable() -> bool:
+    return bool(os.environ.get("OPSRUNNER_CRONTAB")) or shutil.which("crontab") is not None
 
 
 def _systemd_running() -> bool:
@@ -143,7 +165,7 @@ def _systemd_running() -> bool:
 
 def install_systemd(schedule: Schedule, schedules: Path, target: UnitTarget) -> list[Path]:
     if target.activate and not _systemd_running():
-        raise InstallError(NO_SYSTEMD)
+        raise InstallError(no_systemd(_crontab_usable()))
     target.folder.mkdir(parents=True, exist_ok=True)
     base = target.folder / unit_name(schedule.name)
     service, timer = base.with_suffix(".service"), base.with_suffix(".timer")
@@ -186,7 +208,7 @@ def _read_crontab() -> tuple[list[str], Path | None]:
     if custom:
         path = Path(custom)
         return (path.read_text().splitlines() if path.exists() else []), path
-    check_installable(True, None)
+    check_installable(True, None, adding=False)  # `add` checked first, with its own ways forward
     proc = subprocess.run(["crontab", "-l"], capture_output=True, text=True, timeout=30)
     return (proc.stdout.splitlines() if proc.returncode == 0 else []), None
 

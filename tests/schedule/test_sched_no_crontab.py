@@ -12,8 +12,16 @@ import pytest
 from tests.conftest import write_yaml
 from tests.helpers import CliResult, ProjectEnv
 
-NO_CRONTAB = "ERROR: crontab is not installed here (no crontab command): install cron, or leave out --cron"
-NO_SYSTEMD = "ERROR: systemd is not running here: use --cron, or --unit-dir DIR to only write the units"
+NO_CRONTAB = ("ERROR: crontab is not installed here (no crontab command), and systemd is not running either: "
+              "install cron, or set $OPSRUNNER_CRONTAB=FILE to only write the crontab line to FILE, or leave out "
+              "--cron and use --unit-dir DIR to only write a timer's units (nothing runs either until it is "
+              "installed elsewhere)\n")
+NO_SYSTEMD = ("ERROR: systemd is not running here, and crontab is not installed either (no crontab command): use "
+              "--unit-dir DIR to only write the units, or --cron with $OPSRUNNER_CRONTAB=FILE to only write the "
+              "crontab line to FILE (nothing runs either until it is installed elsewhere), or install cron and use "
+              "--cron\n")
+NO_CRONTAB_TO_REMOVE = ("ERROR: crontab is not installed here (no crontab command): install cron, or set "
+                        "$OPSRUNNER_CRONTAB=FILE to the file its line was written to\n")
 
 
 class Bare(ProjectEnv):
@@ -65,5 +73,31 @@ def test_list_and_remove_of_a_cron_schedule_without_crontab(env: Bare) -> None:
     listing = env.run("schedule", "list")
     assert listing.rc == 0, listing.err
     assert listing.out.splitlines()[1].split()[:4] == ["c", "daily", "-", "-"]  # not active: no crontab here
-    _refused(env.run("schedule", "remove", "c"), NO_CRONTAB)
+    _refused(env.run("schedule", "remove", "c"), NO_CRONTAB_TO_REMOVE)
     assert (env.root / "schedules" / "c.yml").exists()  # kept: its crontab line could not be removed
+
+
+def test_the_ways_forward_each_message_names_work_here(env: Bare) -> None:
+    """Neither systemd nor crontab: both messages name --unit-dir and $OPSRUNNER_CRONTAB, and
+    each of them adds the schedule on this machine (nothing else would)."""
+    for cron in ([], ["--cron"]):
+        refused = env.run("schedule", "add", "s", "site.yml", "-i", "inv.yml", "--at", "daily", *cron)
+        assert refused.rc == 1 and "--unit-dir DIR" in refused.err and "$OPSRUNNER_CRONTAB=FILE" in refused.err
+        assert "use --cron," not in refused.err and "leave out --cron for" not in refused.err  # neither works here
+    units = env.root / "units-here"
+    added = env.run("schedule", "add", "s", "site.yml", "-i", "inv.yml", "--at", "daily", "--unit-dir", str(units))
+    assert added.rc == 0, added.err
+    assert sorted(p.name for p in units.iterdir()) == ["opsrunner-s.service", "opsrunner-s.timer"]
+    env.vars["OPSRUNNER_CRONTAB"] = str(env.root / "crontab")
+    added = env.run("schedule", "add", "c", "site.yml", "-i", "inv.yml", "--at", "daily", "--cron")
+    assert added.rc == 0, added.err
+    assert (env.root / "crontab").read_text().count("opsrunner") > 0
+
+
+def test_without_systemd_but_with_crontab_the_timer_message_offers_cron(env: Bare) -> None:
+    crontab = env.root / "bin" / "crontab"
+    crontab.write_text("#!/bin/sh\nexit 1\n")
+    crontab.chmod(0o755)
+    _refused(env.run("schedule", "add", "s", "site.yml", "-i", "inv.yml", "--at", "daily"),
+             "ERROR: systemd is not running here: use --cron, or --unit-dir DIR to only write the units\n")
+    assert env.written() == ["bin/crontab"]
