@@ -8,9 +8,9 @@ from typing import Any
 
 from opsrunner.errors import OpsrunnerError, Problem, TemplateError, ValidationError
 from opsrunner.inventory import Inventory, PatternError, names_nothing, split_host_pattern
-from opsrunner.playbook import Play, Playbook
+from opsrunner.playbook import Play, Playbook, iter_tasks
 from opsrunner.preflight import hosts_problem
-from opsrunner.selection import RunOptions, play_pattern, select_play_hosts
+from opsrunner.selection import RunOptions, play_pattern, select_play_hosts, task_tags
 
 
 class NoHostsToTarget(OpsrunnerError):
@@ -38,7 +38,7 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
             warnings += _play_unmatched(play, inventory, options.extra_vars)
         except (TemplateError, PatternError, ValueError) as exc:
             problems.append(hosts_problem(play, exc))
-    _warn(inventory, options.extra_vars, warnings)
+    _warn(inventory, options.extra_vars, warnings + unknown_tags(playbook, options))
     if problems:
         raise ValidationError(problems)
     if playbook.plays and not any(selected) and options.host_slice is not None:
@@ -89,6 +89,37 @@ def _play_unmatched(play: Play, inventory: Inventory, extra_vars: Mapping[str, A
     where = play.hosts_pos or play.pos
     return [f"{_IGNORING} {term} (in hosts {pattern!r} of play {play.name!r} at {where})"
             for term in unmatched_terms(inventory, pattern)]
+
+
+#: --tags names that select by a rule, not by a task's tag.
+_SELECTORS = frozenset({"all", "tagged", "untagged"})
+#: The most of the playbook's tags a warning lists.
+TAGS_SHOWN = 12
+
+
+def unknown_tags(playbook: Playbook, options: RunOptions) -> list[str]:
+    """A warning per --tags / --skip-tags naming a tag no task has (a typo: ansible-core then
+    runs the `always` tasks alone, silently), with the tags the playbook's tasks have."""
+    if not options.tags and not options.skip_tags:
+        return []
+    known: set[str] = set()
+    for play in playbook.plays:
+        for task in iter_tasks(play.tasks):
+            try:
+                known |= task_tags(task, play, options.extra_vars)
+            except (TemplateError, ValueError):
+                continue  # bad input, told as such (tags_problems)
+    listed = sorted(known - {"always"})
+    shown = ", ".join(listed[:TAGS_SHOWN]) + (f", ... ({len(listed) - TAGS_SHOWN} more)"
+                                              if len(listed) > TAGS_SHOWN else "")
+    has = f"the playbook's tags: {shown}" if listed else "the playbook's tasks have no tags"
+    warnings = []
+    for flag, names in (("--tags", options.tags), ("--skip-tags", options.skip_tags)):
+        unknown = sorted(names - known - _SELECTORS)
+        if unknown:
+            verb = "matches" if len(unknown) == 1 else "match"
+            warnings.append(f"{flag} {', '.join(repr(t) for t in unknown)} {verb} no task; {has}")
+    return warnings
 
 
 def _warn(inventory: Inventory, extra_vars: Mapping[str, Any], warnings: list[str]) -> None:
