@@ -143,15 +143,30 @@ class RunFilter:
     failed: bool = False
     group: str | None = None
 
+    @property
+    def not_ok(self) -> bool:
+        """`history --failed` and the dashboard's result=failed: one definition (did_not_succeed)."""
+        return self.failed or self.result == "failed"
+
+
+#: The rows did_not_succeed() may hold, in SQL: an open row is one only once its controller is gone.
+NOT_OK_SQL = "(exit_code IS NULL OR exit_code != 0)"
+
+
+def did_not_succeed(run: RunRow) -> bool:
+    """A run that did not succeed: it exited other than 0, or never ended, its controller gone
+    (aborted). A run going on has not failed (yet)."""
+    return run.exit_code != 0 if run.exit_code is not None else run.aborted
+
 
 def matches(run: RunRow, f: RunFilter) -> bool:
     """Whether a run passes a filter as the store's SQL would: for a run read from elsewhere
     than the database (its end kept aside, outcomes.py)."""
-    by_result = {"ok": run.exit_code == 0 and not run.check_mode, "failed": run.exit_code not in (0, None),
-                 "unfinished": run.exit_code is None, "dry-run": run.check_mode}
+    by_result = {"ok": run.exit_code == 0 and not run.check_mode, "unfinished": run.exit_code is None,
+                 "dry-run": run.check_mode}
     return ((not f.playbook or run.playbook == f.playbook or run.playbook.endswith("/" + f.playbook))
             and (not f.host or f.host in run.hosts) and (not f.schedule or run.schedule == f.schedule)
-            and (not f.group or run.run_group == f.group) and (not f.failed or run.exit_code != 0)
+            and (not f.group or run.run_group == f.group) and (not f.not_ok or did_not_succeed(run))
             and by_result.get(f.result or "", True))
 
 

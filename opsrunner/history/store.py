@@ -19,6 +19,7 @@ from opsrunner.history import migrations, outcomes
 from opsrunner.history.liveness import ControllerStamp, controller_gone, unrecorded_after
 from opsrunner.history.location import default_location, default_path, is_postgres
 from opsrunner.history.rows import (
+    NOT_OK_SQL,
     RESULTS,
     RUN_COLUMNS,
     STAMP_COLUMNS,
@@ -27,6 +28,7 @@ from opsrunner.history.rows import (
     RunFilter,
     RunRow,
     TaskRow,
+    did_not_succeed,
     matches,
     result_of,
     row_fields,
@@ -252,8 +254,8 @@ class HistoryStore:
             sql = _SELECT_RUN + ((" WHERE " + " AND ".join(where)) if where else "")
             sql += f" ORDER BY started DESC, {self._order} DESC LIMIT ? OFFSET ?"
         runs = [self._run(r) for r in self._q(sql, [*params, limit, offset])]
-        if failed:  # an open row whose controller is gone did not exit 0 either
-            runs = [r for r in runs if r.exit_code is not None or r.aborted]
+        if wanted.not_ok:  # an open row whose controller is gone did not succeed either; one going on has not
+            runs = [r for r in runs if did_not_succeed(r)]
         if kept := [r for r in self._kept_only if offset == 0 and matches(r, wanted)]:
             runs = sorted([*runs, *kept], key=lambda r: r.started, reverse=True)[:limit]
         if with_tasks and runs:
@@ -383,8 +385,8 @@ def _where(f: RunFilter) -> tuple[list[str], list[Any]]:
     if f.host:  # joined by runs(): the host's rows of run_hosts
         where.append("run_hosts.host = ?")
         params.append(f.host)
-    if f.failed:
-        where.append("(exit_code IS NULL OR exit_code != 0)")
+    if f.not_ok:
+        where.append(NOT_OK_SQL)
     if f.schedule:
         where.append("schedule = ?")
         params.append(f.schedule)
@@ -392,7 +394,7 @@ def _where(f: RunFilter) -> tuple[list[str], list[Any]]:
         where.append("run_group = ?")
         params.append(f.group)
     where += {"ok": ["exit_code = 0", "coalesce(check_mode, 0) = 0"],
-              "failed": ["exit_code != 0"], "unfinished": ["exit_code IS NULL"],
+              "unfinished": ["exit_code IS NULL"],
               "dry-run": ["coalesce(check_mode, 0) != 0"]}.get(f.result or "", [])
     return where, params
 

@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     hist.add_argument("--playbook", help="only runs of this playbook (path or file name)")
     hist.add_argument("--host", help="only runs that touched this host")
     hist.add_argument("--schedule", help="only runs of this schedule")
-    hist.add_argument("--failed", action="store_true", help="only runs that did not exit 0")
+    hist.add_argument("--failed", action="store_true",
+                      help="only runs that did not succeed: an exit code other than 0, or aborted (controller gone); "
+                           "the dashboard's result=failed")
     hist.add_argument("--group", help="only the runs of this run group (the slices of one run)")
     hist.add_argument("-n", type=int, default=20, dest="limit", help="at most N runs (default 20)")
     hist.add_argument("--json", action="store_true", help="JSON instead of a table")
