@@ -373,9 +373,11 @@ def _as_scheduled(recorded: str | None, summary: dict[str, Any]) -> str:
     (relative to its project), not the absolute path its row records."""
     from pathlib import Path
 
+    from opsrunner.project import resolve_playbook
+
     if not recorded:
         return str(summary["playbook"])
     project = Path(summary.get("project") or "/")
-    if (project / summary["playbook"]).resolve() == Path(recorded).resolve():
+    if (project / resolve_playbook(summary["playbook"], project)).resolve() == Path(recorded).resolve():
         return str(summary["playbook"])
     return str(Path(recorded).relative_to(project)) if Path(recorded).is_relative_to(project) else recorded

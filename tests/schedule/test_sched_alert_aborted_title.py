@@ -34,3 +34,29 @@ def test_the_aborted_alert_names_the_playbook_as_the_schedule_does(env: ProjectE
     titles = [a["title"] for a in alerts.received]
     assert titles == ["opsrunner: schedule slow ABORTED (controller gone): playbooks/slow.yml",
                       "opsrunner: schedule slow RECOVERED (exit 0): playbooks/slow.yml"], titles
+
+
+def test_the_aborted_alert_names_a_bare_playbook_name_as_the_schedule_gives_it(env: ProjectEnv,
+                                                                              alerts: Alerts) -> None:
+    """`schedule add slow.yml` of a playbook found in the project's playbooks/: every alert says
+    `slow.yml`, the ABORTED one too (not `playbooks/slow.yml`, the path its row records)."""
+    slow = env.project / "playbooks" / "slow.yml"
+    write_yaml(slow, [{"hosts": "all", "tasks": [{"pause": {"seconds": 60}}]}])
+    added = env.run("schedule", "add", "slow", "slow.yml", "-i", "inv.yml", "--at", "daily",
+                    "--notify", alerts.url, "--notify-on", "always")
+    assert added.rc == 0, added.err
+    first = subprocess.Popen([sys.executable, "-m", "opsrunner", "schedule", "run", "slow"], cwd=env.project,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT), **env.vars), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: env.history_db.exists() and any(r["result"] == "running" for r in env.history()),
+                        60, 0.3)
+        first.send_signal(signal.SIGKILL)  # its row left open: aborted, alerted by the next run
+        first.wait(30)
+    finally:
+        stop(first)
+    write_yaml(slow, [{"hosts": "all", "tasks": [{"debug": {"msg": "quick"}}]}])
+    assert env.run("schedule", "run", "slow").rc == 0
+    titles = [a["title"] for a in alerts.received]
+    assert titles == ["opsrunner: schedule slow ABORTED (controller gone): slow.yml",
+                      "opsrunner: schedule slow RECOVERED (exit 0): slow.yml"], titles
