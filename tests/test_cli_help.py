@@ -13,6 +13,7 @@ import pytest
 
 from opsrunner.cli import build_parser
 from opsrunner.docgen import commands
+from opsrunner.history.store import HistoryStore
 from tests.conftest import ROOT
 from tests.helpers import cli
 
@@ -49,6 +50,7 @@ def test_history_usage_shows_its_prune_subcommand_as_optional(capsys: pytest.Cap
     usage = _usage(_help(capsys, "history"))
     assert usage.endswith("[--history PATH_OR_URL] [prune ...]"), usage
     # what the usage says: `history` alone runs (lists runs), and `history prune` is a command
+    HistoryStore(tmp_path / "h.db").close()  # a history a run made: a reader creates none
     assert cli("history", "--history", str(tmp_path / "h.db")).rc == 0
     assert _usage(_help(capsys, "history", "prune")).startswith("usage: opsrunner history prune [-h] --keep-days N")
 
