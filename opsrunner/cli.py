@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import sys
@@ -19,8 +20,12 @@ from opsrunner.exitcodes import (
     EXIT_UNEXPECTED,
     EXIT_VALIDATION,
 )
+from opsrunner.interrupts import hangup_drops_output
 from opsrunner.outstream import QuietWhenClosed
 from opsrunner.playflags import add_play_flags, play_flag_values
+
+#: A command other than a run whose output could not be written all (a full disk): as coreutils.
+EXIT_OUTPUT_CUT = 1
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest
@@ -176,7 +181,7 @@ def _cmd_schema(args: argparse.Namespace, out: IO[str]) -> int:
     return EXIT_OK
 
 
-def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
+def _cmd_play(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from opsrunner import api
 
     if args.syntax_check:
@@ -191,24 +196,49 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
 
     reporters: list[Reporter] = []
-    events_stream = None
+    events: QuietWhenClosed | None = None  # a file of its own: its loss is told as stdout's
     if args.json_events:
         try:
-            events_stream = out if args.json_events == "-" else open(args.json_events, "w", encoding="utf-8")  # noqa: SIM115
+            if args.json_events != "-":
+                events = QuietWhenClosed(open(args.json_events, "w", encoding="utf-8"), closes=True)  # noqa: SIM115
         except OSError as exc:
             error = UsageError(f"--json-events {args.json_events}: {exc.strerror}")
             api.record_not_run(request, error)
             raise error from None
-        reporters.append(JsonEventsReporter(events_stream))
+        reporters.append(JsonEventsReporter(cast(IO[str], events) if events else out))
     if args.json_events != "-":
         reporters.append(ConsoleReporter(out, args.verbose, colour=False if args.no_color else None,
                                          diff=args.diff))
+    run_id = None
     try:
-        return api.run(request, reporters, on_ready=_settle_the_heap).exit_code
+        result = api.run(request, reporters, on_ready=_settle_the_heap)
+        run_id = result.run_id
+        return result.exit_code
     finally:
         for r in reporters:
-            if not (isinstance(r, JsonEventsReporter) and events_stream is out):
+            if not (isinstance(r, JsonEventsReporter) and events is None):
                 r.close()
+        if events is not None and events.lost:
+            err.write(f"WARNING: the JSON events (--json-events {args.json_events}) could not be written "
+                      f"{events.lost}; {_dropped(events)}, and the run went on to its end\n")
+        if run_id:  # its record says so: the console may be the one that was lost
+            _note_lost(request, run_id, [("output", out), ("error output", err),
+                                         (f"JSON events (--json-events {args.json_events})", events)])
+
+
+def _note_lost(request: PlayRequest, run_id: str, streams: list[tuple[str, Any]]) -> None:
+    from opsrunner.history.location import resolve
+    from opsrunner.history.store import HistoryStore
+    from opsrunner.outstream import lost_notes
+
+    notes = lost_notes(streams)
+    if not notes:
+        return
+    with contextlib.suppress(Exception):  # recorded where possible (the history may be on that full disk)
+        store = HistoryStore(resolve(request.history_path))
+        for note in notes:
+            store.add_note(run_id, note)
+        store.close()
 
 
 def _record_not_run(args: argparse.Namespace, exc: BaseException) -> None:
@@ -269,19 +299,56 @@ def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    # A reader that goes away (`| head`) stops the output, never the command (outstream.py).
-    out = cast(IO[str], QuietWhenClosed(out or sys.stdout))
-    err = cast(IO[str], QuietWhenClosed(err or sys.stderr))
+    # A reader that goes away (`| head`) stops the output, never the command; output that
+    # cannot be written (a full disk) never stops a run, and is told (outstream.py).
+    stdout, stderr = QuietWhenClosed(out or sys.stdout), QuietWhenClosed(err or sys.stderr)
+    goes_on: list[bool] = []  # _command says whether it is a run (_goes_on)
+    # The process's own streams too, where they are the command's: what writes to them directly
+    # (a warning of the history, of ansible-style patterns) is guarded and told the same way.
+    own = (sys.stdout, sys.stderr)
+    sys.stdout, sys.stderr = (cast(IO[str], stdout) if out is None else own[0],
+                              cast(IO[str], stderr) if err is None else own[1])
     try:
-        return _command(argv, out, err)
+        code = _command(argv, cast(IO[str], stdout), cast(IO[str], stderr), goes_on)
     finally:
-        lost = cast(QuietWhenClosed, out).lost
-        if lost:  # the command went on to its end: its output did not
-            err.write(f"WARNING: the output could not be written {lost}; the rest of it was dropped, "
+        sys.stdout, sys.stderr = own
+    return _told_lost(stdout, stderr, code, any(goes_on))
+
+
+def _told_lost(out: QuietWhenClosed, err: QuietWhenClosed, code: int, goes_on: bool) -> int:
+    """Output that could not be written, told on stderr at the end. A run (`play`, `schedule
+    run`) went on to its end: its exit code stands. Any other command's output is cut: it exits
+    1, as coreutils do on a full disk (`opsrunner history --json > f && use f` must not use a cut f)."""
+    cut = [(name, s) for name, s in (("output", out), ("error output", err)) if s.lost]
+    for name, stream in cut:
+        if goes_on:
+            err.write(f"WARNING: the {name} could not be written {stream.lost}; {_dropped(stream)}, "
                       "and the command went on to its end\n")
+        else:
+            err.write(f"ERROR: the {name} could not be written {stream.lost}; {_dropped(stream)}: "
+                      "it is cut\n")
+    return EXIT_OUTPUT_CUT if cut and not goes_on and code == EXIT_OK else code
 
 
-def _command(argv: list[str] | None, out: IO[str], err: IO[str]) -> int:
+def _dropped(stream: QuietWhenClosed) -> str:
+    return "the rest of it was dropped" if stream.lost_to_the_end else "what could not be written was dropped"
+
+
+def _hung_up(*streams: IO[str]) -> None:
+    for stream in streams:
+        if isinstance(stream, QuietWhenClosed):
+            stream.hang_up()
+
+
+def _goes_on(args: argparse.Namespace) -> bool:
+    """A run, which goes on to its end whatever becomes of its output (a listing is none)."""
+    if args.command == "play":
+        return not any(bool(getattr(args, k)) for k in ("list_hosts", "list_tasks", "syntax_check"))
+    return bool(args.command == "schedule" and args.schedule_command == "run")
+
+
+def _command(argv: list[str] | None, out: IO[str], err: IO[str], goes_on: list[bool]) -> int:
+    """The command's exit code; `goes_on` gets whether it is a run (_goes_on)."""
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         _prestart_ssh_workers(words)
@@ -295,8 +362,13 @@ def _command(argv: list[str] | None, out: IO[str], err: IO[str]) -> int:
         from opsrunner.schedule.commands import cmd_schedule
         from opsrunner.web.commands import cmd_serve
 
-        handler = {"play": _cmd_play, "check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
-                   "show": cmd_show, "schedule": cmd_schedule, "logs": _cmd_logs, "serve": cmd_serve,
+        goes_on.append(_goes_on(args))
+        if args.command in ("play", "schedule"):
+            # SIGHUP: the terminal went away; a run goes on without its output there (interrupts.py)
+            with hangup_drops_output(lambda: _hung_up(out, err)) if goes_on[0] else contextlib.nullcontext():
+                return _cmd_play(args, out, err) if args.command == "play" else cmd_schedule(args, out, err)
+        handler = {"check": _cmd_check, "schema": _cmd_schema, "history": cmd_history,
+                   "show": cmd_show, "logs": _cmd_logs, "serve": cmd_serve,
                    "inventory": cmd_inventory}[args.command]
         return handler(args, out)
     except ValidationError as exc:

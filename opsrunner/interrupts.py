@@ -1,13 +1,14 @@
-"""SIGTERM is handled like Ctrl-C: the engine stops in-flight commands (closing their
+"""Signals. SIGTERM is handled like Ctrl-C: the engine stops in-flight commands (closing their
 channels, so the watchdogs on the targets kill the remote trees), prints the recap and
-writes the JSON recap event; the exit code is 143."""
+writes the JSON recap event; the exit code is 143. SIGHUP (the terminal went away) stops a
+run's output to that terminal, told as lost, and the run goes on (hangup_drops_output)."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 from opsrunner.errors import Terminated
@@ -50,3 +51,27 @@ def take_so_far(host: str, task: object) -> str | None:
     """What so_far() last said of `task` on `host` (forgotten now: the task is recorded)."""
     with _so_far_lock:
         return _so_far.pop((host, id(task)), None)
+
+
+# -- SIGHUP: the terminal went away ---------------------------------------------------------
+# Its default action killed a run wherever it was: between stopping the old job and starting
+# the new one too. A run goes on instead; only its output to that terminal has no reader left.
+
+
+@contextlib.contextmanager
+def hangup_drops_output(on_hangup: Callable[[], None]) -> Iterator[None]:
+    """While active (main thread only), SIGHUP calls `on_hangup` (which drops the output to
+    the terminal, told as lost) and the run goes on; SIGINT and SIGTERM keep their meaning.
+    A SIGHUP already ignored (`nohup`) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGHUP)
+    if previous == signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGHUP, lambda signum, frame: on_hangup())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL if previous is None else previous)

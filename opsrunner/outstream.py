@@ -6,7 +6,12 @@ traceback, exit 250, the history row left open). Through this stream, output sto
 quietly at the first broken write and the command goes on to its end and its exit code.
 So it does where the output's file cannot take more (its disk full, a quota, a file-size
 limit, an I/O error): a run stopped there could have stopped the old job and not started
-the new one. That loss is not quiet: `lost` says from when and why, for a warning at the end.
+the new one. That loss is not quiet: `lost` says from when (to when, where a later write
+got through: a disk may fill for a moment) and why, for a warning at the end and the history.
+
+A stream with a descriptor is written with os.write until all of it is written: a full disk
+takes part of a write, and CPython's buffered file counted that as success and dropped the
+rest; only a later write raised, and at a command's end none came (a recap cut, silently).
 """
 
 from __future__ import annotations
@@ -14,46 +19,92 @@ from __future__ import annotations
 import errno
 import os
 import time
+from dataclasses import dataclass
 from typing import IO, Any
 
 #: The reader went away: nobody is left to tell.
 _READER_GONE = (errno.EPIPE, errno.ECONNRESET)
 #: The output's file cannot take more: told at the end (on the other stream, the history).
 _UNDELIVERABLE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+#: After an undeliverable write, how long later writes are dropped before one is tried again:
+#: a disk freed meanwhile takes output again, and a full one costs a failed write a second.
+RETRY_S = 1.0
+#: Why a terminal's output stopped at SIGHUP (interrupts.hangup_drops_output).
+HUNG_UP = "the terminal went away"
+
+
+@dataclass
+class _Gap:
+    """Output lost from `start` to `end` (None: to the command's end), and why."""
+
+    start: float
+    why: str
+    end: float | None = None
 
 
 class QuietWhenClosed:
-    """A text stream that drops what it cannot deliver once its reader has gone."""
+    """A text stream that drops what it cannot deliver, and says from when (`lost`)."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], closes: bool = False) -> None:
         self._stream = stream
+        self._fd = _descriptor(stream)
+        self._encoding = (getattr(stream, "encoding", None) or "utf-8", getattr(stream, "errors", None) or "strict")
+        self._closes = closes  # close() closes the stream too: a file the command opened
+        self._began = time.time()
+        self._tty = _is_tty(stream)
+        #: No more output ever: its reader went away (a closed pipe, a terminal hung up).
         self.reader_gone = False
-        #: Why output stopped where it could not be written, with when: "from 12:01:02 on: ...".
-        self.lost: str | None = None
+        self._gaps: list[_Gap] = []
+        self._retry_at = 0.0
 
-    def _lost(self, exc: OSError) -> None:
-        if not isinstance(exc, BrokenPipeError) and exc.errno not in _READER_GONE + _UNDELIVERABLE:
-            raise exc
-        if exc.errno in _UNDELIVERABLE:
-            self.lost = f"from {time.strftime('%H:%M:%S')} on: {exc.strerror or exc}"
-        self.reader_gone = True
-        # What is still buffered would fail again at the interpreter's exit ("Exception
-        # ignored ... BrokenPipeError"): the descriptor goes to /dev/null instead.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):
-            pass
+    # -- what was lost --------------------------------------------------------------------------
+    @property
+    def lost(self) -> str | None:
+        """From when (to when) output was lost, and why: `from 12:01:02 on: No space left on
+        device`; None when all of it was delivered (or only a reader that went away missed it)."""
+        if not self._gaps:
+            return None
+        shown = self._gaps if len(self._gaps) <= 3 else [self._gaps[0], self._gaps[-1]]
+        parts = [f"{self._span(g)}: {g.why}" for g in shown]
+        if len(shown) < len(self._gaps):
+            parts.insert(1, f"{len(self._gaps) - 2} more times")
+        return ", ".join(parts)
 
+    @property
+    def lost_to_the_end(self) -> bool:
+        return bool(self._gaps) and self._gaps[-1].end is None
+
+    def _span(self, gap: _Gap) -> str:
+        return f"from {self._when(gap.start)} " + ("on" if gap.end is None else f"to {self._when(gap.end)}")
+
+    def _when(self, ts: float) -> str:
+        """HH:MM:SS as the history's own times; with the date where the command crossed midnight."""
+        same_day = time.localtime(ts)[:3] == time.localtime(self._began)[:3]
+        return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+    def hang_up(self) -> None:
+        """SIGHUP: a terminal's reader went away. Its output is dropped from now on, told as
+        lost; a file or a pipe still takes it."""
+        if self._tty and not self.reader_gone:
+            self._close_gap()
+            self._gaps.append(_Gap(time.time(), HUNG_UP))
+            self._to_devnull()
+
+    # -- writing --------------------------------------------------------------------------------
     def write(self, text: str) -> int:
-        if self.reader_gone:
+        if self.reader_gone or (self._gaps and self._gaps[-1].end is None and time.monotonic() < self._retry_at):
             return len(text)
         try:
-            return self._stream.write(text)
+            if self._fd is None:
+                self._stream.write(text)
+            else:
+                self._stream.flush()  # what others wrote to it first (usually nothing)
+                _write_all(self._fd, text.encode(*self._encoding))
         except OSError as exc:
-            self._lost(exc)
-            return len(text)
+            self._failed(exc)
+        else:
+            self._close_gap()
+        return len(text)
 
     def flush(self) -> None:
         if self.reader_gone:
@@ -61,13 +112,77 @@ class QuietWhenClosed:
         try:
             self._stream.flush()
         except OSError as exc:
-            self._lost(exc)
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        if not isinstance(exc, BrokenPipeError) and exc.errno not in _READER_GONE + _UNDELIVERABLE:
+            raise exc
+        if exc.errno in _UNDELIVERABLE:  # may pass: tried again a second later
+            if not self._gaps or self._gaps[-1].end is not None:
+                self._gaps.append(_Gap(time.time(), exc.strerror or str(exc)))
+            self._retry_at = time.monotonic() + RETRY_S
+            return
+        self.reader_gone = True
+        self._to_devnull()
+
+    def _close_gap(self) -> None:
+        if self._gaps and self._gaps[-1].end is None and not self.reader_gone:
+            self._gaps[-1].end = time.time()
+
+    def _to_devnull(self) -> None:
+        # What is still buffered would fail again at the interpreter's exit ("Exception
+        # ignored ... BrokenPipeError"): the descriptor goes to /dev/null instead.
+        self.reader_gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
 
     def isatty(self) -> bool:
         return not self.reader_gone and self._stream.isatty()
 
     def close(self) -> None:
         self.flush()
+        if self._closes:
+            try:
+                self._stream.close()
+            except OSError as exc:
+                self._failed(exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _descriptor(stream: IO[str]) -> int | None:
+    """The descriptor under a text file (sys.stdout, a file opened for --json-events), to write
+    to directly; None for anything else (a StringIO, a caller's own stream)."""
+    if getattr(stream, "buffer", None) is None or not getattr(stream, "encoding", None):
+        return None
+    try:
+        return stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _is_tty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of `data`, or the OSError that stopped it: a short write (a disk that filled
+    partway) is followed by another, which raises (ENOSPC, EFBIG) where nothing more fits."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def lost_notes(streams: list[tuple[str, Any]]) -> list[str]:
+    """What a run's record says of its output that could not be written: a note per stream
+    (`streams`: its name, as `the run's NAME`, and the stream) that lost some."""
+    return [f"the run's {name} could not be written {lost}; the run went on to its end"
+            for name, stream in streams if (lost := getattr(stream, "lost", None))]

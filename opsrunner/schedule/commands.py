@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                        "or ~/.config/opsrunner/schedules)")
 
 
-def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
+def cmd_schedule(args: argparse.Namespace, out: IO[str], err: IO[str] | None = None) -> int:
     if args.schedule_command is None:
         raise UsageError("opsrunner schedule: a subcommand is required (add, list, remove, run)")
     from opsrunner.schedule import store
@@ -89,11 +89,11 @@ def cmd_schedule(args: argparse.Namespace, out: IO[str]) -> int:
     except (ValidationError, OSError, UnicodeError) as exc:  # edited by hand: its run fails, recorded, alerted
         from opsrunner.schedule.runner import run_broken
 
-        return run_broken(store.path_of(folder, args.name), store.problem_text(exc), out, sys.stderr)
+        return run_broken(store.path_of(folder, args.name), store.problem_text(exc), out, err or sys.stderr)
     history = history_of(schedule)
     if history:  # its runs are recorded where `add` said, whatever the timer's environment
         os.environ["OPSRUNNER_HISTORY"] = history
-    return run_schedule(schedule, out, sys.stderr)
+    return run_schedule(schedule, out, err or sys.stderr)
 
 
 def _spec(args: argparse.Namespace) -> tuple[str, str | None]:

@@ -336,6 +336,7 @@ def alert_for(summary: dict[str, Any]) -> Alert:
         lines.append(f"run {summary['run_id']}: opsrunner show {summary['run_id']}")
     if summary.get("unrecorded"):  # what `show` and the dashboard lack of this run, and why
         lines.append(summary["unrecorded"])
+    lines += _log_cut(summary)
     if summary.get("dashboard") and summary.get("run_id"):
         lines.append(f"dashboard: {summary['dashboard'].rstrip('/')}/runs/{summary['run_id']}")
     return Alert(title, "\n".join(lines), failure=summary["exit_code"] != 0)
@@ -362,10 +363,17 @@ def aborted_alert(summary: dict[str, Any], aborted: dict[str, Any]) -> Alert:
         lines.append(f"record incomplete: {aborted['unrecorded']}")
     noticed = summary.get("run_id") or "(not recorded)"
     lines.append(f"noticed by the next run {noticed} ({summary['result']}, exit {summary['exit_code']})")
+    lines += _log_cut(summary, "the next run's")
     lines.append(f"opsrunner show {aborted['run_id']}")
     if summary.get("dashboard"):
         lines.append(f"dashboard: {summary['dashboard'].rstrip('/')}/runs/{aborted['run_id']}")
     return Alert(title, "\n".join(lines), failure=True)
+
+
+def _log_cut(summary: dict[str, Any], whose: str = "its") -> list[str]:
+    """The run's own output that could not be written (its log's disk full): told in the alert,
+    which may be the only place that says it (the history on that disk too)."""
+    return [f"{whose} log is cut: {note}" for note in summary.get("output_lost") or []]
 
 
 def _as_scheduled(recorded: str | None, summary: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from opsrunner.history.location import display, resolve, scrub
 from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
 from opsrunner.history.taskrows import FAILED_STATUSES, FailedTasks
+from opsrunner.outstream import lost_notes
 from opsrunner.schedule.changes import run_changes, stopped_changes
 from opsrunner.schedule.notify import Alert, aborted_alert, alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
@@ -101,10 +102,12 @@ def run_schedule(schedule: Schedule, out: IO[str], err: IO[str]) -> int:
             code, refused, shown = _play(request, out, err, failed)
     if pulled:  # the run's record says which commits it ran (its row exists by now, or nothing is noted)
         _note(history, run_id, [pulled])
-    lost = getattr(out, "lost", None)  # (outstream.py) the run's log is cut short: its record says so
-    if lost:
-        _note(history, run_id, [f"the run's output could not be written {lost}; the run went on to its end"])
+    # (outstream.py) the run's log is cut: its record says so, and its alert (the history may
+    # be on the disk that is full, and stderr's warning goes to the same file under cron)
+    lost = lost_notes([("output", out), ("error output", err)])
+    _note(history, run_id, lost)
     summary = run_summary(schedule, run_id, code, started, refused, history, failed.rows, failed.kept)
+    summary["output_lost"] = lost
     if summary["run_id"] and not shown:  # ended before its play began (run lock, git pull): recorded all the same
         out.write(f"run {run_id} (opsrunner show {run_id})\n")
     _notify(schedule, summary, err, history)
@@ -188,8 +191,10 @@ def _outcome(request: PlayRequest, console: ConsoleReporter, err: IO[str],
 
 
 def _close(console: ConsoleReporter, err: IO[str]) -> None:
-    """The console's last lines written, where they can be: output that cannot be (its disk
-    full, past a file-size limit) never keeps the run's alert and record from going out."""
+    """The console's last lines written, where they can be. Through the CLI's stream
+    (outstream.py) a full disk or a file-size limit never raises here; this stays for any other
+    error of a stream (a descriptor closed under it) and a library caller's own stream: the
+    run's alert and record still go out."""
     try:
         console.close()
     except OSError as exc:

@@ -10,6 +10,7 @@ import os
 import resource
 import subprocess
 import sys
+from typing import Any
 
 from tests.alerts import Alerts
 from tests.conftest import write_yaml
@@ -60,3 +61,50 @@ def test_a_run_whose_output_fails_goes_on_and_alerts_what_it_changed(env: Projec
     assert lost.startswith("the run's output could not be written from ") and lost.endswith(
         ": File too large; the run went on to its end"), run["notes"]
     assert sent == f"alert to {alerts.url}: sent", run["notes"]
+
+
+
+def _schedule_run(env: ProjectEnv, stdout: Any, stderr: Any) -> subprocess.CompletedProcess[bytes]:
+    environ = {**os.environ, **env.vars, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "opsrunner", "schedule", "run", "nightly"], cwd=env.project,
+                          env=environ, stdout=stdout, stderr=stderr, timeout=120, preexec_fn=_limited)
+
+
+def test_a_run_whose_log_is_cut_says_so_in_its_alert(env: ProjectEnv, alerts: Alerts) -> None:
+    """cron's `>> log 2>&1`: stderr's warning goes to the same full file, and where the history
+    is on that disk too nothing else says the log is cut: the alert does."""
+    write_yaml(env.project / "out.yml", [{"hosts": "all", "tasks": [
+        {"name": "A task with a long name " + "x" * (2 * ROOM), "debug": {"msg": "hi"}},
+        {"name": "Then fail", "fail": {"msg": "the end"}}]}])
+    added = env.run("schedule", "add", "nightly", "out.yml", "-i", "inv.yml", "--every", "1d", "--notify", alerts.url)
+    assert added.rc == 0, added.err
+    log = env.root / "run.log"
+    log.write_bytes(b"." * (LIMIT - ROOM))
+    with log.open("ab") as out:
+        assert _schedule_run(env, out, out).returncode == 2
+    assert log.stat().st_size == LIMIT and b"Traceback" not in log.read_bytes()
+    [alert] = alerts.received
+    lines = str(alert["message"]).splitlines()
+    [cut] = [line for line in lines if line.startswith("its log is cut: ")]
+    assert cut.startswith("its log is cut: the run's output could not be written from "), lines
+    assert cut.endswith(": File too large; the run went on to its end"), lines
+    [run] = env.history()
+    assert run["notes"][0] == cut.removeprefix("its log is cut: "), run
+
+
+def test_a_run_whose_error_output_is_lost_says_so(env: ProjectEnv, alerts: Alerts) -> None:
+    """stderr on a full disk (/dev/full), stdout fine: the record and the alert say the run's
+    error output was lost (they looked at stdout only, and said nothing)."""
+    write_yaml(env.project / "bad.yml", [{"hosts": "all", "tasks": [{"command": "true", "timeout": 5}]}])
+    added = env.run("schedule", "add", "nightly", "bad.yml", "-i", "inv.yml", "--every", "1d", "--notify", alerts.url)
+    assert added.rc == 0, added.err
+    write_yaml(env.project / "bad.yml", [{"hosts": "all", "tasks": [{"command": "true", "timeout": "x"}]}])  # broken
+    with open("/dev/full", "wb") as full:
+        proc = _schedule_run(env, subprocess.PIPE, full)
+    assert proc.returncode == 4, proc.stdout
+    [run] = env.history()
+    note = next(n for n in run["notes"] if "could not be written" in n)
+    assert note.startswith("the run's error output could not be written from "), run["notes"]
+    assert note.endswith(": No space left on device; the run went on to its end"), run["notes"]
+    [alert] = alerts.received
+    assert f"its log is cut: {note}" in str(alert["message"]).splitlines(), alert
