@@ -23,7 +23,7 @@ from opsrunner.argcheck import Memo, TaskArgs, arg_pos, memo_check, origin
 from opsrunner.coercion import coerce_args, show_value
 from opsrunner.deadline_fit import grace_problems
 from opsrunner.deadlines import COMMAND_MODULES, DEFAULT_TIMEOUT_VAR, module_default, seconds
-from opsrunner.errors import ModuleFailure, Problem, SourcePos, TemplateError, ValidationError
+from opsrunner.errors import ModuleFailure, Problem, Quoted, SourcePos, TemplateError, ValidationError
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file, vars_file_problems
 from opsrunner.inventory import Inventory, PatternError
@@ -36,7 +36,7 @@ from opsrunner.taskconnection import delegate_refusal
 from opsrunner.taskflags import boolean_keyword_problems, task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
-from opsrunner.valueorigin import args_told_where_set, told_where_set
+from opsrunner.valueorigin import args_told_where_set, quoted, told_where_set
 
 _UNDEFINED_RE = re.compile(r"'(\w+)' is undefined")
 #: Task keywords that must be numbers once rendered.
@@ -159,10 +159,11 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
         except TemplateError as exc:
             problems.append(Problem(at, exc.bare_message, key))
             continue
+        shown = quoted(raw, value, variables)  # where a secret-named variable gives it: hidden
         if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
-            bad = [Problem(at, f"{key} must be a number, not {show_value(value)}", key)]
+            bad = [Problem(at, f"{key} must be a number, not {show_value(value)}", key, quoted=shown)]
         elif key == "timeout":
-            bad = _deadline_problems(task, value, key, "", at)
+            bad = _deadline_problems(task, value, key, "", at, shown)
             problems += [] if bad else _grace_problems(task, value, variables, deferred)
         else:
             bad = []
@@ -173,7 +174,7 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
 def _boolean_problems(play: Play, task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
     """Boolean keywords (no_log, become, check_mode, ...) known now that are no booleans: the
     run would fail the task on each; one known on the host only fails the task there."""
-    return boolean_keyword_problems(play, task, lambda value: render(value, variables, deferred), Deferred)
+    return boolean_keyword_problems(play, task, lambda value: render(value, variables, deferred), Deferred, variables)
 
 
 def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
@@ -184,7 +185,8 @@ def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: fro
         grace = render(task.args.get("grace"), variables, deferred)
     except (Deferred, TemplateError):
         return []  # known at run time only, or a problem the argument check tells
-    return grace_problems(task, seconds(timeout), grace)
+    shown = quoted(task.args.get("grace"), grace, variables)
+    return [dataclasses.replace(p, quoted=shown) for p in grace_problems(task, seconds(timeout), grace)]
 
 
 #: The modules that take a job lock (explicitly, or as kill_old and launch_detached do by their pidfile).
@@ -198,12 +200,15 @@ def _lease_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -
         return []
     where = f"variable {LEASE_VAR} (the lease of the job lock this {task.module} task takes): "
     try:
-        lease_seconds(render(raw, variables, deferred))
+        value = render(raw, variables, deferred)
     except Deferred:
         return []
-    except (TemplateError, ValueError) as exc:
-        text = exc.bare_message if isinstance(exc, TemplateError) else str(exc)
-        return [Problem(task.pos, where + text, LEASE_VAR)]
+    except TemplateError as exc:
+        return [Problem(task.pos, where + exc.bare_message, LEASE_VAR)]
+    try:
+        lease_seconds(value)
+    except ValueError as exc:
+        return [Problem(task.pos, where + str(exc), LEASE_VAR, quoted=quoted(_read(LEASE_VAR), value, variables))]
     return []
 
 
@@ -218,7 +223,8 @@ def _delegate_problems(task: Task, variables: LazyVars, deferred: frozenset[str]
     except TemplateError as exc:
         return [Problem(task.at("delegate_to"), exc.bare_message, "delegate_to")]
     refusal = delegate_refusal(target)
-    return [Problem(task.at("delegate_to"), refusal, "delegate_to")] if refusal else []
+    return [Problem(task.at("delegate_to"), refusal, "delegate_to", quoted=quoted(raw, target, variables))
+            ] if refusal else []
 
 
 def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
@@ -233,14 +239,21 @@ def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozen
         return []
     except TemplateError as exc:
         return [Problem(task.pos, where + exc.bare_message, DEFAULT_TIMEOUT_VAR)]
-    return _deadline_problems(task, value, DEFAULT_TIMEOUT_VAR, where)
+    shown = quoted(_read(DEFAULT_TIMEOUT_VAR), value, variables)
+    return _deadline_problems(task, value, DEFAULT_TIMEOUT_VAR, where, shown=shown)
 
 
-def _deadline_problems(task: Task, value: Any, key: str, where: str, at: SourcePos | None = None) -> list[Problem]:
+def _read(name: str) -> str:
+    """A variable read by name, as a template: followed by valueorigin.names_read to what it reads."""
+    return f"{{{{ {name} }}}}"
+
+
+def _deadline_problems(task: Task, value: Any, key: str, where: str, at: SourcePos | None = None,
+                       shown: Quoted | None = None) -> list[Problem]:
     try:
         seconds(value)
     except ValueError as exc:
-        return [Problem(at or task.at(key), where + str(exc), key)]
+        return [Problem(at or task.at(key), where + str(exc), key, quoted=shown)]
     return []
 
 

@@ -274,12 +274,14 @@ class Masker:
     def _unquoted(self, problem: Problem) -> str:
         """The problem's message, the value it quotes hidden whole where it came through a
         secret-named variable (`-e api_token=ab`, `db_password: x7`): told by the name, it is
-        hidden however short, where masking by value leaves values under MIN_SECRET_LEN."""
+        hidden however short, where masking by value leaves values under MIN_SECRET_LEN. Only
+        the quoted slot (_quoted_slot): a `8` in `file.yml:8:30` or `deadline0.yml` is no value."""
         quoted = problem.quoted
         if quoted is None or not self._by_name(quoted):
             return problem.message
-        hidden = f"'{MASK}'" if isinstance(quoted.value, str) else MASK
-        return problem.message.replace(show_value(quoted.value), hidden)
+        head, sep, tail = problem.message.partition(_USED_BY)  # where it is used: positions only
+        return _quoted_slot(quoted.value).sub(lambda m: f"'{MASK}'" if m.group(0)[:1] in "'\"" else MASK,
+                                              head) + sep + tail
 
     def _quoted_shown(self, quoted: Quoted | None) -> Quoted | None:
         """A problem's quoted value as a library caller may read it: masked as its message."""
@@ -316,6 +318,20 @@ class Masker:
         if isinstance(event, Notice):
             return dataclasses.replace(event, message=self.mask(event.message))
         return event
+
+
+#: What valueorigin.told_where_set adds to a problem's message: where the value is used.
+_USED_BY = "; used by "
+
+
+def _quoted_slot(value: Any) -> re.Pattern[str]:
+    """Where a problem's message quotes `value` (coercion.show_value, as rendered: `'8'` for
+    8, `30` for 30.0): the whole quoted form, never part of a word, a number or a path."""
+    forms = {show_value(value), show_value(str(value))}
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        forms.add(f"{float(value):g}")
+    ordered = sorted(forms, key=len, reverse=True)
+    return re.compile(r"(?<![\w.:/-])(?:" + "|".join(re.escape(f) for f in ordered) + r")(?![\w.:/-])")
 
 
 #: A variable assigned in a word of a command line: `name=`, `"name": `, `name: `.

@@ -11,7 +11,7 @@ from opsrunner.errors import Problem, Quoted, SourcePos, TemplateError
 from opsrunner.playbook import Play, Task
 from opsrunner.secrets import no_log_enabled
 from opsrunner.templating import LazyVars, is_template, render, template_value
-from opsrunner.valueorigin import bare_name
+from opsrunner.valueorigin import quoted
 
 #: The task keywords (on a task, block, include or as the play's default) that are booleans,
 #: held to ansible-core's strict booleans as no_log is. The play's own any_errors_fatal,
@@ -107,10 +107,11 @@ def keyword_refusal(key: str, value: Any, render_with: Callable[[Any], Any]) -> 
 
 
 def boolean_keyword_problems(play: Play, task: Task, render_with: Callable[[Any], Any],
-                             unknown: type[Exception]) -> list[Problem]:
+                             unknown: type[Exception], variables: LazyVars | None = None) -> list[Problem]:
     """The task's boolean keywords (no_log too) that are known now and are no booleans, or do
     not render: the run would fail the task on each. One whose rendering raises `unknown`
-    (known on the host only) is left to the run."""
+    (known on the host only) is left to the run. `variables`: those it renders with, where
+    a value read through a variable is followed to those it reads (`g: "{{ api_token }}"`)."""
     problems = []
     for key in ("no_log", *BOOLEAN_KEYWORDS):
         value = task.kw(key, play.no_log if key == "no_log" else None)
@@ -124,18 +125,15 @@ def boolean_keyword_problems(play: Play, task: Task, render_with: Callable[[Any]
             why = keyword_problem(key, value, exc.bare_message)
         if why:
             problems.append(Problem(no_log_at(play, task) if key == "no_log" else keyword_at(task, key), why, key,
-                                    quoted=_quoted(value, render_with)))
+                                    quoted=_quoted(value, render_with, variables)))
     return problems
 
 
-def _quoted(value: Any, render_with: Callable[[Any], Any]) -> Quoted | None:
-    """The variable whose value a keyword written `{{ name }}` quotes in its problem (hidden
-    by Masker.mask_problem where the name is a secret's)."""
-    name = bare_name(value)
-    if name is None:
-        return None
+def _quoted(value: Any, render_with: Callable[[Any], Any], variables: LazyVars | None) -> Quoted | None:
+    """The variables a keyword written as a template reads, followed (`{{ g }}` to api_token),
+    and the value its problem quotes (hidden by Masker.mask_problem where one is a secret's)."""
     try:
-        return Quoted((name,), render_with(value))
+        return quoted(value, render_with(value), variables)
     except Exception:  # one that does not render quotes no value
         return None
 

@@ -12,6 +12,7 @@ loop item has no such place: its problem stays at the task.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,60 @@ _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 def bare_name(raw: Any) -> str | None:
     match = _BARE.fullmatch(raw.strip()) if isinstance(raw, str) else None
     return match.group(1) if match else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_in(template: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The variables a template reads (jinja2's undeclared variables), and the keys it reads
+    of them (`creds.token`, `creds['token']`): a template that does not parse reads none."""
+    from jinja2 import meta, nodes
+
+    from opsrunner.templating.environment import ENV
+
+    try:
+        tree = ENV.parse(template)
+    except Exception:  # told by the template's own error
+        return frozenset(), frozenset()
+    keys = {n.attr for n in tree.find_all(nodes.Getattr)}
+    keys |= {n.arg.value for n in tree.find_all(nodes.Getitem) if isinstance(n.arg, nodes.Const)
+             and isinstance(n.arg.value, str)}
+    return frozenset(meta.find_undeclared_variables(tree)), frozenset(keys)
+
+
+def _templates(raw: Any) -> list[str]:
+    if isinstance(raw, str):
+        return [raw] if is_template(raw) else []
+    if isinstance(raw, Mapping):
+        return [t for v in raw.values() for t in _templates(v)]
+    if isinstance(raw, list | tuple):
+        return [t for v in raw for t in _templates(v)]
+    return []
+
+
+def names_read(raw: Any, variables: LazyVars | None = None) -> tuple[str, ...]:
+    """Every variable a value written as `raw` is read through, and every key read of one:
+    `{{ creds.token }}` -> creds, token; followed where a variable is itself a template
+    (`g: "{{ api_token | upper }}"`). Where any is secret-named, a problem that quotes the
+    value hides it (Masker.mask_problem): one rule for every problem that quotes a value."""
+    found: list[str] = []
+    todo = _templates(raw)
+    while todo:
+        names, keys = _read_in(todo.pop())
+        for name in sorted(names | keys):
+            if name in found:
+                continue
+            found.append(name)
+            layer = variables.layer_of(name) if variables is not None and name in names else None
+            todo += _templates(layer[name]) if layer is not None else []
+    return tuple(found)
+
+
+def quoted(raw: Any, value: Any, variables: LazyVars | None = None, within: Sequence[str | int] = ()) -> Quoted | None:
+    """What a problem quotes of a value written as `raw` (a template) and rendered to `value`:
+    the names it was read through (names_read, and the keys `within` it); None for a value
+    written as it is (no variable's)."""
+    names = names_read(raw, variables)
+    return Quoted((*names, *(s for s in within if isinstance(s, str))), value) if names else None
 
 
 @dataclass(frozen=True)
@@ -101,18 +156,38 @@ def told_where_set(problem: Problem, raw: Any, variables: LazyVars, within: Sequ
     source = " -> ".join(f"{{{{ {n} }}}}" for n in chain)
     message = f"{problem.message.replace(f' (from {raw})', '')} (from {source})"
     # Both quote the value: a secret-named variable on the way hides it, however short.
-    quoted = Quoted((*chain, *(s for s in within if isinstance(s, str))), value)
+    shown = Quoted((*chain, *names_read(raw, variables), *(s for s in within if isinstance(s, str))), value)
     return Problem(pos, f"{message}; used by {problem.key_path} at {problem.pos}", key,
-                   used=dataclasses.replace(problem, quoted=quoted), quoted=quoted)
+                   used=dataclasses.replace(problem, quoted=shown), quoted=shown)
 
 
 def args_told_where_set(task: Task, checked: TaskArgs, variables: LazyVars) -> TaskArgs:
     """A task's checked arguments with each problem told where its value was set, where that is
     known (`checked` itself, never changed, where none is: it may be a memo's)."""
     prefix = f"{task.module}."
-    told = [_arg_told(task, p, variables) if p.key_path.startswith(prefix) else p for p in checked.problems]
+    told = [_arg_told(task, _arg_quoted(task, p, checked, variables), variables) if p.key_path.startswith(prefix)
+            else p for p in checked.problems]
     unchanged = all(a is b for a, b in zip(told, checked.problems, strict=True))
     return checked if unchanged else dataclasses.replace(checked, problems=told)
+
+
+def _arg_quoted(task: Task, problem: Problem, checked: TaskArgs, variables: LazyVars) -> Problem:
+    """The problem with the argument's value it quotes (as rendered, at its key path) and the
+    variables its template reads (quoted()); itself where the argument is written as it is."""
+    steps = steps_of(problem.key_path.removeprefix(f"{task.module}."))
+    raw: Any = task.args
+    value: Any = checked.args
+    within: Sequence[str | int] | None = None  # the steps inside the template that gives the value
+    for i, step in enumerate(steps):
+        ok, value = _step(value, step)
+        if within is None:
+            raw_ok, raw = _step(raw, step)
+            ok = ok and raw_ok
+            within = steps[i + 1:] if isinstance(raw, str) and is_template(raw) else None
+        if not ok:
+            return problem
+    shown = quoted(raw, value, variables, within or ())
+    return problem if shown is None else dataclasses.replace(problem, quoted=shown)
 
 
 def _arg_told(task: Task, problem: Problem, variables: LazyVars) -> Problem:

@@ -94,3 +94,65 @@ def test_a_long_secret_named_value_shows_no_part_of_it(tmp_path: Path) -> None:
     assert res.rc == 4, res.out + res.err
     assert f"kill_old argument 'grace': '{MASK}' is not a number (from {{{{ api_token }}}})" in res.err, res.err
     assert "QQQ" not in res.err and "WWW" not in res.err, res.err
+
+
+def test_a_short_secret_read_through_a_key_a_filter_or_a_chain_is_hidden(tmp_path: Path) -> None:
+    """A value read through a secret-named variable anywhere in its template (a key of it, an
+    item, a filter on it, text around it, a variable that reads it, a boolean keyword, a
+    lease, a delegate_to, a grace against its deadline) is hidden whole in the problem."""
+    project = tmp_path / "proj"
+    write_yaml(project / "hosts.yml", "all:\n  vars:\n    connection: local\n  hosts:\n    gpu1: {}\n")
+    write_yaml(project / "keys.yml", f"""\
+- hosts: all
+  vars:
+    creds: {{token: {TOKEN}}}
+    api_tokens: [{TOKEN}]
+    g: "{{{{ api_token }}}}"
+  tasks:
+    - {{command: "true", become: "{{{{ g }}}}"}}
+    - kill_old: {{pattern: a, grace: "{{{{ creds.token }}}}"}}
+    - kill_old: {{pattern: b, grace: "{{{{ creds['token'] }}}}"}}
+    - kill_old: {{pattern: c, grace: "{{{{ api_tokens[0] }}}}"}}
+    - kill_old: {{pattern: d, grace: "{{{{ api_token | upper }}}}"}}
+    - kill_old: {{pattern: e, grace: "{{{{ api_token }}}}s"}}
+    - {{command: "true", timeout: "{{{{ api_token | lower }}}}"}}
+    - {{command: "true", delegate_to: "{{{{ api_token }}}}"}}
+""")
+    res = cli("check", "keys.yml", "-i", "hosts.yml", "-e", f"api_token={TOKEN}", cwd=project)
+    assert res.rc == 4, res.out + res.err
+    for told in (f"become '{{{{ g }}}}': '{MASK}' is not a valid boolean",
+                 f"kill_old argument 'grace': '{MASK}' is not a number (from {{{{ creds.token }}}})",
+                 f"kill_old argument 'grace': '{MASK}' is not a number (from {{{{ creds['token'] }}}})",
+                 f"kill_old argument 'grace': '{MASK}' is not a number (from {{{{ api_tokens[0] }}}})",
+                 f"kill_old argument 'grace': '{MASK}' is not a number (from {{{{ api_token | upper }}}})",
+                 f"kill_old argument 'grace': '{MASK}' is not a number (from {{{{ api_token }}}}s)",
+                 f"timeout must be a number, not '{MASK}' (at timeout)",
+                 f"delegate_to supports only localhost, not '{MASK}' (at delegate_to)"):
+        assert told in res.err, res.err
+    assert TOKEN not in res.err and TOKEN.upper() not in res.err and TOKEN.lower() not in res.err, res.err
+    write_yaml(project / "lease.yml", "- hosts: all\n  tasks:\n"
+               "    - kill_old: {pattern: a, grace: \"{{ db_password }}\"}\n      timeout: 5\n")
+    res = cli("check", "lease.yml", "-i", "hosts.yml", "-e", '{"db_password": 30, "job_lock_lease": "{{ api_token }}"}',
+              "-e", f"api_token={TOKEN}", cwd=project)
+    assert res.rc == 4, res.out + res.err
+    assert f"must be a positive number of seconds, got '{MASK}' (at job_lock_lease)" in res.err, res.err
+    assert f"is not longer than its grace ({MASK} s)" in res.err, res.err
+    assert TOKEN not in res.err and "30 s" not in res.err, res.err
+
+
+def test_a_hidden_value_leaves_positions_and_file_names_whole(tmp_path: Path) -> None:
+    """Only where the problem quotes the value is it hidden: an 8 or a 0 elsewhere (a line
+    number, a file's name) is no secret (it showed `maxtok.yml:********:30`, `deadline********.yml`)."""
+    project = tmp_path / "proj"
+    write_yaml(project / "hosts.yml", "all:\n  vars:\n    connection: local\n  hosts:\n    gpu1: {}\n")
+    write_yaml(project / "maxtok.yml", "- hosts: all\n  gather_facts: false\n  vars:\n    x: 1\n  tasks:\n"
+               "    - {name: n, debug: {msg: hi}}\n    - {name: m, debug: {msg: hi}}\n"
+               "    - kill_old: {pattern: x, signal: \"{{ max_tokens }}\"}\n")
+    res = cli("check", "maxtok.yml", "-i", "hosts.yml", "-e", '{"max_tokens": 8}', cwd=project)
+    assert res.rc == 4, res.err
+    assert f"'{MASK}' is not one of " in res.err and "used by kill_old.signal at maxtok.yml:8:" in res.err, res.err
+    write_yaml(project / "deadline0.yml", "- hosts: all\n  tasks:\n"
+               "    - {command: \"true\", timeout: \"{{ db_password }}\"}\n")
+    res = cli("check", "deadline0.yml", "-i", "hosts.yml", "-e", '{"db_password": 0}', cwd=project)
+    assert res.rc == 4, res.err
+    assert f"got {MASK} (from {{{{ db_password }}}}); used by timeout at deadline0.yml:3:" in res.err, res.err
