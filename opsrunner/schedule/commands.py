@@ -214,10 +214,11 @@ def _history(option: str | None) -> str:
 
 def _check_notify(urls: list[str]) -> None:
     """Every --notify URL must be one apprise can deliver to: checked now, not at the first failure."""
-    from opsrunner.schedule.notify import check_url
+    from opsrunner.schedule.notify import check_url, rejected_label
 
-    problems = [Problem(SourcePos("<--notify>"), f"{url!r}: {why}", "--notify")
-                for url in urls if (why := check_url(url)) is not None]
+    # Named masked: a URL's path and query often are its credential (apprise repeats it in why)
+    problems = [Problem(SourcePos("<--notify>"), f"{rejected_label(url)!r}: {why.replace(url, rejected_label(url))}",
+                        "--notify") for url in urls if (why := check_url(url)) is not None]
     if problems:
         raise ValidationError(problems)
 

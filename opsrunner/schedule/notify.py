@@ -118,7 +118,9 @@ def label(url: str) -> str:
     """The URL as notes and warnings show it: apprise's privacy form (passwords and tokens
     elided), without its options; a web hook's own query parameters are named, their values
     masked (`?token=****`: a hook's query often is its credential). A plain http(s) hook is
-    shown as given (`http://...`), not as the json:// URL apprise posts it through."""
+    shown with its own scheme (`http://...`), not as the json:// URL apprise posts it through,
+    each segment of its path masked as a token (`/services/T0/B0/XYZ` -> `/s...s/T...0/...`):
+    a hook's path often is its credential (Slack, Mattermost, a self-hosted ntfy's topic)."""
     import apprise
     from apprise.plugins.custom_form import NotifyForm
     from apprise.plugins.custom_json import NotifyJSON
@@ -130,10 +132,40 @@ def label(url: str) -> str:
         return "(an unusable URL)"
     shown: str = plugin.url(privacy=True).split("?", 1)[0]
     if target != url:  # a plain web hook: its own http(s) scheme, not the json:// it is sent through
-        shown = url.split(":", 1)[0].lower() + shown[shown.index("://"):]
+        shown = _path_masked(plugin, url.split(":", 1)[0].lower() + shown[shown.index("://"):])
     if isinstance(plugin, NotifyJSON | NotifyXML | NotifyForm) and plugin.params:
         shown += "?" + "&".join(f"{name}={QUERY_MASK}" for name in plugin.params)
     return _ntfy_shown(plugin, shown) if _topics(plugin) else shown
+
+
+def rejected_label(url: str) -> str:
+    """A URL apprise cannot use, as its problem names it (label() cannot: apprise made nothing
+    of it): its scheme, an http(s) URL's host and port, every other part masked as a token."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return _token(url)
+    head, slash, path = rest.partition("/")
+    path, mark, query = path.partition("?")
+    user, at, host = head.rpartition("@")
+    shown = host if scheme.lower() in ("http", "https") else _token(host)
+    shown = (f"{user.split(':', 1)[0]}:{QUERY_MASK}@" if ":" in user else f"{_token(user)}@" if at else "") + shown
+    path = "/".join(_token(part) for part in path.split("/"))
+    query = "&".join(f"{pair.split('=', 1)[0]}={QUERY_MASK}" for pair in query.split("&") if pair)
+    return f"{scheme}://{shown}{slash}{path}" + (f"?{query}" if mark else "")
+
+
+def _token(text: str) -> str:
+    """A token as apprise's privacy form shows one: its first and last character."""
+    return f"{text[0]}...{text[-1]}" if text else text
+
+
+def _path_masked(plugin: Any, shown: str) -> str:
+    """A plain hook's label with each segment of its path masked (scheme, host and port kept)."""
+    start = shown.find("/", shown.index("://") + 3)
+    if start < 0:
+        return shown
+    segments = shown[start:].split("/")
+    return shown[:start] + "/".join(plugin.pprint(s, privacy=True, safe="") if s else s for s in segments)
 
 
 def _topics(plugin: Any) -> list[str]:
@@ -161,8 +193,9 @@ def _unsaid(text: str, plugin: Any) -> str:
     """What apprise said of a delivery, its URL's secrets that its privacy form shows (an
     ntfy topic: `Failed to send ntfy notification to topic 'TOPIC'`) masked as label() masks them."""
     for topic in sorted(_topics(plugin), key=len, reverse=True):
-        if len(topic) >= MIN_SHOWN_SECRET:
-            text = text.replace(topic, plugin.pprint(topic, privacy=True, safe=""))
+        if len(topic) >= MIN_SHOWN_SECRET:  # only where it is named: 'TOPIC' or /TOPIC, never inside a word
+            shown = plugin.pprint(topic, privacy=True, safe="")
+            text = re.sub(rf"(?<=')({re.escape(topic)})(?=')|(?<=/)({re.escape(topic)})(?![\w-])", shown, text)
     return text
 
 

@@ -60,7 +60,7 @@ def test_a_run_whose_output_fails_goes_on_and_alerts_what_it_changed(env: Projec
     [lost, sent] = run["notes"]
     assert lost.startswith("the run's output could not be written from ") and lost.endswith(
         ": File too large; the run went on to its end"), run["notes"]
-    assert sent == f"alert to {alerts.url}: sent", run["notes"]
+    assert sent == f"alert to {alerts.shown}: sent", run["notes"]
 
 
 

@@ -29,8 +29,8 @@ class Env(ProjectEnv):
 
 
 def hook(alerts: Alerts) -> str:
-    """How notes name the receiver: the plain http URL given to --notify."""
-    return alerts.url
+    """How notes name the receiver: the plain http URL given to --notify, its path masked."""
+    return alerts.shown
 
 
 def git(project: Path, *args: str) -> str:
