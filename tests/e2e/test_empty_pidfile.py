@@ -12,7 +12,7 @@ def test_an_empty_pidfile_names_every_task_that_takes_it() -> None:
     assert res.rc == 4, res.out + res.err
     tasks = ROOT / "roles" / "training_restart" / "tasks" / "main.yml"
     # Told where the empty value was set (-e), then each task that takes it, with its line.
-    for module in ("job_lock", "kill_old", "launch_detached", "verify", "rollback"):
+    for module in ("job_lock", "deploy_code", "kill_old", "launch_detached", "verify", "rollback"):
         assert f"'' should be non-empty (from {{{{ pidfile }}}}); used by {module}.pidfile at {tasks}:" in res.err, \
             (module, res.err)
-    assert res.err.count("ERROR: -e pidfile=: ") == 6, res.err
+    assert res.err.count("ERROR: -e pidfile=: ") == 7, res.err  # job_lock twice (take, release)
