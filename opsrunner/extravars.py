@@ -1,67 +1,142 @@
-"""-e values: key=value pairs, YAML/JSON mappings and @files, as ansible-playbook takes them."""
+"""-e values: key=value pairs, YAML/JSON mappings and @files, as ansible-playbook takes them.
+
+A problem in an -e names which one it is (`-e #2 (of 3)`), and quotes a piece of it only
+where that piece is plainly no secret: an -e that names a secret anywhere (`HF_TOKEN`,
+`db_password`: the secret-name rule of secrets.py) has every piece quoted as `********`.
+"""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from opsrunner.errors import GivenPos, Problem, SourcePos, ValidationError
+from opsrunner.kvsplit import UnbalancedError, key_value, split_args
+from opsrunner.secrets import MASK, is_secret_name
 
 
 def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
     """The variables of every -e, later ones winning; each remembers the -e that gave it (a
     PosDict's key_pos): `-e name=value`, or its key's line in `-e @file` or `-e '{...}'`."""
-    from opsrunner.yamlsource import load_yaml_file, load_yaml_text, positioned
+    from opsrunner.yamlsource import positioned
 
     result = positioned()
     problems: list[Problem] = []
     for number, value in enumerate(values, 1):
-        if value.startswith("@"):
-            try:
-                data = load_yaml_file(Path(value[1:]))
-            except ValidationError as exc:
-                problems += exc.problems
-                continue
-            origin = value[1:]
-            _given_in(data, f"-e @{origin}")
-        elif value.lstrip()[:1] in ("{", "["):
-            try:
-                data = load_yaml_text(value, "<-e>")
-            except ValidationError as exc:
-                problems += exc.problems
-                continue
-            origin = "<-e>"
-        elif value[:1] in ("/", "."):
-            problems.append(Problem(SourcePos("<-e>"), f"to read variables from {value}, write -e @{value}"))
-            continue
-        else:
-            data = positioned()
-            try:
-                words = shlex.split(value)  # as ansible-playbook -e: k="a b" n=1 is two variables
-            except ValueError as exc:
-                # The value itself is not shown: it may hold a secret.
-                problems.append(Problem(SourcePos("<-e>"), f"-e value {number} cannot be split "
-                                        f"like a shell: {exc}"))
-                continue
-            for pair in words:
-                key, sep, val = pair.partition("=")
-                if not sep or not key.isidentifier():
-                    why = f"expected key=value, got {pair!r}" if not sep else \
-                        f"{key!r} is not a variable name (letters, digits and _, not starting with a digit)"
-                    problems.append(Problem(SourcePos("<-e>"), why, pair if not sep else key))
-                    continue
-                data[key] = val
-                data.key_pos[key] = GivenPos(f"-e {key}={shlex.quote(val) if val else ''}")  # as typed: -e log_path=
-            origin = "<-e>"
-        if data is not None and not isinstance(data, dict):
-            problems.append(Problem(SourcePos(origin), "extra vars must be a mapping"))
-            continue
-        result = positioned(result, data)
+        which = f"-e #{number} (of {len(values)})"
+        data, found = _one_extra_vars(value, which)
+        problems += found
+        if not found:
+            result = positioned(result, data)
     if problems:
         raise ValidationError(problems)
     return result
+
+
+def _one_extra_vars(value: str, which: str) -> tuple[Any, list[Problem]]:
+    """One -e's variables, or the problems that keep it from giving any."""
+    from opsrunner.yamlsource import load_yaml_file, load_yaml_text
+
+    if value.startswith("@"):
+        try:
+            data = load_yaml_file(Path(value[1:]))
+        except ValidationError as exc:
+            return None, exc.problems  # told at the file's own name, line and key
+        _given_in(data, f"-e @{value[1:]}")
+    elif value.lstrip()[:1] in ("{", "["):  # ansible-playbook takes only an unindented one as YAML
+        try:
+            data = load_yaml_text(value, "<-e>")
+        except ValidationError as exc:
+            return None, [_told_as(problem, which, value) for problem in exc.problems]
+    elif value[:1] in ("/", "."):
+        path = _shown(value, value, _PATH)
+        return None, [Problem(SourcePos(which), f"to read variables from {path}, write -e @{path}")]
+    else:
+        return _key_values(value, which)
+    if data is not None and not isinstance(data, dict):
+        return None, [Problem(SourcePos(which), "extra vars must be a mapping")]
+    return data, []
+
+
+def _key_values(value: str, which: str) -> tuple[Any, list[Problem]]:
+    """`-e 'k="a b" n=1 x={{ y }}'`: split and unquoted as ansible-playbook does (kvsplit);
+    every value a string. A word with no `=`, which ansible-core would keep as `_raw_params`,
+    is refused: it is a value cut off by a space (`-e 'kill_grace= 30'`) or a forgotten `=`."""
+    from opsrunner.yamlsource import positioned
+
+    try:
+        words = split_args(value)
+    except UnbalancedError as exc:
+        return None, [Problem(SourcePos(which), f"cannot split it into key=value words: {exc}")]
+    data, problems = positioned(), []
+    for index, word in enumerate(words, 1):
+        where = f"word {index} of {len(words)}"
+        pair = key_value(word)
+        if pair is None:
+            shown, note = _quoted(word, value)
+            problems.append(Problem(SourcePos(which), f"expected key=value, got {shown} ({where}{note})"
+                                    f"{_cut_off_hint(words, index, value)}"))
+            continue
+        key, val = pair
+        if not key.isidentifier():
+            shown, note = _quoted(key, value, _KEY)
+            problems.append(Problem(SourcePos(which), f"{shown} is not a variable name (letters, digits and _, "
+                                    f"not starting with a digit; {where}{note})", _shown(key, value, _KEY)))
+            continue
+        data[key] = val
+        data.key_pos[key] = GivenPos(f"-e {key}={shlex.quote(val) if val else ''}")  # as typed: -e log_path=
+    return data, problems
+
+
+#: What an error may quote of any -e: punctuation (`}}`, `','`) and YAML's names for its tokens
+#: (`<stream end>`): no secret is made of them.
+_SYNTAX = re.compile(r"[^\w\s]*|<[a-z ]+>")
+#: What an error may quote of an -e that names no secret: a short lowercase word (`novalue`) or
+#: a short number (`1000`). Anything else may be a secret (a token pasted without its key, the
+#: rest of a value cut off by a space).
+_HARMLESS = re.compile(r"[a-z_]{1,16}|[0-9]{1,6}")
+#: A key (what comes before the first `=` of a word) an error may quote when its -e names no
+#: secret: where a name is meant, a mistyped one (`1bad`, `log-path`), shorter than a token.
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,20}")
+#: A path an error may quote when its -e names no secret.
+_PATH = re.compile(r"[\w./~-]+")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _shown(piece: str, text: str, harmless: re.Pattern[str] = _HARMLESS) -> str:
+    """`piece` of the -e `text`, as an error may quote it: MASK unless it is syntax, or plainly
+    harmless where `text` names no secret (`{"HF_TOKEN": ...}`, `db_password=...`)."""
+    if _SYNTAX.fullmatch(piece):
+        return piece
+    if harmless.fullmatch(piece) and not any(is_secret_name(word) for word in _WORD.findall(text)):
+        return piece
+    return MASK
+
+
+def _quoted(piece: str, text: str, harmless: re.Pattern[str] = _HARMLESS) -> tuple[str, str]:
+    """A piece quoted as an error shows it, and the note a masked one gets."""
+    shown = _shown(piece, text, harmless)
+    return (repr(piece), "") if shown == piece else (f"'{MASK}'", "; not shown: it may hold a secret")
+
+
+def _cut_off_hint(words: list[str], index: int, text: str) -> str:
+    """Where the word before ends in `=`, the value was cut off by a space: say so."""
+    before = words[index - 2].strip() if index > 1 else ""
+    if not before.endswith("="):
+        return ""
+    return (f"; a space ends the value of {_shown(before[:-1], text, _KEY)}=: quote a value with spaces "
+            """(-e 'k="a b"')""")
+
+
+def _told_as(problem: Problem, which: str, text: str) -> Problem:
+    """A problem of an `-e '{...}'` told at which -e it is, what it quotes of it masked where
+    it may be a secret (a YAML message quotes a token or a key)."""
+    message = re.sub(r"'([^']*)'", lambda match: repr(_shown(match.group(1), text, _KEY)), problem.message)
+    key = ".".join(_shown(part, text, _KEY) for part in problem.key_path.split(".")) if problem.key_path else ""
+    return Problem(SourcePos(which, problem.pos.line, problem.pos.col), message, key)
 
 
 def _given_in(data: Any, origin: str) -> None:

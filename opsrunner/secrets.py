@@ -160,6 +160,23 @@ class Masker:
             elif isinstance(value, SecretStr):
                 self.add(str(value))
 
+    def add_assigned(self, value: Any) -> None:
+        """Mark as secret the value of every secret-named variable that a string assigns, in
+        whichever form an -e takes (`db_password=x`, `{"HF_TOKEN": "x"}`, `{HF_TOKEN: x}`), in
+        `value` or any string inside it: `-e 'train_env={"HF_TOKEN": "x"}'` gives a string that
+        a module reads as a mapping (`env: "{{ train_env }}"`)."""
+        if isinstance(value, dict):
+            for item in value.values():
+                self.add_assigned(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self.add_assigned(item)
+        elif isinstance(value, str):
+            for match in _ASSIGNMENT.finditer(value):
+                if self.is_secret_name(match.group("name")):
+                    found = value[match.end():_value_end(value, match.end())]
+                    self.add(found[1:-1] if found[:1] in ("'", '"') and found[-1:] == found[:1] else found)
+
     def _walk_once(self, value: dict[Any, Any] | list[Any] | tuple[Any, ...], patterns: tuple[str, ...]) -> None:
         """_walk a container once per run: every task asks again for the same host vars. Kept
         by identity, holding the value (so its id cannot be reused); variable values are
@@ -357,6 +374,7 @@ def masker_for(inventory: _Inventory, extra_vars: Mapping[str, Any]) -> Masker:
 
     masker = Masker()
     masker.add_vars(extra_vars)
+    masker.add_assigned(extra_vars)
     for host in inventory.hosts:
         masker.add_vars(LazyVars([*inventory.var_layers(host), extra_vars]))
     return masker

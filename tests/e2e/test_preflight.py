@@ -77,7 +77,7 @@ def test_e_is_split_like_a_shell(tmp_path: Path) -> None:
     assert "[from json] [2]" in res.out
     res = cli("play", str(pb), "-e", 'k="a b', cwd=tmp_path)
     assert res.rc == 4
-    assert "ERROR: <-e>: -e value 1 cannot be split like a shell: No closing quotation" in res.err
+    assert "ERROR: -e #1 (of 1): cannot split it into key=value words: an unbalanced quote" in res.err
     res = cli("play", str(pb), "-e", str(vars_file), cwd=tmp_path)
     assert res.rc == 4
     assert f"to read variables from {vars_file}, write -e @{vars_file}" in res.err

@@ -224,11 +224,11 @@ def test_bad_extra_vars(tmp_path: Path) -> None:
     pb = write_yaml(tmp_path / "pb.yml", "- hosts: localhost\n  tasks:\n    - debug: msg=x\n")
     res = cli("play", str(pb), "-e", "novalue", cwd=tmp_path)
     assert res.rc == 4
-    assert "<-e>: expected key=value, got 'novalue'" in res.err
+    assert "-e #1 (of 1): expected key=value, got 'novalue'" in res.err
     res = cli("play", str(pb), "-e", "ok=1 1bad=2", cwd=tmp_path)
     assert res.rc == 4
-    assert "<-e>: '1bad' is not a variable name (letters, digits and _, not starting with a digit) (at 1bad)" \
-        in res.err, res.err
+    assert "-e #1 (of 1): '1bad' is not a variable name (letters, digits and _, not starting with a digit; " \
+           "word 2 of 2) (at 1bad)" in res.err, res.err
     bad = write_yaml(tmp_path / "vars.yml", "a: 1\na: 2\n")
     res = cli("play", str(pb), "-e", f"@{bad}", cwd=tmp_path)
     assert res.rc == 4

@@ -1,0 +1,105 @@
+"""`-e key=value` split and unquoted as ansible-playbook does (ansible-core 2.19's split_args
+and parse_kv): JSON in a value is kept as typed, quotes and all; `x={{ y }}` is one word. A
+problem in an -e names which -e it is and quotes nothing that may be a secret. Each through
+the CLI, in a process of its own, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from opsrunner.secrets import is_secret_name
+from tests.conftest import ROOT
+from tests.helpers import CliResult, ProjectEnv, cli_subprocess
+
+TOKEN = "tok_abc123xyz"
+JSON_ENV = f'{{"HF_TOKEN":"{TOKEN}"}}'
+
+PLAYBOOK = """- hosts: all
+  gather_facts: false
+  tasks:
+    - shell: "printf '%s\\\\n' '{{ train_env }}' '{{ x }}' '{{ z }}' '{{ q }}' > {{ out_file }}"
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> ProjectEnv:
+    env = ProjectEnv(tmp_path)
+    (env.project / "inv.yml").write_text(f"all:\n  hosts:\n    node1:\n      connection: local\n"
+                                         f"      out_file: {tmp_path / 'touched'}\n")
+    (env.project / "site.yml").write_text(PLAYBOOK)
+    return env
+
+
+def _nowhere(secret: str, env: ProjectEnv, *outputs: str) -> None:
+    """`secret` in none of `outputs`, nor in the history: `history --json` and `show` of every run."""
+    runs = env.history()
+    shown = [env.run("show", run["id"]).out for run in runs]
+    for where, text in [*enumerate(outputs), ("history --json", json.dumps(runs)), *enumerate(shown)]:
+        assert secret not in text, f"{secret!r} in {where}: {text}"
+
+
+def test_a_value_keeps_its_json_and_a_jinja_block_is_one_word(project: ProjectEnv) -> None:
+    out_file = project.root / "touched"  # the inventory's out_file
+    res = project.run("play", "site.yml", "-i", "inv.yml", "-vvv", "-e", f"train_env={JSON_ENV}", "-e", "y=5",
+                      "-e", 'x={{ y }} z={% if y == "5" %}five{% endif %}', "-e", 'q=a"b c"')
+    assert res.rc == 0, res.out + res.err
+    # As ansible-playbook: the JSON as typed, one string; only a value's outer quotes go.
+    assert out_file.read_text().splitlines() == [JSON_ENV, "5", "five", 'a"b c"']
+    [run] = project.history()
+    assert run["extra_vars"]["train_env"] == '{"HF_TOKEN":"********"}' and run["extra_vars"]["x"] == "{{ y }}"
+    _nowhere(TOKEN, project, res.out, res.err)
+
+
+def _demo(env: ProjectEnv, home: Path, *args: str) -> CliResult:
+    """The demo restart (-C: nothing changed) with this project's history, in a private HOME."""
+    return cli_subprocess("play", "restart_training.yml", "-C", *args, cwd=ROOT,
+                          env={**env.vars, "HOME": str(home)})
+
+
+def test_the_demo_restart_takes_a_json_env_and_shows_its_token_nowhere(tmp_path: Path, home: Path) -> None:
+    env = ProjectEnv(tmp_path)
+    res = _demo(env, home, "-vvv", "-e", f"train_env={JSON_ENV}")
+    assert res.rc == 0, res.out + res.err
+    assert '"env": {"HF_TOKEN": "********"}' in res.out  # the launch got it as a mapping
+    _nowhere(TOKEN, env, res.out, res.err)
+
+
+BAD = [  # (the -e values, what stderr says, what it must not show: a secret, or a piece that may be one)
+    (["a=1", "kill_grace= 1000", "b=2"],
+     "-e #2 (of 3): expected key=value, got '1000' (word 2 of 2); a space ends the value of kill_grace=", None),
+    (["train_env={HF_TOKEN: zzhiddenvaluezz}"],
+     "-e #1 (of 1): expected key=value, got '********' (word 2 of 2; not shown: it may hold a secret)",
+     "zzhiddenvaluezz"),
+    (["db_password=hunter22 oops"], "-e #1 (of 1): expected key=value, got '********' (word 2 of 2;", "hunter22"),
+    (["ok=1", "ghp_Zr8kQ2mX9vL4tN7pW1sY5bC3"],
+     "-e #2 (of 2): expected key=value, got '********' (word 1 of 1;", "Zr8kQ2mX9vL4tN7pW1sY5bC3"),
+    (["ok=1", "novalue"], "-e #2 (of 2): expected key=value, got 'novalue' (word 1 of 1)", None),
+    (["ok=1", 'msg="unclosed zzhiddenvaluezz'], "-e #2 (of 2): cannot split it into key=value words: an unbalanced "
+                                                "quote or Jinja block", "zzhiddenvaluezz"),
+    (["x={{ y"], "-e #1 (of 1): cannot split it into key=value words", None),
+    (['{"api_token": "zzhiddenvaluezz", "n": [}'], "-e #1 (of 1):1:", "zzhiddenvaluezz"),
+    (["{api_token: 1, api_token: 2}"], "-e #1 (of 1):1:16: duplicate key '********'", None),
+    (["ok=1", "[1, 2]"], "-e #2 (of 2): extra vars must be a mapping", None),
+]
+
+
+@pytest.mark.parametrize("values,told,hidden", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_an_e_problem_names_its_e_and_quotes_no_secret(project: ProjectEnv, values: list[str], told: str,
+                                                       hidden: str | None) -> None:
+    out_file = project.root / "touched"  # the inventory's out_file
+    res = project.run("play", "site.yml", "-i", "inv.yml", *(a for v in values for a in ("-e", v)))
+    assert res.rc == 4, res.out + res.err
+    assert told in res.err, res.err
+    assert not out_file.exists()  # bad input: no host touched
+    [run] = project.history()
+    assert run["exit_code"] == 4 and told in run["reason"] and told in project.run("show", run["id"]).out
+    if hidden is None:
+        return
+    assert hidden not in res.out + res.err and hidden not in run["reason"]
+    if any(is_secret_name(word) for word in re.findall(r"\w+", " ".join(values))):
+        _nowhere(hidden, project, res.out, res.err)  # a secret: not in the command line recorded either
+
