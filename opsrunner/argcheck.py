@@ -16,6 +16,7 @@ from opsrunner.coercion import coerce_args
 from opsrunner.errors import Problem, SourcePos
 from opsrunner.localfiles import directory_problems
 from opsrunner.modules.registry import get_module, module_info
+from opsrunner.secrets import mask_by_keys
 from opsrunner.tasks import Task
 from opsrunner.templating import is_template
 from opsrunner.validation import schema_problems
@@ -59,7 +60,7 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
     problems = [Problem(arg_pos(task, r.arg), r.message(task.module) + origin(task, r.arg),
                         f"{task.module}.{r.arg}") for r in refusals]
     if problems:
-        return TaskArgs(args, problems)
+        return TaskArgs(args, mask_by_keys(problems, rendered))
     schema = _partial_schema(task.module) if partial else info.schema
     for p in schema_problems(args, schema, str(task.pos.file)):
         path = f"{task.module}.{p.key_path}" if p.key_path else task.module
@@ -69,7 +70,7 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
     if not problems and not partial:
         problems += [Problem(getattr(task.args, "pos", task.pos), msg, task.module)
                      for msg in get_module(task.module).sanity(args)]
-    return TaskArgs(args, problems or directory_problems(task, args))
+    return TaskArgs(args, mask_by_keys(problems or directory_problems(task, args), rendered))
 
 
 #: (the argument's key path, what is wrong with its value) for each bad value found.

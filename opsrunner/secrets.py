@@ -93,6 +93,30 @@ def _names_matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] |
     return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns)).match
 
 
+#: A word followed by a separator and more text, in a key that is not a name.
+_WORD_THEN_MORE = re.compile(r"[A-Za-z0-9_]+(?=[^A-Za-z0-9_].)", re.DOTALL)
+
+
+def secret_in_key(key: Any, patterns: Iterable[str] = DEFAULT_SECRET_NAMES) -> str | None:
+    """What follows a secret-named word and its separator in a key that is not a name
+    (`HF_TOKEN:tok_abc`: YAML reads `{HF_TOKEN:tok_abc}`, with no space after the colon, as
+    that one key with a null value): a secret typed into the key; None for any other key."""
+    text = str(key)
+    if text.isidentifier():
+        return None
+    for match in _WORD_THEN_MORE.finditer(text):
+        if is_secret_name(match.group(), patterns):
+            return text[match.end() + 1:]
+    return None
+
+
+def shown_key(key: Any) -> str:
+    """A mapping key as a key path or a message shows it (`env.HF_TOKEN`): what secret_in_key
+    finds in it masked (`env.HF_TOKEN:********`), whatever masker the output has."""
+    text, secret = str(key), secret_in_key(key)
+    return text if secret is None else text[:len(text) - len(secret)] + MASK
+
+
 def _spellings(value: str) -> set[str]:
     """The value as it may appear in output: raw, shell-quoted, JSON- and repr-escaped."""
     forms = {value, shlex.quote(value), json.dumps(value)[1:-1], repr(value)[1:-1]}
@@ -195,6 +219,7 @@ class Masker:
             for key, item in value.items():
                 if is_secret_name(str(key), patterns):
                     self.add(item)
+                    self.add(secret_in_key(key, patterns))
                 self._walk(item, patterns)
         elif isinstance(value, list | tuple):
             for item in value:
@@ -282,11 +307,12 @@ class Masker:
             shown = " ".join(self.mask_argv([pos.file]))
             pos = pos if shown == pos.file else dataclasses.replace(pos, file=shown)
         used = self.mask_problem(problem.used) if problem.used is not None else None
-        message = self.mask(self._unquoted(problem))
+        message, key_path = self.mask(self._unquoted(problem)), self.mask(problem.key_path)
         quoted = self._quoted_shown(problem.quoted)
-        if pos is problem.pos and used is problem.used and message == problem.message and quoted is problem.quoted:
+        if (pos is problem.pos and used is problem.used and (message, key_path) == (problem.message, problem.key_path)
+                and quoted is problem.quoted):
             return problem
-        return dataclasses.replace(problem, pos=pos, message=message, used=used, quoted=quoted)
+        return dataclasses.replace(problem, pos=pos, message=message, key_path=key_path, used=used, quoted=quoted)
 
     def _unquoted(self, problem: Problem) -> str:
         """The problem's message, the value it quotes hidden whole where it came through a
@@ -378,6 +404,16 @@ def masker_for(inventory: _Inventory, extra_vars: Mapping[str, Any]) -> Masker:
     for host in inventory.hosts:
         masker.add_vars(LazyVars([*inventory.var_layers(host), extra_vars]))
     return masker
+
+
+def mask_by_keys(problems: list[Problem], value: Any) -> list[Problem]:
+    """Problems found in `value` (a task's arguments) with what its own keys show secret masked,
+    in messages and key paths: the values of secret-named keys, and what a key that is no name
+    holds after a secret name (`env: {HF_TOKEN:tok_abc}`: secret_in_key)."""
+    masker = Masker()
+    if problems:
+        masker._walk(value, DEFAULT_SECRET_NAMES)
+    return [masker.mask_problem(p) for p in problems] if masker else problems
 
 
 def censor(result: TaskResult) -> TaskResult:

@@ -5,6 +5,7 @@ The engine asks here; modules never see the keywords."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO
@@ -18,6 +19,7 @@ from opsrunner.connections.wrappers import ArgvLayer, Layer, ShellLayer
 from opsrunner.errors import TemplateError
 from opsrunner.playbook import Task
 from opsrunner.results import CommandResult
+from opsrunner.secrets import shown_key
 from opsrunner.taskflags import flag, flag_raw
 from opsrunner.templating import LazyVars, template_value
 
@@ -90,7 +92,15 @@ def environment(task: Task, variables: LazyVars) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise TemplateError(f"environment must be a mapping, got {type(value).__name__}", task.at("environment"),
                             "environment")
+    for key in value:
+        if not _ENV_NAME.fullmatch(str(key)):  # a shell export would echo it, secret and all
+            raise TemplateError(f"environment variable name '{shown_key(key)}' is not a name (letters, digits and "
+                                "_, not starting with a digit)", task.at("environment"), "environment")
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+#: What `export NAME=...` takes as a name.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class EnvConnection(Connection):

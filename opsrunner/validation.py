@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from opsrunner.errors import Problem, SourcePos
 from opsrunner.packagedata import package_text
 from opsrunner.schemafast import conforms
+from opsrunner.secrets import shown_key
 from opsrunner.yamlsource import pos_of
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def load_schema(name: str) -> dict[str, Any]:
 def key_path_str(path: Iterable[Any]) -> str:
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{shown_key(part)}" if out else shown_key(part))
     return out
 
 
@@ -135,7 +136,7 @@ def schema_problems(
             for key in error.instance:
                 if key not in allowed:
                     pos = locate(root, [*full, key], fallback)
-                    msg = f"unknown key '{key}'{suggest(key, allowed)}"
+                    msg = f"unknown key '{shown_key(key)}'{suggest(key, allowed)}"
                     problems.append(Problem(pos, msg, key_path_str([*full, key])))
             continue
         pos = locate(root, full, fallback)

@@ -13,6 +13,7 @@ from opsrunner.coercion import coerce_args
 from opsrunner.errors import Problem, SourcePos
 from opsrunner.includes import vars_file_problems
 from opsrunner.modules.registry import module_info
+from opsrunner.secrets import mask_by_keys
 from opsrunner.templating.template_files import check_file, include_path, template_source
 from opsrunner.validation import schema_problems
 from opsrunner.yamlsource import PosDict
@@ -39,17 +40,17 @@ def module_args(module: str, raw: Any, pos: SourcePos, path: str, filename: str,
             problems.append(Problem(args.at(top) if isinstance(args, PosDict) else pos, refusal.message(module),
                                     f"{path}.{refusal.arg}"))
         if refusals:
-            return {}, problems
+            return {}, mask_by_keys(problems, args)
     for problem in schema_problems(args, info.schema, filename, root=args, fallback=pos):
         if "{{" in problem.message:
             continue  # a templated value: checked again after rendering, at run time
         problems.append(Problem(problem.pos, problem.message,
                                 f"{path}{'.' + problem.key_path if problem.key_path else ''}"))
     if not isinstance(args, dict):
-        return {}, problems
-    return args, (problems + _local_path_problems(module, args, pos, path, search_dirs)
-                  + _template_file_problems(module, args, pos, path, search_dirs)
-                  + _vars_file_problems(module, args, pos, path, search_dirs))
+        return {}, mask_by_keys(problems, args)
+    return args, mask_by_keys(problems + _local_path_problems(module, args, pos, path, search_dirs)
+                              + _template_file_problems(module, args, pos, path, search_dirs)
+                              + _vars_file_problems(module, args, pos, path, search_dirs), args)
 
 
 def expression_args(module: str) -> tuple[str, ...]:

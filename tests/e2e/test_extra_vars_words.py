@@ -1,7 +1,8 @@
 """`-e key=value` split and unquoted as ansible-playbook does (ansible-core 2.19's split_args
 and parse_kv): JSON in a value is kept as typed, quotes and all; `x={{ y }}` is one word. A
-problem in an -e names which -e it is and quotes nothing that may be a secret. Each through
-the CLI, in a process of its own, as a user runs it."""
+problem in an -e names which -e it is and quotes nothing that may be a secret; a secret typed
+into a mapping's key (YAML's `{HF_TOKEN:tok}`, no space after the colon) is masked where the
+key's path is shown. Each through the CLI, in a process of its own, as a user runs it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from opsrunner.secrets import is_secret_name
 from tests.conftest import ROOT
 from tests.helpers import CliResult, ProjectEnv, cli_subprocess
+from tests.web.dashboard import Project, serving
 
 TOKEN = "tok_abc123xyz"
 JSON_ENV = f'{{"HF_TOKEN":"{TOKEN}"}}'
@@ -68,6 +70,28 @@ def test_the_demo_restart_takes_a_json_env_and_shows_its_token_nowhere(tmp_path:
     _nowhere(TOKEN, env, res.out, res.err)
 
 
+def test_a_secret_typed_into_a_key_is_masked_in_its_key_path(tmp_path: Path, home: Path) -> None:
+    """`{HF_TOKEN:tok}` is a mapping whose one key is `HF_TOKEN:tok` (null value), in -e (read
+    as a mapping by the role's `env:`) as in an inventory: the argument's path names that key."""
+    site = Project(tmp_path)  # its history is the one the dashboard serves
+    inventory = tmp_path / "leak.yml"
+    inventory.write_text(f"all:\n  hosts:\n    localhost:\n      train_env: {{HF_TOKEN:{TOKEN}}}\n")
+    for args in (["-e", f"train_env={{HF_TOKEN:{TOKEN}}}"], ["-i", "inventory/hosts.yml", "-i", str(inventory)]):
+        res = cli_subprocess("play", "restart_training.yml", "-C", *args, cwd=ROOT,
+                             env={**site.env, "HOME": str(home)})
+        assert res.rc == 4, res.out + res.err
+        assert "launch_detached argument 'env.HF_TOKEN:********': None is not a string" in res.err, res.err
+        assert TOKEN not in res.out + res.err
+        assert not (home / "opsrunner-demo").exists()  # bad input: no host touched
+    runs = json.loads(site.run("history", "--json").out)
+    assert [r["exit_code"] for r in runs] == [4, 4]
+    with serving(site) as server:
+        for run in runs:
+            for path in (f"/api/runs/{run['id']}", f"/runs/{run['id']}"):
+                page = server.get(path)
+                assert page.status == 200 and "HF_TOKEN:********" in page.text and TOKEN not in page.text, path
+
+
 BAD = [  # (the -e values, what stderr says, what it must not show: a secret, or a piece that may be one)
     (["a=1", "kill_grace= 1000", "b=2"],
      "-e #2 (of 3): expected key=value, got '1000' (word 2 of 2); a space ends the value of kill_grace=", None),
@@ -103,3 +127,22 @@ def test_an_e_problem_names_its_e_and_quotes_no_secret(project: ProjectEnv, valu
     if any(is_secret_name(word) for word in re.findall(r"\w+", " ".join(values))):
         _nowhere(hidden, project, res.out, res.err)  # a secret: not in the command line recorded either
 
+
+def test_a_secret_typed_into_a_playbook_key_is_masked(project: ProjectEnv) -> None:
+    """The same YAML slip in the playbook itself: a module argument's key (told at load, exit 4)
+    and an `environment:` variable name (the task fails before its command is sent: `export
+    HF_TOKEN:tok=` would have echoed it, and the shell's error too)."""
+    (project.project / "args.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - launch_detached: {command: 'sleep 1', "
+        f"pidfile: /tmp/x.pid, log: /tmp/x.log, env: {{HF_TOKEN:{TOKEN}}}}}\n")
+    (project.project / "env.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - shell: touch {{ out_file }}\n"
+        f"      environment: {{HF_TOKEN:{TOKEN}}}\n")
+    res = project.run("play", "args.yml", "-i", "inv.yml", "-vvv")
+    assert res.rc == 4, res.out + res.err
+    assert "launch_detached argument 'env.HF_TOKEN:********'" in res.err, res.err
+    ran = project.run("play", "env.yml", "-i", "inv.yml", "-vvv")
+    assert ran.rc == 2, ran.out + ran.err
+    assert "environment variable name 'HF_TOKEN:********' is not a name" in ran.out, ran.out
+    assert not (project.root / "touched").exists()
+    _nowhere(TOKEN, project, res.out, res.err, ran.out, ran.err)
