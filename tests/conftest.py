@@ -57,7 +57,7 @@ def postgres() -> Iterator[pg.PrivatePostgres]:
         pytest.skip(f"PostgreSQL unavailable: {exc}")
     procguard.exempt(server.pid)
     if server.lifeline is not None:
-        procguard.exempt(server.lifeline.proc.pid)  # the server's watchdog lives as long as it
+        procguard.exempt(server.lifeline.pid)  # the server's watchdog lives as long as it
     try:
         yield server
     finally:
@@ -85,7 +85,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
         server = start_sshd(tmp_path_factory.mktemp("sshd"))
     procguard.exempt(server.proc.pid)
     if server.lifeline is not None:
-        procguard.exempt(server.lifeline.proc.pid)  # the daemon's watchdog lives as long as it
+        procguard.exempt(server.lifeline.pid)  # the daemon's watchdog lives as long as it
     try:
         yield server
     finally:
