@@ -108,7 +108,7 @@ class AgentSession(LeaseWatch):
         with self._lock:
             self._begin()
             if self.connection.log:  # `shown`: what -vvv prints instead of the request
-                self.connection.log(self.connection.spec.name, shown or f"agent {op} {json.dumps(args)}")
+                self.connection.log(self.connection.spec.name, shown or f"agent {op} {json.dumps(_loggable(args))}")
             request = json.dumps({"op": op, "args": args, "timeout": timeout,
                                   "payload": payload is not None}).encode()
             rewind = payload.tell() if payload is not None and payload.seekable() else None
@@ -480,3 +480,16 @@ class AgentSession(LeaseWatch):
         if not isinstance(reply, dict):
             raise ValueError("protocol error: the reply is not an object")
         return reply
+
+
+#: Request arguments that carry a file's content: -vvv tells their size, never the bytes (a
+#: copy's content may be a secret, and masking cannot follow it into base64).
+_CONTENT_ARGS = ("content_b64",)
+
+
+def _loggable(args: dict[str, Any]) -> dict[str, Any]:
+    """A request's arguments as -vvv prints them: content as its size."""
+    if not any(key in args for key in _CONTENT_ARGS):
+        return args
+    return {key: (f"<{len(value) * 3 // 4 - value.count('=')} bytes>" if key in _CONTENT_ARGS and isinstance(value, str)
+                  else value) for key, value in args.items()}

@@ -96,6 +96,23 @@ def test_a_secret_reaches_the_task_and_no_output(tmp_path: Path, project: Path) 
     _assert_nowhere("show", cli_subprocess("show", run["id"], cwd=project, env=env).out)
 
 
+def test_a_copied_secret_is_not_shown_in_base64_at_vvv(tmp_path: Path, project: Path) -> None:
+    """copy's content travels base64-encoded to the agent: -vvv tells its size, never the
+    bytes (masking by value cannot follow a secret into its encoding)."""
+    import base64
+
+    out_file = tmp_path / "copied.txt"
+    (project / "copy.yml").write_text('- hosts: all\n  gather_facts: false\n  tasks:\n'
+                                      '    - copy: {content: "{{ deploy_pin }}", dest: "{{ out_file }}"}\n')
+    res = cli_subprocess("play", "copy.yml", "-i", "inv.yml", *_extra(out_file), "-vvv", cwd=project,
+                         env=_env(tmp_path))
+    assert res.rc == 0, res.out + res.err
+    assert out_file.read_text() == PIN  # it did reach the host
+    assert f'"content_b64": "<{len(PIN)} bytes>"' in res.out, res.out
+    assert base64.b64encode(PIN.encode()).decode() not in res.out + res.err
+    _assert_nowhere("the console (-vvv)", res.out)
+
+
 def test_a_secret_in_an_error_before_any_host_is_masked(tmp_path: Path, project: Path) -> None:
     """Preflight's problems quote the variable's value: masked on stderr, for check and play."""
     (project / "bad.yml").write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
