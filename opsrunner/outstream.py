@@ -12,12 +12,16 @@ got through: a disk may fill for a moment) and why, for a warning at the end and
 A stream with a descriptor is written with os.write until all of it is written: a full disk
 takes part of a write, and CPython's buffered file counted that as success and dropped the
 rest; only a later write raised, and at a command's end none came (a recap cut, silently).
+A non-blocking descriptor (OpenSSH sets O_NONBLOCK on its stdio where no tty) whose reader is
+slow raises EAGAIN on a full pipe: the write waits for room (WRITE_WAIT_S at most), and what
+still finds none is lost as a full disk's output is.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import select
 import time
 from dataclasses import dataclass
 from typing import IO, Any
@@ -25,7 +29,9 @@ from typing import IO, Any
 #: The reader went away: nobody is left to tell.
 _READER_GONE = (errno.EPIPE, errno.ECONNRESET)
 #: The output's file cannot take more: told at the end (on the other stream, the history).
-_UNDELIVERABLE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+_UNDELIVERABLE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EAGAIN)
+#: How long one write to a non-blocking output waits for its reader to make room.
+WRITE_WAIT_S = 5.0
 #: After an undeliverable write, how long later writes are dropped before one is tried again:
 #: a disk freed meanwhile takes output again, and a full one costs a failed write a second.
 RETRY_S = 1.0
@@ -176,9 +182,22 @@ def _is_tty(stream: IO[str]) -> bool:
 def _write_all(fd: int, data: bytes) -> None:
     """All of `data`, or the OSError that stopped it: a short write (a disk that filled
     partway) is followed by another, which raises (ENOSPC, EFBIG) where nothing more fits."""
-    view = memoryview(data)
+    view, deadline = memoryview(data), None
     while view:
-        view = view[os.write(fd, view):]
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:  # O_NONBLOCK and a full pipe: its reader is slow, not gone
+            deadline = deadline or time.monotonic() + WRITE_WAIT_S
+            _wait_writable(fd, deadline)
+
+
+def _wait_writable(fd: int, deadline: float) -> None:
+    """Until `fd` takes output again (or reports an error, which the next write raises)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    left = deadline - time.monotonic()
+    if left <= 0 or not poller.poll(left * 1000):
+        raise OSError(errno.EAGAIN, f"its reader took none of it for {WRITE_WAIT_S:g} s")
 
 
 def lost_notes(streams: list[tuple[str, Any]]) -> list[str]:

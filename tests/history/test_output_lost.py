@@ -153,3 +153,34 @@ def test_a_terminal_that_goes_away_never_stops_the_run(project: Path, tmp_path: 
     assert row["exit_code"] == 0, row
     assert any(str(n).startswith("the run's output could not be written from ") and
                str(n).endswith(": the terminal went away; the run went on to its end") for n in row["notes"]), row  # type: ignore[attr-defined]
+
+
+def _nonblocking_run(project: Path, db: Path, reader_sleeps: float) -> tuple[int, bytes]:
+    """`opsrunner play big.yml` with its stdout a non-blocking pipe (OpenSSH's stdio where no
+    tty) that its reader leaves unread for `reader_sleeps` s: its exit code and all it read."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", "big.yml", "-i", "inv.yml", "-v"],
+                            cwd=project, env=_env(db), stdout=w, stderr=subprocess.DEVNULL)
+    os.close(w)
+    time.sleep(reader_sleeps)
+    out = b""
+    while chunk := os.read(r, 1 << 16):
+        out += chunk
+    os.close(r)
+    return proc.wait(timeout=120), out
+
+
+def test_a_slow_reader_of_a_nonblocking_output_never_stops_the_run(project: Path, tmp_path: Path) -> None:
+    """stdout non-blocking and its reader slow for a moment: a full pipe raised EAGAIN, which
+    stopped the run (exit 250) between stopping the old job and starting the new one. Now the
+    write waits for room, and all the output arrives."""
+    db, marker = tmp_path / "h.db", tmp_path / "started"
+    write_yaml(project / "big.yml", [{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "stop old (much output)", "command": "python3 -c 'print(\"x\" * 200000)'"},
+        {"name": "start new", "copy": {"content": "x", "dest": str(marker)}}]}])
+    rc, out = _nonblocking_run(project, db, reader_sleeps=2)
+    assert rc == 0 and marker.read_text() == "x", out[-500:]
+    assert out.count(b"x" * 200000) == 1 and out.rstrip().endswith(b"ignored=0"), out[-500:]
+    [row] = _history(project, db)
+    assert row["exit_code"] == 0 and not row["notes"], row

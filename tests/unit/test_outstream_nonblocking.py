@@ -1,0 +1,23 @@
+"""A non-blocking output whose reader takes nothing: the write waits a bounded time, then
+the output is told as lost from then on, and the command goes on."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from opsrunner import outstream
+from opsrunner.outstream import QuietWhenClosed
+
+
+def test_an_output_that_stays_full_is_told_as_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outstream, "WRITE_WAIT_S", 0.2)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    with open(w, "w", encoding="utf-8") as raw:
+        out = QuietWhenClosed(raw)
+        assert out.write("x" * 300_000) == 300_000  # more than the pipe holds; nobody reads
+        assert out.lost is not None and out.lost.endswith(": its reader took none of it for 0.2 s"), out.lost
+        assert not out.reader_gone and out.lost_to_the_end
+    os.close(r)
