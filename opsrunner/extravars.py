@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.errors import GivenPos, Problem, SourcePos, ValidationError
-from opsrunner.kvsplit import UnbalancedError, key_value, split_args
+from opsrunner.kvsplit import BadEscapeError, UnbalancedError, key_value, split_args
 from opsrunner.secrets import MASK, is_secret_name
 
 
@@ -58,7 +58,33 @@ def _one_extra_vars(value: str, which: str) -> tuple[Any, list[Problem]]:
         return _key_values(value, which)
     if data is not None and not isinstance(data, dict):
         return None, [Problem(SourcePos(which), "extra vars must be a mapping")]
+    if (at := _unencodable(data)) is not None:
+        key = ".".join(_shown(part, value, _KEY) for part in at)
+        return None, [Problem(SourcePos(which), f"{_NO_CHARACTER} in the value of {key or 'it'}", key)]
     return data, []
+
+
+#: A string UTF-8 cannot hold (a lone surrogate, `"\ud800"`) would break the output and the
+#: history after tasks ran.
+_NO_CHARACTER = "an escape that makes no character (a lone surrogate \\ud800-\\udfff)"
+
+
+def _unencodable(data: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """Where in `data` a key or a string UTF-8 cannot hold is (its key path), or None."""
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeError:
+            return path
+        return None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, item in items:
+        found = _unencodable(key, path) if isinstance(key, str) else None
+        if found is None:
+            found = _unencodable(item, (*path, str(key)))
+        if found is not None:
+            return found
+    return None
 
 
 def _key_values(value: str, which: str) -> tuple[Any, list[Problem]]:
@@ -74,7 +100,11 @@ def _key_values(value: str, which: str) -> tuple[Any, list[Problem]]:
     data, problems = positioned(), []
     for index, word in enumerate(words, 1):
         where = f"word {index} of {len(words)}"
-        pair = key_value(word)
+        try:
+            pair = key_value(word)
+        except BadEscapeError as exc:
+            problems.append(Problem(SourcePos(which), f"{where} has {exc}"))
+            continue
         if pair is None:
             shown, note = _quoted(word, value)
             problems.append(Problem(SourcePos(which), f"expected key=value, got {shown} ({where}{note})"

@@ -33,6 +33,12 @@ class UnbalancedError(ValueError):
     """A quote or a Jinja block is left open at the end of the text."""
 
 
+class BadEscapeError(ValueError):
+    """A word's escape makes no character that UTF-8 can hold: `\\N{NOSUCH}`, `\\U00110000`,
+    a lone surrogate (`\\ud800`). ansible-core crashes or takes it; it could only break the
+    output and the history later, after tasks ran."""
+
+
 def split_args(text: str) -> list[str]:
     """The words of `text`, as ansible-core's split_args makes them (UnbalancedError where a
     quote or a Jinja block is not closed)."""
@@ -110,8 +116,14 @@ def unquote(value: str) -> str:
 
 def key_value(word: str) -> tuple[str, str] | None:
     """A word's key and value, as ansible-core's parse_kv reads them; None for a word with no
-    `=` that is not escaped (a `=` that starts the word does not count, as in ansible-core)."""
-    text = decode_escapes(word)
+    `=` that is not escaped (a `=` that starts the word does not count, as in ansible-core);
+    BadEscapeError where an escape makes no character UTF-8 can hold."""
+    try:
+        text = decode_escapes(word)
+        text.encode("utf-8")
+    except UnicodeError as exc:
+        raise BadEscapeError("an escape that makes no character (\\N{...} with an unknown name, \\U above "
+                             "0010FFFF, a lone surrogate \\ud800-\\udfff)") from exc
     position = 0
     while True:
         position = text.find("=", position + 1)

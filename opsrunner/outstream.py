@@ -102,15 +102,35 @@ class QuietWhenClosed:
             return len(text)
         try:
             if self._fd is None:
-                self._stream.write(text)
+                self._stream.write(self._encodable(text))
             else:
                 self._stream.flush()  # what others wrote to it first (usually nothing)
-                _write_all(self._fd, text.encode(*self._encoding))
+                _write_all(self._fd, self._encoded(text))
         except OSError as exc:
             self._failed(exc)
         else:
             self._close_gap()
         return len(text)
+
+    def _encoded(self, text: str) -> bytes:
+        """`text` in the stream's encoding; what it cannot hold (a lone surrogate, a character
+        beyond an ASCII locale) as a backslash escape: output never stops a run."""
+        try:
+            return text.encode(*self._encoding)
+        except UnicodeEncodeError:
+            return text.encode(self._encoding[0], "backslashreplace")
+
+    def _encodable(self, text: str) -> str:
+        """`text` as a stream with no descriptor takes it (a StringIO takes any str)."""
+        encoding: str = getattr(self._stream, "encoding", None) or ""
+        try:
+            if encoding:
+                text.encode(encoding)
+        except UnicodeEncodeError:
+            return text.encode(encoding, "backslashreplace").decode(encoding)
+        except LookupError:
+            pass
+        return text
 
     def flush(self) -> None:
         if self.reader_gone:

@@ -146,3 +146,23 @@ def test_a_secret_typed_into_a_playbook_key_is_masked(project: ProjectEnv) -> No
     assert "environment variable name 'HF_TOKEN:********' is not a name" in ran.out, ran.out
     assert not (project.root / "touched").exists()
     _nowhere(TOKEN, project, res.out, res.err, ran.out, ran.err)
+
+
+NO_CHARACTER = [  # an escape that makes no character UTF-8 can hold: a crash (exit 250), or both tasks
+    # ran and then the output broke (exit 250, "record incomplete")
+    (r"x=\N{NOSUCH}", "-e #1 (of 1): word 1 of 1 has an escape that makes no character"),
+    (r"x=\U00110000", "-e #1 (of 1): word 1 of 1 has an escape that makes no character"),
+    (r"x=1 y=\ud800", "-e #1 (of 1): word 2 of 2 has an escape that makes no character"),
+    (r'{"x": "\ud800"}', "-e #1 (of 1): an escape that makes no character (a lone surrogate \\ud800-\\udfff) in "
+                         "the value of x"),
+]
+
+
+@pytest.mark.parametrize("value,told", NO_CHARACTER, ids=[str(i) for i in range(len(NO_CHARACTER))])
+def test_an_escape_that_makes_no_character_is_refused(project: ProjectEnv, value: str, told: str) -> None:
+    res = project.run("play", "site.yml", "-i", "inv.yml", "-e", value)
+    assert res.rc == 4, res.out + res.err
+    assert told in res.err, res.err
+    assert not (project.root / "touched").exists()  # bad input: no host touched
+    [run] = project.history()
+    assert run["exit_code"] == 4 and told in run["reason"], run

@@ -21,3 +21,15 @@ def test_an_output_that_stays_full_is_told_as_lost(monkeypatch: pytest.MonkeyPat
         assert out.lost is not None and out.lost.endswith(": its reader took none of it for 0.2 s"), out.lost
         assert not out.reader_gone and out.lost_to_the_end
     os.close(r)
+
+
+def test_what_the_encoding_cannot_hold_is_written_escaped() -> None:
+    """A lone surrogate (a string no UTF-8 can hold) broke the output: exit 250 after tasks ran."""
+    r, w = os.pipe()
+    with open(w, "w", encoding="utf-8") as raw:
+        out = QuietWhenClosed(raw)
+        out.write("a\ud800b\n")
+        out.write("c\n")
+    with open(r, "rb") as got:
+        assert got.read() == b"a\\ud800b\nc\n"
+    assert out.lost is None
