@@ -279,16 +279,19 @@ class Masker:
         """A command line as it may be shown: the value of every secret-named variable that a
         word assigns, however short and in whichever form -e takes (`a=1 db_password=42`,
         `--extra-vars=api_token=zz`, `{"api_token": "zz"}`, `{api_token: zz}`), hidden whole,
-        and every known secret masked."""
-        return [self.mask(self._mask_assignments(word)) for word in argv]
+        and every known secret masked. A value cut off by a space is hidden to the next word that
+        assigns; an -e that names a secret and is refused, whole (`-e 'api_token= abc='`)."""
+        return [self.mask(self._mask_assignments(word, refused_whole=True)) for word in argv]
 
-    def _mask_assignments(self, word: str) -> str:
-        shown, end = [], 0
+    def _mask_assignments(self, word: str, refused_whole: bool = False) -> str:
+        shown, end, named = [], 0, False
         for match in _ASSIGNMENT.finditer(word):
             if match.start() < end or not self.is_secret_name(match.group("name")):
                 continue
-            start = match.end()
-            stop = _value_end(word, start)
+            if refused_whole and not named and _refused_e(word.removeprefix("--extra-vars=")):
+                return word[:len(word) - len(word.removeprefix("--extra-vars="))] + MASK  # no telling its value
+            start, named = match.end(), True
+            stop = _value_end(word, start, refused_whole, match.group().endswith("="))
             shown.append(word[end:start])
             quote = word[start] if start < len(word) and word[start] in "'\"" else ""
             shown.append(f"{quote}{MASK}{quote}")
@@ -304,7 +307,7 @@ class Masker:
         which library callers read) likewise. Any other position is a file's: left as it is."""
         pos = problem.pos
         if isinstance(pos, GivenPos):
-            shown = " ".join(self.mask_argv([pos.file]))
+            shown = self.mask(self._mask_assignments(pos.file))
             pos = pos if shown == pos.file else dataclasses.replace(pos, file=shown)
         used = self.mask_problem(problem.used) if problem.used is not None else None
         message, key_path = self.mask(self._unquoted(problem)), self.mask(problem.key_path)
@@ -381,16 +384,41 @@ def _quoted_slot(value: Any) -> re.Pattern[str]:
 _ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:=|[\"']?[ \t]*:[ \t]*)")
 
 
-def _value_end(word: str, start: int) -> int:
+def _value_end(word: str, start: int, whole: bool = False, by_equals: bool = False) -> int:
     """Where the value that starts at `start` ends: its closing quote, else the next blank,
-    comma, brace, bracket or quote."""
+    comma, brace, bracket or quote. `whole` (a command line's -e, as recorded): a YAML value
+    (`{db_password: Tr0ub4dor &3xyz}`) goes on to its comma, bracket or line's end, and a
+    `k=v` cut off by a space through the words after it that assign nothing (`&3xyz`)."""
     if start < len(word) and word[start] in "'\"":
         close = word.find(word[start], start + 1)
         return len(word) if close < 0 else close + 1
+    ends = " \t\n,}]'\"" if by_equals or not whole else "\n,}]"
     stop = start
-    while stop < len(word) and word[stop] not in " \t\n,}]'\"":
+    while stop < len(word) and word[stop] not in ends:
         stop += 1
+    if not by_equals:
+        return start + len(word[start:stop].rstrip()) if whole else stop
+    while whole and (rest := _NEXT_WORD.match(word, stop)) and "=" not in rest.group(1):
+        stop = rest.end()
     return stop
+
+
+#: The blanks and the word after a value.
+_NEXT_WORD = re.compile(r"[ \t\n]+(\S+)")
+
+
+def _refused_e(word: str) -> bool:
+    """Whether `word`, as an -e value, is refused (a `k=v` form or a mapping): where its
+    value ends is then unknown, and a record shows it as MASK whole."""
+    from opsrunner.extravars import parse_extra_vars
+
+    if word.startswith("@"):
+        return False
+    try:
+        parse_extra_vars([word])
+    except ValidationError:
+        return True
+    return False
 
 
 def masker_for(inventory: _Inventory, extra_vars: Mapping[str, Any]) -> Masker:

@@ -166,3 +166,36 @@ def test_an_escape_that_makes_no_character_is_refused(project: ProjectEnv, value
     assert not (project.root / "touched").exists()  # bad input: no host touched
     [run] = project.history()
     assert run["exit_code"] == 4 and told in run["reason"], run
+
+
+CUT_SECRETS = [  # (an -e that names a secret whose value a space cut, the rest of that value)
+    ("db_password=Tr0ub4dor &3xyz", "&3xyz"),
+    (r"x=1 api_token=s3cr3tA\ s3cr3tB", "s3cr3tB"),
+]
+
+
+def test_the_rest_of_a_secret_cut_off_by_a_space_is_recorded_nowhere(tmp_path: Path) -> None:
+    """The error hid the rest of the value, but the recorded command line kept it
+    (`-e 'db_password=******** &3xyz'`) in history --json, show and the dashboard."""
+    site = Project(tmp_path)
+    for value, rest in CUT_SECRETS:
+        res = site.run("play", "site.yml", "-i", "inv.yml", "-e", value)
+        assert res.rc == 4 and rest not in res.out + res.err, res.out + res.err
+    runs = json.loads(site.run("history", "--json").out)
+    assert [r["command"] for r in runs] == ["opsrunner play site.yml -i inv.yml -e '********'"] * 2, runs
+    with serving(site) as server:
+        for run in runs:
+            for path in (f"/api/runs/{run['id']}", f"/runs/{run['id']}", "/"):
+                page = server.get(path)
+                assert page.status == 200 and all(rest not in page.text for _, rest in CUT_SECRETS), path
+    assert all(rest not in site.run("show", run["id"]).out for run in runs for _, rest in CUT_SECRETS)
+
+
+def test_the_rest_of_a_secret_in_an_older_record_is_hidden_on_the_dashboard(tmp_path: Path) -> None:
+    """The dashboard masks a command line recorded before (`api_token=******** s3cr3tB`) as
+    the history now records it; a mapping's secret value is hidden to its end, spaces and all."""
+    from opsrunner.secrets import Masker
+
+    assert Masker().mask_argv(["api_token=******** s3cr3tB y=2", "--extra-vars=db_password=a b",
+                               "{db_password: Tr0ub4dor &3xyz}"]) == [
+        "********", "--extra-vars=********", "{db_password: ********}"]
