@@ -110,6 +110,10 @@ def _key_values(value: str, which: str) -> tuple[Any, list[Problem]]:
             problems.append(Problem(SourcePos(which), f"expected key=value, got {shown} ({where}{note})"
                                     f"{_cut_off_hint(words, index, value)}"))
             continue
+        if cut := _cut_off_hint(words, index, value):  # `api_token= c2VjcmV0=`: the token became a key
+            problems.append(Problem(SourcePos(which), f"{where} follows an empty value{cut}, or give an empty "
+                                    "one as k=''"))
+            continue
         key, val = pair
         if not key.isidentifier():
             shown, note = _quoted(key, value, _KEY)

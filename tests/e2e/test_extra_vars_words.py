@@ -199,3 +199,20 @@ def test_the_rest_of_a_secret_in_an_older_record_is_hidden_on_the_dashboard(tmp_
     assert Masker().mask_argv(["api_token=******** s3cr3tB y=2", "--extra-vars=db_password=a b",
                                "{db_password: Tr0ub4dor &3xyz}"]) == [
         "********", "--extra-vars=********", "{db_password: ********}"]
+
+
+def test_an_empty_value_followed_by_another_word_is_refused(project: ProjectEnv) -> None:
+    """`-e "api_token= c2VjcmV0dG9rZW4="` ran (rc 0) with api_token '' and the token made a
+    key, recorded in clear (extra_vars and the command line). Now exit 4, quoting nothing of
+    it, the -e recorded masked whole; `k=''` still gives an empty value."""
+    token = "c2VjcmV0dG9rZW4"
+    res = project.run("play", "site.yml", "-i", "inv.yml", "-e", "x=1", "-e", f"api_token= {token}=")
+    assert res.rc == 4, res.out + res.err
+    assert ("-e #2 (of 2): word 2 of 2 follows an empty value; a space ends the value of ********=: quote a value "
+            """with spaces (-e 'k="a b"'), or give an empty one as k=''""") in res.err, res.err
+    assert not (project.root / "touched").exists()  # bad input: no host touched
+    _nowhere(token, project, res.out, res.err)
+    [run] = project.history()
+    assert run["command"].endswith("-e x=1 -e '********'"), run
+    plain = project.run("play", "site.yml", "-i", "inv.yml", "-e", "log_path= n=1")
+    assert plain.rc == 4 and "a space ends the value of log_path=" in plain.err, plain.err
