@@ -93,8 +93,10 @@ def _names_matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] |
     return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns)).match
 
 
-#: A word followed by a separator and more text, in a key that is not a name.
-_WORD_THEN_MORE = re.compile(r"[A-Za-z0-9_]+(?=[^A-Za-z0-9_].)", re.DOTALL)
+#: A word followed by `:` or `=` and more text, in a key that is not a name: the slips
+#: `{HF_TOKEN:tok}` (YAML wants a space after the colon) and `HF_TOKEN=tok`. Any other
+#: separator makes a name (`token-file`, `api.token`), whose rest is no secret.
+_WORD_THEN_MORE = re.compile(r"[A-Za-z0-9_]+(?=[:=].)", re.DOTALL)
 
 
 def secret_in_key(key: Any, patterns: Iterable[str] = DEFAULT_SECRET_NAMES) -> str | None:

@@ -216,3 +216,22 @@ def test_an_empty_value_followed_by_another_word_is_refused(project: ProjectEnv)
     assert run["command"].endswith("-e x=1 -e '********'"), run
     plain = project.run("play", "site.yml", "-i", "inv.yml", "-e", "log_path= n=1")
     assert plain.rc == 4 and "a space ends the value of log_path=" in plain.err, plain.err
+
+
+def test_a_secret_named_word_in_a_dashed_key_masks_nothing_else(project: ProjectEnv) -> None:
+    """`vault_cfg: {token-file: /etc/vault/tok}` made `file` secret for the whole run
+    (`TASK [copy the config ********]`, `pro******** loaded`): only `:` and `=` after a
+    secret-named word are a slip that put a secret into a key."""
+    (project.project / "inv.yml").write_text(
+        "all:\n  hosts:\n    node1:\n      connection: local\n      vault_cfg: {token-file: /etc/vault/tok}\n"
+        f"      slip: {{HF_TOKEN:{TOKEN}}}\n")
+    (project.project / "file.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - name: copy the config file\n"
+        "      debug: {msg: \"profile loaded from {{ vault_cfg['token-file'] }}\"}\n"
+        "    - debug: {msg: profile loaded}\n"
+        "    - debug: {msg: \"{{ slip.keys() | list }}\"}\n")
+    res = project.run("play", "file.yml", "-i", "inv.yml", "-v")
+    assert res.rc == 0, res.out + res.err
+    assert "TASK [copy the config file]" in res.out and "profile loaded from ********" in res.out, res.out
+    assert "ok: [node1] => profile loaded (" in res.out, res.out
+    assert TOKEN not in res.out + res.err and "HF_TOKEN:********" in res.out, res.out
