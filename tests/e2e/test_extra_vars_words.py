@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,17 @@ def test_a_secret_named_word_in_a_dashed_key_masks_nothing_else(project: Project
     assert "TASK [copy the config file]" in res.out and "profile loaded from ********" in res.out, res.out
     assert "ok: [node1] => profile loaded (" in res.out, res.out
     assert TOKEN not in res.out + res.err and "HF_TOKEN:********" in res.out, res.out
+
+
+def test_a_file_pasted_into_an_e_is_refused_at_once(project: ProjectEnv) -> None:
+    """`-e "$(cat vars.yml)"` (72 KB, a bad word per line): every refused word scanned the
+    whole -e for a secret name again (9.5 s before exit 4), and each was told. Now the -e is
+    scanned once, and 20 problems are told, then how many more."""
+    pasted = "".join(f"setting_{n}: value_{n}\n" for n in range(3000))
+    assert len(pasted) > 70_000
+    started = time.monotonic()
+    res = project.run("play", "site.yml", "-i", "inv.yml", "-e", pasted)
+    assert res.rc == 4, res.out + res.err
+    assert time.monotonic() - started < 5
+    assert res.err.count("-e #1 (of 1): expected key=value, got") == 20, res.err
+    assert "-e #1 (of 1): and 5980 more problem(s) like these" in res.err, res.err
