@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import select
+import threading
 import time
 from dataclasses import dataclass
 from typing import IO, Any
@@ -62,18 +63,23 @@ class QuietWhenClosed:
         self.reader_gone = False
         self._gaps: list[_Gap] = []
         self._retry_at = 0.0
+        # Host threads write too: one write's chunks (os.write takes at most PIPE_BUF at once
+        # from a pipe's writer) must not interleave with another's, nor the gaps' bookkeeping.
+        self._lock = threading.RLock()
 
     # -- what was lost --------------------------------------------------------------------------
     @property
     def lost(self) -> str | None:
         """From when (to when) output was lost, and why: `from 12:01:02 on: No space left on
         device`; None when all of it was delivered (or only a reader that went away missed it)."""
-        if not self._gaps:
+        with self._lock:
+            gaps = list(self._gaps)
+        if not gaps:
             return None
-        shown = self._gaps if len(self._gaps) <= 3 else [self._gaps[0], self._gaps[-1]]
+        shown = gaps if len(gaps) <= 3 else [gaps[0], gaps[-1]]
         parts = [f"{self._span(g)}: {g.why}" for g in shown]
-        if len(shown) < len(self._gaps):
-            parts.insert(1, f"{len(self._gaps) - 2} more times")
+        if len(shown) < len(gaps):
+            parts.insert(1, f"{len(gaps) - 2} more times")
         return ", ".join(parts)
 
     @property
@@ -91,13 +97,18 @@ class QuietWhenClosed:
     def hang_up(self) -> None:
         """SIGHUP: a terminal's reader went away. Its output is dropped from now on, told as
         lost; a file or a pipe still takes it."""
-        if self._tty and not self.reader_gone:
-            self._close_gap()
-            self._gaps.append(_Gap(time.time(), HUNG_UP))
-            self._to_devnull()
+        with self._lock:  # reentrant: the handler may run in the main thread's own write
+            if self._tty and not self.reader_gone:
+                self._close_gap()
+                self._gaps.append(_Gap(time.time(), HUNG_UP))
+                self._to_devnull()
 
     # -- writing --------------------------------------------------------------------------------
     def write(self, text: str) -> int:
+        with self._lock:
+            return self._write(text)
+
+    def _write(self, text: str) -> int:
         if self.reader_gone or (self._gaps and self._gaps[-1].end is None and time.monotonic() < self._retry_at):
             return len(text)
         try:
@@ -133,12 +144,13 @@ class QuietWhenClosed:
         return text
 
     def flush(self) -> None:
-        if self.reader_gone:
-            return
-        try:
-            self._stream.flush()
-        except OSError as exc:
-            self._failed(exc)
+        with self._lock:
+            if self.reader_gone:
+                return
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self._failed(exc)
 
     def _failed(self, exc: OSError) -> None:
         if not isinstance(exc, BrokenPipeError) and exc.errno not in _READER_GONE + _UNDELIVERABLE:

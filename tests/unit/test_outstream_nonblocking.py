@@ -4,6 +4,8 @@ the output is told as lost from then on, and the command goes on."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
@@ -33,3 +35,28 @@ def test_what_the_encoding_cannot_hold_is_written_escaped() -> None:
     with open(r, "rb") as got:
         assert got.read() == b"a\\ud800b\nc\n"
     assert out.lost is None
+
+
+def test_two_threads_writing_at_once_never_interleave_within_a_write() -> None:
+    """Host threads write to the same stream: a write longer than a pipe takes at once went
+    out in pieces, and another thread's write could land between them."""
+    r, w = os.pipe()
+    got = bytearray()
+
+    def read_slowly() -> None:
+        while chunk := os.read(r, 4096):
+            got.extend(chunk)
+            time.sleep(0.0005)
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    with open(w, "w", encoding="utf-8") as raw:
+        out = QuietWhenClosed(raw)
+        writers = [threading.Thread(target=out.write, args=(c * 300_000,)) for c in "ab"]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join()
+    reader.join()
+    os.close(r)
+    assert bytes(got) in (b"a" * 300_000 + b"b" * 300_000, b"b" * 300_000 + b"a" * 300_000)
