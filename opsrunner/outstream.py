@@ -63,6 +63,8 @@ class QuietWhenClosed:
         self.reader_gone = False
         self._gaps: list[_Gap] = []
         self._retry_at = 0.0
+        #: When a SIGHUP came while this stream is no terminal (it went on as before).
+        self.hangup_ignored_at: float | None = None
         # Host threads write too: one write's chunks (os.write takes at most PIPE_BUF at once
         # from a pipe's writer) must not interleave with another's, nor the gaps' bookkeeping.
         self._lock = threading.RLock()
@@ -98,7 +100,9 @@ class QuietWhenClosed:
         """SIGHUP: a terminal's reader went away. Its output is dropped from now on, told as
         lost; a file or a pipe still takes it."""
         with self._lock:  # reentrant: the handler may run in the main thread's own write
-            if self._tty and not self.reader_gone:
+            if not self._tty:  # `systemctl kill -s HUP`: nothing to drop, but never silent
+                self.hangup_ignored_at = self.hangup_ignored_at or time.time()
+            elif not self.reader_gone:
                 self._close_gap()
                 self._gaps.append(_Gap(time.time(), HUNG_UP))
                 self._to_devnull()
@@ -235,5 +239,10 @@ def _wait_writable(fd: int, deadline: float) -> None:
 def lost_notes(streams: list[tuple[str, Any]]) -> list[str]:
     """What a run's record says of its output that could not be written: a note per stream
     (`streams`: its name, as `the run's NAME`, and the stream) that lost some."""
-    return [f"the run's {name} could not be written {lost}; the run went on to its end"
-            for name, stream in streams if (lost := getattr(stream, "lost", None))]
+    notes = [f"the run's {name} could not be written {lost}; the run went on to its end"
+             for name, stream in streams if (lost := getattr(stream, "lost", None))]
+    ignored = [at for _, stream in streams if (at := getattr(stream, "hangup_ignored_at", None))]
+    if ignored and not any(HUNG_UP in note for note in notes):
+        notes.append(f"SIGHUP received at {time.strftime('%H:%M:%S', time.localtime(min(ignored)))} and ignored "
+                     "(no terminal to drop output to): the run went on to its end")
+    return notes

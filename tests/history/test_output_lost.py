@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import resource
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -184,3 +186,24 @@ def test_a_slow_reader_of_a_nonblocking_output_never_stops_the_run(project: Path
     assert out.count(b"x" * 200000) == 1 and out.rstrip().endswith(b"ignored=0"), out[-500:]
     [row] = _history(project, db)
     assert row["exit_code"] == 0 and not row["notes"], row
+
+
+def test_a_sighup_with_no_terminal_is_recorded(project: Path, tmp_path: Path) -> None:
+    """`systemctl kill -s HUP` on a run with no terminal: it went on, and nothing said a
+    SIGHUP came. Now its record says so."""
+    db, marker, log = tmp_path / "h.db", tmp_path / "started", tmp_path / "out.log"
+    write_yaml(project / "hup.yml", [{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "stop old", "command": "sleep 2"},
+        {"name": "start new", "copy": {"content": "x", "dest": str(marker)}}]}])
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", "hup.yml", "-i", "inv.yml"], cwd=project,
+                                env=_env(db), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while b"TASK [stop old]" not in log.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    assert marker.read_text() == "x"
+    [row] = _history(project, db)
+    assert any(re.fullmatch(rf"SIGHUP received at {TIME} and ignored \(no terminal to drop output to\): the run "
+                            r"went on to its end", str(n)) for n in row["notes"]), row  # type: ignore[attr-defined]
