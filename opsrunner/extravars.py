@@ -37,6 +37,18 @@ def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
     return result
 
 
+def refused(word: str) -> bool:
+    """Whether `word`, as an -e value (`k=v` words or a mapping; not an @file), is refused: a
+    recorded command line then shows it as MASK whole where it names a secret (secrets.py)."""
+    if word.startswith("@"):
+        return False
+    try:
+        parse_extra_vars([word])
+    except ValidationError:
+        return True
+    return False
+
+
 def _one_extra_vars(value: str, which: str) -> tuple[Any, list[Problem]]:
     """One -e's variables, or the problems that keep it from giving any."""
     from opsrunner.yamlsource import load_yaml_file, load_yaml_text

@@ -277,23 +277,24 @@ class Masker:
             return [self._shown(item) for item in value]
         return self.mask_value(value)
 
-    def mask_argv(self, argv: Iterable[str]) -> list[str]:
+    def mask_argv(self, argv: Iterable[str], refused: Callable[[str], bool] | None = None) -> list[str]:
         """A command line as it may be shown: the value of every secret-named variable that a
         word assigns, however short and in whichever form -e takes (`a=1 db_password=42`,
         `--extra-vars=api_token=zz`, `{"api_token": "zz"}`, `{api_token: zz}`), hidden whole,
         and every known secret masked. A value cut off by a space is hidden to the next word that
-        assigns; an -e that names a secret and is refused, whole (`-e 'api_token= abc='`)."""
-        return [self.mask(self._mask_assignments(word, refused_whole=True)) for word in argv]
+        assigns; an -e that names a secret and is `refused` (extravars.refused), whole
+        (`-e 'api_token= abc='`): where its value ends, the parser could not tell."""
+        return [self.mask(self._mask_assignments(word, refused)) for word in argv]
 
-    def _mask_assignments(self, word: str, refused_whole: bool = False) -> str:
+    def _mask_assignments(self, word: str, refused: Callable[[str], bool] | None = None) -> str:
         shown, end, named = [], 0, False
         for match in _ASSIGNMENT.finditer(word):
             if match.start() < end or not self.is_secret_name(match.group("name")):
                 continue
-            if refused_whole and not named and _refused_e(word.removeprefix("--extra-vars=")):
+            if refused is not None and not named and refused(word.removeprefix("--extra-vars=")):
                 return word[:len(word) - len(word.removeprefix("--extra-vars="))] + MASK  # no telling its value
             start, named = match.end(), True
-            stop = _value_end(word, start, refused_whole, match.group().endswith("="))
+            stop = _value_end(word, start, refused is not None, match.group().endswith("="))
             shown.append(word[end:start])
             quote = word[start] if start < len(word) and word[start] in "'\"" else ""
             shown.append(f"{quote}{MASK}{quote}")
@@ -407,20 +408,6 @@ def _value_end(word: str, start: int, whole: bool = False, by_equals: bool = Fal
 
 #: The blanks and the word after a value.
 _NEXT_WORD = re.compile(r"[ \t\n]+(\S+)")
-
-
-def _refused_e(word: str) -> bool:
-    """Whether `word`, as an -e value, is refused (a `k=v` form or a mapping): where its
-    value ends is then unknown, and a record shows it as MASK whole."""
-    from opsrunner.extravars import parse_extra_vars
-
-    if word.startswith("@"):
-        return False
-    try:
-        parse_extra_vars([word])
-    except ValidationError:
-        return True
-    return False
 
 
 def masker_for(inventory: _Inventory, extra_vars: Mapping[str, Any]) -> Masker:

@@ -20,6 +20,7 @@ from typing import Any
 
 from opsrunner.errors import CommandError
 from opsrunner.events import Event, Recap, TaskEnd, TaskStart, TaskTitles
+from opsrunner.extravars import refused
 from opsrunner.gitrepo import GitState, git_state
 from opsrunner.history import location as locations
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
@@ -342,7 +343,7 @@ class PlayRun:
 
     def row(self, where: str, masker: Masker) -> RunRow:
         """The row, masked with the run's Masker (secrets.py), no history URL's password in it."""
-        argv = [locations.scrub(a, where) for a in masker.mask_argv(self.argv)]
+        argv = [locations.scrub(a, where) for a in masker.mask_argv(self.argv, refused)]
         return RunRow(
             id=self.run_id or new_run_id(), started=self.started or time.time(), user=_user(),
             controller=os.uname().nodename, command=shlex.join(["opsrunner", *argv]), cwd=os.getcwd(),
