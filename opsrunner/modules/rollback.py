@@ -2,14 +2,15 @@
 say in one line what failed and how the rollback went.
 
 In requests of their own, as a restart's tasks: the target stops the job, switches `current`
-and relaunches ("start"), then the relaunched run is verified. A relaunched job is so never
-part of a request that still runs when the controller goes away (the agent ends that request's
-whole tree): it keeps running, as a job launch_detached started does. When the relaunch fails,
-"undo" records its release as failed and, after a hand rollback, starts what ran before
-again, which is verified in turn."""
+and relaunches ("start"), then the relaunched run is verified against what it was launched
+with (checks_for). A relaunched job is so never part of a request that still runs when the
+controller goes away (the agent ends that request's whole tree): it keeps running, as a job
+launch_detached started does. When the relaunch fails, "undo" records its release as failed
+and, after a hand rollback, starts what ran before again, which is verified in turn."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from collections.abc import Mapping
@@ -34,6 +35,12 @@ DIAGNOSIS_CHARS = 300
 LAUNCH_MODULES = ("launch_detached", "verify")
 #: States of a verified job that mean it still runs.
 ALIVE_STATES = ("running", "hung")
+#: verify's arguments that say how long to check, not what: the given ones apply to any run.
+TIMING = ("within", "stable_for", "log_grows", "fail_grace")
+#: verify's arguments the rollback sets itself.
+OWN = ("pidfile", "record_good", "budget")
+#: Characters of a check's value the line shows.
+VALUE_CHARS = 80
 
 
 def failure_text(failed_task: str | None, failure: dict[str, Any] | None) -> str:
@@ -68,14 +75,16 @@ def unlinked_text(reply: RollbackReply) -> str:
             "deploy's, not a release's)")
 
 
-def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool = False) -> tuple[Status, str]:
+def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool = False,
+                 note: str = "") -> tuple[Status, str]:
     """The task's status and the rollback's part of the line (after_failure: it follows what
     failed, so a rollback that fails fails "too"). by_hand (not `auto`): a rollback asked for
     that finds nothing to roll back to fails, as one finding no release before current does;
-    the restart's own rescue fails the run with its `fail` task, so there it is only said."""
+    the restart's own rescue fails the run with its `fail` task, so there it is only said.
+    note: what the relaunched run was verified with, where not the checks given (checks_for)."""
     outcome, where = reply.get("outcome"), release_text(reply.get("release"), reply.get("commit"))
     if outcome == "rolled_back":
-        return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified{unlinked_text(reply)}"
+        return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified{note}{unlinked_text(reply)}"
     if outcome == "nothing":
         back = (f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
                 if "switched_from" in reply else "")
@@ -217,15 +226,48 @@ def _started_by(step: RollbackReply) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _verify(ctx: TaskContext, args: dict[str, Any], progress: _Progress) -> VerifyReply:
-    """Verify the job the pidfile names now, in a request of its own; passing, it is the last good run."""
-    check = cast("VerifyArgs", dict(args.get("verify") or {"processes": 1}))
+def checks_for(given: Mapping[str, Any], started: RollbackReply) -> tuple[dict[str, Any], str]:
+    """verify's arguments for a run a step started again (`started`: its reply), and what the
+    line says of them. The run is verified against what it was launched with, not the checks
+    given (a failed redeploy's new log_path or ready_regex says nothing of it): the checks it
+    passed when it was recorded good (where its record is older: the given ones) with its
+    own log, and the given timing. Where they differ from the given checks, the note says
+    with what: ` with the checks of its good run (log /a/train.log, log_regex ^up$)`."""
+    recorded = started.get("checks")
+    if recorded is not None:
+        check = {k: v for k, v in given.items() if k in TIMING}
+        check.update(recorded)
+    else:
+        check = dict(given)
+        if check.get("log") and started.get("log"):
+            check["log"] = started.get("log")
+    differ = sorted(k for k in set(check) | set(given)
+                    if k not in TIMING and k not in OWN and check.get(k) != given.get(k))
+    if not differ:
+        return check, ""
+    if recorded is None:
+        return check, f" with its own log ({check['log']})"
+    said = ", ".join(f"{k} {_shown(check[k])}" if k in check else f"without {k}" for k in differ)
+    return check, f" with the checks of its good run ({said})"
+
+
+def _shown(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text[:VALUE_CHARS] + "..." if len(text) > VALUE_CHARS else text
+
+
+def _verify(ctx: TaskContext, args: dict[str, Any], progress: _Progress,
+            started: RollbackReply) -> tuple[VerifyReply, str]:
+    """Verify the job a step started (checks_for), in a request of its own; passing, it is the
+    last good run. With the verdict, what the line says it was verified with."""
+    checks, note = checks_for(args.get("verify") or {"processes": 1}, started)
+    check = cast("VerifyArgs", checks)
     check["pidfile"] = str(args["pidfile"])
     check["record_good"] = True
     left = progress.left()
     if left is not None:
         check["budget"] = verify_budget(left)
-    return ctx.agent(ops.VERIFY, check, timeout=left)
+    return ctx.agent(ops.VERIFY, check, timeout=left), note
 
 
 def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progress: _Progress, after_failure: bool,
@@ -236,16 +278,16 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progres
     if not why:
         progress.so_far(f"rollback interrupted after its start step: {_started_text(reply)}, not verified (not "
                         "recorded as the last good run)")
-        verdict = _verify(ctx, args, progress)
+        verdict, note = _verify(ctx, args, progress, reply)
         reply["status"], reply["verified"] = verdict["status"], bool(verdict.get("ok"))
         reply["took_s"] = progress.took()
         if verdict.get("ok"):
             reply["outcome"] = "rolled_back"
-            return outcome_text(reply, after_failure)
+            return outcome_text(reply, after_failure, note=note)
         if verdict.get("cut_short"):
             reply["outcome"] = "timed_out"
             return Status.TIMED_OUT, _out_of_time(reply, verdict, progress)
-        why = f"the relaunched run failed verify: {_clip(str(verdict.get('diagnosis')))}"
+        why = f"the relaunched run failed verify{note}: {_clip(str(verdict.get('diagnosis')))}"
     reply["outcome"] = "failed"
     reply["why"] = f"{why} (warning: {_known_failed(reply)})" if reply.get("known_failed") else why
     request: RollbackArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
@@ -300,17 +342,17 @@ def _restored(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, undo
     progress.so_far(f"rollback interrupted while verifying what ran before, started again: the rollback's relaunch "
                     f"(pid {reply.get('pid')}) failed ({_clip(str(reply.get('why')))}); {where} started again as "
                     f"pid {pid}, not verified{back}")
-    verdict = _verify(ctx, args, progress)
+    verdict, note = _verify(ctx, args, progress, undone)
     reply["took_s"] = progress.took()
     if verdict.get("ok"):
         restored["verified"] = True
-        return f"; what ran before is running again: {where}, pid {pid}, verified{back}"
+        return f"; what ran before is running again: {where}, pid {pid}, verified{note}{back}"
     state = str(verdict["status"].get("state"))
     if verdict.get("cut_short"):
         return (f"; what ran before was started again ({where}, pid {pid}) but the time ran out verifying it: "
                 f"it is {state}, not verified{back}")
     now = f"pid {pid} still runs, not verified" if state in ALIVE_STATES else "nothing is running"
-    return (f"; what ran before was started again ({where}, pid {pid}) but failed verify too: "
+    return (f"; what ran before was started again ({where}, pid {pid}) but failed verify too{note}: "
             f"{_clip(str(verdict.get('diagnosis')))}{back}; {now}")
 
 

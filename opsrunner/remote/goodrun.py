@@ -1,7 +1,10 @@
 # opsrunner-agent part: the job's last good run (<pidfile base>.good.json, beside the launch
 # record): the release and the exact launch (argv, env, chdir, log, umask) of the last run
-# that verify passed with record_good, which rollback starts again. 0600: env may hold
-# secrets. Written atomically (temp file + rename), never read from a FIFO or device.
+# that verify passed with record_good, which rollback starts again, and the checks it passed
+# (`checks`: verify's arguments less its timing), which the rollback verifies it with: a
+# failed redeploy's new log_path or ready_regex says nothing of the run it goes back to.
+# 0600: env may hold secrets. Written atomically (temp file + rename), never read from a
+# FIFO or device.
 # A release's verdict (<dest>/releases/<name>.verdict.json, beside its manifest): the last
 # time a run of it passed verify (record_good) or failed (a restart rolled back from it, a
 # rollback's relaunch of it failed), so that a rollback never picks a release known to be
@@ -24,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, TypedDict
 
-    from .protocol_jobs import GoodRun, GoodRunRef, LaunchRecord
+    from .protocol_jobs import GoodRun, GoodRunRef, LaunchRecord, VerifyArgs
 
     class Verdict(TypedDict):
         """A release's last verdict: "passed" (verify recorded a run of it as the last good
@@ -36,6 +39,12 @@ if TYPE_CHECKING:
 
 GOOD_MODE = 0o600
 PRIOR_SUFFIX = ".rollback-prior.json"
+#: verify's arguments kept with a good run: what it was checked for, not how long (within,
+#: stable_for, log_grows, fail_grace) nor which job (pidfile), which the rollback gives.
+CHECKS: dict[str, type | tuple[type, ...]] = {
+    "pattern": str, "user": (str, int), "processes": int, "min_processes": int, "log": str, "log_exists": bool,
+    "log_min_bytes": int, "log_regex": str, "log_not_regex": str, "port": int, "gpu_min_memory_mb": (int, float),
+    "gpus": list}
 
 
 def _text(value: object) -> str | None:
@@ -59,7 +68,23 @@ def as_good_run(raw: Mapping[str, object]) -> GoodRun:
     verified = raw.get("verified_at")
     good["verified_at"] = float(verified) if isinstance(verified, (int, float)) else 0.0
     good["boot_id"] = _text(raw.get("boot_id"))
+    checks = as_checks(raw.get("checks"))
+    if checks is not None:  # absent in a record from before checks were kept
+        good["checks"] = checks
     return good
+
+
+def as_checks(raw: object) -> VerifyArgs | None:
+    """The checks a good run passed, as recorded (CHECKS' keys, each of its type; a bool is
+    no number), or None where none were recorded or they are not an object."""
+    if not isinstance(raw, dict):
+        return None
+    checks: dict[str, object] = {}
+    for key, kind in CHECKS.items():
+        value = raw.get(key)
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            checks[key] = [int(v) for v in value if isinstance(v, int)] if key == "gpus" else value
+    return checks  # type: ignore[return-value]  # each key of VerifyArgs with its type
 
 
 def read_good(pidfile: str) -> GoodRun | None:
@@ -74,8 +99,9 @@ def link_of(release_dir: str | None) -> str | None:
     return os.path.join(os.path.dirname(os.path.dirname(release_dir)), "current") if release_dir else None
 
 
-def record_good(pidfile: str) -> GoodRunRef | None:
-    """Record the pidfile's live, launched job as the last good run; None when the pidfile
+def record_good(pidfile: str, checks: VerifyArgs | None = None) -> GoodRunRef | None:
+    """Record the pidfile's live, launched job as the last good run, with the checks it
+    passed (`checks`, verify's arguments: CHECKS' are kept); None when the pidfile
     names no live job with a launch record (nothing is written then). Unreadable when the
     launch record is there but cannot be used: the run it launched cannot be recorded, and
     the verify asked to record it fails, saying so (a later rollback would otherwise start an
@@ -96,6 +122,9 @@ def record_good(pidfile: str) -> GoodRunRef | None:
         "log": meta.get("log"), "umask": meta.get("umask"), "pid": pid, "start": start,
         "launched_at": meta.get("started_at"), "verified_at": time.time(), "boot_id": boot_id(),
     }
+    kept = as_checks(checks)
+    if kept is not None:
+        good["checks"] = kept
     write_atomic(pidfile_paths(pidfile)["good"], json_dumps(good).encode(), GOOD_MODE)
     mark_release(good["release_dir"], "passed", pid)
     drop_prior(pidfile)  # a run verified since: a rollback's prior run is no longer wanted
@@ -147,14 +176,17 @@ def prior_path(pidfile: str) -> str:
     return base + PRIOR_SUFFIX
 
 
-def save_prior(pidfile: str, meta: LaunchRecord) -> str | None:
-    """Keep the launch of the run a hand rollback is about to stop (as a good run's record);
-    why it cannot be written, or None."""
+def save_prior(pidfile: str, meta: LaunchRecord, checks: VerifyArgs | None = None) -> str | None:
+    """Keep the launch of the run a hand rollback is about to stop (as a good run's record),
+    with the checks it passed where it is the last good run (`checks`); why it cannot be
+    written, or None."""
     prior = {"release": meta.get("release"), "release_dir": meta.get("release_dir"), "commit": meta.get("commit"),
              "link": link_of(meta.get("release_dir")), "argv": list(meta.get("argv") or []),
              "env": dict(meta.get("env") or {}), "chdir": meta.get("chdir"), "log": meta.get("log"),
              "umask": meta.get("umask"), "pid": meta.get("pid"), "start": meta.get("start"),
              "launched_at": meta.get("started_at")}
+    if checks is not None:
+        prior["checks"] = checks
     try:
         write_atomic(prior_path(pidfile), json_dumps(prior).encode(), GOOD_MODE)
     except OSError as exc:

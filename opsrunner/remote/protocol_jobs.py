@@ -258,6 +258,9 @@ if TYPE_CHECKING:
         launched_at: float | None
         verified_at: float
         boot_id: str | None
+        #: The checks it passed (verify's arguments less its timing and pidfile), which a
+        #: rollback verifies it with; absent in a record from before they were kept.
+        checks: VerifyArgs
 
     class _RollbackArgsBase(TypedDict):
         pidfile: str
@@ -313,6 +316,11 @@ if TYPE_CHECKING:
         switched_back: str
         #: undo: why the run before the rollback could not be started again.
         restore_error: str
+        #: start "launched", undo "restoring": the log the started run writes, and the checks it
+        #: passed when it was recorded good (absent in an older record): what the controller
+        #: verifies it with, not the checks given, which may be a failed redeploy's.
+        log: str | None
+        checks: VerifyArgs
         #: undo: the hand rollback's saved launch of the run before it is there but cannot be
         #: used ("its saved launch F is unreadable: WHY"): that run was not started again.
         prior_error: str

@@ -225,7 +225,7 @@ def start(args: RollbackArgs) -> RollbackReply:
     reply["switched_from"] = current_release(os.path.dirname(changing)) if changing else None
     if stale and args.get("check_mode"):
         reply["unlinked"] = stale  # would be removed
-    problem = None if args.get("check_mode") else _keep_prior(pidfile, pid, running and not args.get("auto"))
+    problem = None if args.get("check_mode") else _keep_prior(pidfile, pid, running and not args.get("auto"), good)
     if problem:
         reply["outcome"], reply["why"] = "failed", problem
         return reply
@@ -266,9 +266,10 @@ def _stale_link(pidfile: str, pid: int | None) -> str | None:
     return link
 
 
-def _keep_prior(pidfile: str, pid: int | None, keep: bool) -> str | None:
+def _keep_prior(pidfile: str, pid: int | None, keep: bool, good: GoodRun) -> str | None:
     """A hand rollback keeps the launch of the run it stops, to start it again should its own
-    target fail (undo); why it cannot, before anything is stopped, or None. A launch record
+    target fail (undo), with the checks it passed where it is the last good run, for undo's
+    verify; why it cannot, before anything is stopped, or None. A launch record
     that is there but cannot be read is such a why: the run would be stopped for good, and a
     failed rollback would then say that nothing ran before it."""
     try:
@@ -280,7 +281,8 @@ def _keep_prior(pidfile: str, pid: int | None, keep: bool) -> str | None:
     if not before or before.get("pid") != pid or not before.get("argv"):
         drop_prior(pidfile)
         return None
-    problem = save_prior(pidfile, before)
+    same = before.get("start") is not None and before.get("start") == good.get("start") and pid == good.get("pid")
+    problem = save_prior(pidfile, before, good.get("checks") if same else None)
     return (f"cannot keep the launch of the running job (pid {pid}) to start it again should the rollback fail: "
             f"{problem}; nothing was stopped") if problem else None
 
@@ -321,12 +323,21 @@ def _relaunch(good: GoodRun, target: Target, link: str | None, reply: RollbackRe
         reply["unlinked"] = stale
     pid, start, why = _start(pidfile, target.argv, target.env, target.chdir, good.get("log"), good.get("umask"),
                              link)
+    _verify_with(reply, good)
     reply["outcome"] = "launched"
     if pid:
         reply["pid"], reply["start"] = pid, start
     if why:
         reply["why"] = why
     return reply
+
+
+def _verify_with(reply: RollbackReply, run: GoodRun) -> None:
+    """What the controller verifies a started run with: the log its launch writes, and the
+    checks it passed when it was recorded good (none in an older record: the given ones)."""
+    reply["log"] = run.get("log")
+    if "checks" in run:
+        reply["checks"] = run["checks"]
 
 
 def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None, log: str | None,
@@ -417,6 +428,7 @@ def _restore(args: RollbackArgs, prior: GoodRun) -> RollbackReply:
                              prior.get("chdir"), prior.get("log"), prior.get("umask"), link if folder else None)
     if pid:
         reply["pid"], reply["start"] = pid, start
+    _verify_with(reply, prior)
     if why:
         reply["restore_error"] = why
         return reply

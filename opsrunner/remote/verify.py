@@ -270,7 +270,7 @@ def _passed(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> Verify
                           "status": job_status(args, state, checks)}
     pidfile = args.get("pidfile")
     if args.get("record_good") and pidfile:
-        good = record_good(pidfile)
+        good = record_good(pidfile, args)  # with the checks it passed, for a rollback to verify it with
         if good is not None:
             reply["good"] = good
     return reply

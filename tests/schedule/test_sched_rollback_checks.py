@@ -1,0 +1,138 @@
+"""A rollback verifies the run it relaunched against what that run was launched with: its
+log is the one its good run wrote (never a failed redeploy's new log_path), its other checks
+the ones that passed when it was recorded good (not a failed redeploy's new ready_regex).
+The automatic rollback of a scheduled restart, a hand rollback, and a hand rollback's undo
+(what ran before, started again) each say `verified`, in the line, the history and the alert."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tests.alerts import Alerts
+from tests.conftest import ROOT, write_yaml
+from tests.helpers import ProjectEnv
+from tests.schedule.restart_project import alive, pidfile_pid
+from tests.schedule.test_sched_alert_failed_changes import _a_good_run_first, _failed_run, _script
+
+BLOCK = "what the run changed before it failed (the hosts are left so):"
+ROLL_BACK = "Roll back to the last good run"
+FAIL = "Fail the restart (what failed, and the rollback)"
+PLAIN = "the last good run's launch (no release: the code deployed in place stays)"
+NOPE = "/proc/nope/train.log"
+
+
+def _rollback_line(message: str) -> str:
+    """The rollback's line in the alert's block of what the run changed."""
+    block = message.splitlines()
+    [line] = [ln for ln in block[block.index(BLOCK):] if ln.startswith(f"  changed: {ROLL_BACK}: ")]
+    return line.split(": ", 2)[2]
+
+
+def _last_run(env: ProjectEnv) -> dict[str, Any]:
+    run = env.history()[0]
+    return dict(run)
+
+
+def _assert_rolled_back(env: ProjectEnv, message: str, good: str, note: str) -> int:
+    """The scheduled restart failed (exit 2, the failed task rescued), and its rollback put the
+    good run back and verified it, saying with what (`note`), in the history and the alert
+    (whose line may cut the note's middle, never `verified`)."""
+    pid = pidfile_pid(env)
+    assert pid is not None and alive(pid, good), message
+    said = f"rolled back to {PLAIN}, pid {pid}, verified{note}"
+    assert _rollback_line(message).startswith(f"rolled back to {PLAIN}, pid {pid}, verified with "), message
+    [failed] = [ln for ln in message.splitlines() if ln.startswith(f"- [box] {FAIL}: ")]
+    assert failed.endswith(f"; {said}"), message  # the failure's line, whole
+    assert "failed too" not in message and "not verified" not in message, message
+    run = _last_run(env)
+    assert run["exit_code"] == 2
+    assert run["recap"]["box"]["rescued"] == 1 and run["recap"]["box"]["failed"] == 1, run["recap"]
+    rows = {t["task"]: t for t in run["tasks"]}
+    assert rows[ROLL_BACK]["status"] == "changed", rows[ROLL_BACK]
+    assert rows[ROLL_BACK]["msg"].split("\n")[0].endswith(f"; {said}"), rows[ROLL_BACK]
+    assert rows[FAIL]["msg"].endswith(f"; {said}"), rows[FAIL]
+    return pid
+
+
+def test_a_redeploy_with_a_wrong_log_path_is_rolled_back_and_verified_with_its_good_runs_log(
+        env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
+    with _a_good_run_first(env, old_job) as good:
+        log = env.root / "demo" / "train.log"
+        recorded = json.loads((env.root / "demo" / "train.good.json").read_text())
+        write_yaml(env.project / "group_vars" / "all.yml", {"log_path": NOPE, "verify_within": 5})
+        message = _failed_run(env, alerts, "restart_training.yml")
+        assert "cannot open the log /proc/nope/train.log" in message, message
+        pid = _assert_rolled_back(env, message, good, f" with the checks of its good run (log {log})")
+        again = json.loads((env.root / "demo" / "train.good.json").read_text())
+        assert again["pid"] == pid and again["log"] == str(log), again
+        assert again["checks"] == recorded["checks"] and recorded["checks"]["log"] == str(log), recorded
+        # The checks keep the record small: the role's are a few hundred bytes.
+        kept = len(json.dumps(recorded["checks"]))
+        print(f"\ngood.json {(env.root / 'demo' / 'train.good.json').stat().st_size} bytes, its checks {kept}")
+        assert kept < 200 + len(str(log)), recorded["checks"]
+
+
+def test_a_redeploy_with_a_new_ready_regex_is_rolled_back_and_verified_with_its_good_runs_regex(
+        env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
+    with _a_good_run_first(env, old_job, ready_regex="^up$") as good:
+        write_yaml(env.project / "group_vars" / "all.yml", {"ready_regex": "ready: never", "verify_within": 2})
+        message = _failed_run(env, alerts, "restart_training.yml")
+        _assert_rolled_back(env, message, good, " with the checks of its good run (log_regex ^up$)")
+
+
+def test_a_record_from_before_checks_were_kept_still_verifies_the_good_runs_own_log(
+        env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
+    with _a_good_run_first(env, old_job) as good:
+        path = env.root / "demo" / "train.good.json"
+        older = json.loads(path.read_text())
+        older.pop("checks", None)  # as a good run was recorded before: the given checks, with its launch's log
+        path.write_text(json.dumps(older))
+        write_yaml(env.project / "group_vars" / "all.yml", {"log_path": NOPE, "verify_within": 5})
+        message = _failed_run(env, alerts, "restart_training.yml")
+        log = env.root / "demo" / "train.log"
+        _assert_rolled_back(env, message, good, f" with its own log ({log})")
+
+
+def _hand_rollback(env: ProjectEnv, code: int) -> str:
+    """playbooks/rollback.yml by hand, with a log_path that no run writes; its rollback line."""
+    if not (env.project / "rollback.yml").exists():
+        shutil.copy(ROOT / "playbooks" / "rollback.yml", env.project)
+    res = env.run("play", "rollback.yml", "-i", "inv.yml", "-e", f"log_path={NOPE}", "-e", "verify_within=5")
+    assert res.rc == code, res.out + res.err
+    [line] = [ln for ln in (res.out + res.err).splitlines() if "rolled back to" in ln or "rollback to" in ln]
+    return line
+
+
+def test_a_hand_rollback_verifies_the_relaunched_run_with_its_good_runs_log(
+        env: ProjectEnv, old_job: tuple[int, str]) -> None:
+    with _a_good_run_first(env, old_job) as good:
+        before = pidfile_pid(env)
+        line = _hand_rollback(env, 0)
+        pid = pidfile_pid(env)
+        assert pid is not None and pid != before and alive(pid, good), line
+        log = env.root / "demo" / "train.log"
+        assert line.endswith(f"rolled back to {PLAIN}, pid {pid}, verified with the checks of its good run "
+                             f"(log {log})"), line
+        assert env.history()[0]["exit_code"] == 0
+
+
+def test_what_ran_before_a_failed_hand_rollback_is_verified_with_its_own_log(
+        env: ProjectEnv, old_job: tuple[int, str]) -> None:
+    flag = env.root / "demo" / "fail-next-start"
+    with _a_good_run_first(env, old_job) as good:
+        # The good run's launch fails once more (the rollback's relaunch), then starts again.
+        _script(env, "good.sh", f"if [ -e {flag} ]; then rm -f {flag}; echo failing; exit 3; fi\n"
+                                f"echo up; exec sleep {good}")
+        flag.write_text("")
+        line = _hand_rollback(env, 2)
+        pid = pidfile_pid(env)
+        assert pid is not None and alive(pid, good), line
+        log = env.root / "demo" / "train.log"
+        assert f"rollback to {PLAIN} failed: the relaunched " in line and "code 3" in line, line
+        assert line.endswith(f"; what ran before is running again: {PLAIN}, pid {pid}, verified with the checks "
+                             f"of its good run (log {log})"), line
+        assert not flag.exists()
+        assert json.loads(Path(env.root / "demo" / "train.good.json").read_text())["pid"] == pid
