@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 DIAGNOSIS_CHARS = 300
 #: The failed task's modules after which the restart's new launch is recorded as failed.
 LAUNCH_MODULES = ("launch_detached", "verify")
-#: States of a verified job that mean it still runs.
-ALIVE_STATES = ("running", "hung")
+#: States of a verified job that mean it still runs ("no log": running, its log never written).
+ALIVE_STATES = ("running", "hung", "no log")
 #: verify's arguments that say how long to check, not what: the given ones apply to any run.
 TIMING = ("within", "stable_for", "log_grows", "fail_grace")
 #: verify's arguments the rollback sets itself.

@@ -14,7 +14,7 @@ from typing import Any
 from tests.alerts import Alerts
 from tests.conftest import ROOT, write_yaml
 from tests.helpers import ProjectEnv
-from tests.schedule.restart_project import alive, pidfile_pid
+from tests.schedule.restart_project import alive, pidfile_pid, stop
 from tests.schedule.test_sched_alert_failed_changes import _a_good_run_first, _failed_run, _script
 
 BLOCK = "what the run changed before it failed (the hosts are left so):"
@@ -136,3 +136,36 @@ def test_what_ran_before_a_failed_hand_rollback_is_verified_with_its_own_log(
                              f"of its good run (log {log})"), line
         assert not flag.exists()
         assert json.loads(Path(env.root / "demo" / "train.good.json").read_text())["pid"] == pid
+
+
+def test_what_ran_before_a_failed_hand_rollback_is_said_to_run_when_its_log_is_missing(
+        env: ProjectEnv, old_job: tuple[int, str]) -> None:
+    """What ran before, started again, fails its verify because the log it was verified with
+    is gone (rotated away): it still runs, and the line says so (not `nothing is running`)."""
+    demo, marker = env.root / "demo", old_job[1] + "1"
+    flag, app_log = demo / "fail-next-start", demo / "app.log"
+    job = _script(env, "job.sh", f"if [ -e {flag} ]; then rm -f {flag}; exit 3; fi\nexec sleep {marker}")
+    app_log.write_text("up\n")
+    pidfile = str(demo / "train.pid")
+    write_yaml(env.project / "rb.yml", [{"hosts": "all", "gather_facts": False, "tasks": [
+        {"launch_detached": {"command": job, "pidfile": pidfile}, "when": "not (back | default(false) | bool)"},
+        {"verify": {"pidfile": pidfile, "processes": 1, "log": str(app_log), "record_good": True},
+         "when": "not (back | default(false) | bool)"},
+        {"rollback": {"pidfile": pidfile, "verify": {"processes": 1, "within": 1}},
+         "when": "back | default(false) | bool"}]}])
+    pid = None
+    try:
+        first = env.run("play", "rb.yml", "-i", "inv.yml")
+        assert first.rc == 0, first.out + first.err
+        app_log.unlink()
+        flag.write_text("")
+        res = env.run("play", "rb.yml", "-i", "inv.yml", "-e", "back=true")
+        assert res.rc == 2, res.out + res.err
+        pid = pidfile_pid(env)
+        assert pid is not None and alive(pid, marker), res.out
+        [line] = [ln for ln in res.out.splitlines() if "rollback to " in ln]
+        assert (f"but failed verify too with the checks of its good run (log {app_log}): no log at {app_log}: "
+                f"the job (pid {pid}) is running") in line, line
+        assert f"; pid {pid} still runs, not verified" in line and "nothing is running" not in line, line
+    finally:
+        stop(pid or pidfile_pid(env), marker)
