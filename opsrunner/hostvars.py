@@ -28,8 +28,11 @@ class VariableManager:
     """
 
     def __init__(self, inventory: Inventory, extra_vars: Mapping[str, Any], check_mode: bool,
-                 run_id: str | None = None, verbosity: int = 0) -> None:
+                 run_id: str | None = None, verbosity: int = 0,
+                 tags: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> None:
         self.inventory = inventory
+        #: ansible_run_tags and ansible_skip_tags as ansible-core gives them (["all"] without -t).
+        self.run_tags, self.skip_tags = sorted(tags[0]) or ["all"], sorted(tags[1])
         self.verbosity = verbosity
         self.extra_vars = positioned(extra_vars)  # kept: where each was given
         self.check_mode = check_mode
@@ -74,6 +77,8 @@ class VariableManager:
             "check_mode": self.check_mode,
             "ansible_check_mode": self.check_mode,
             "ansible_verbosity": self.verbosity,
+            "ansible_run_tags": self.run_tags,
+            "ansible_skip_tags": self.skip_tags,
             "playbook_dir": str(play.base_dir),
             "opsrunner_playbook": play.pos.file,
             "opsrunner_run_id": self.run_id or "",

@@ -85,7 +85,8 @@ class PlayRun:
 
     def __post_init__(self) -> None:
         self.vars = VariableManager(self.inventory, self.options.extra_vars, self.options.check,
-                                    self.options.run_id, self.options.verbosity)
+                                    self.options.run_id, self.options.verbosity,
+                                    (self.options.tags, self.options.skip_tags))
         self.connections = ConnectionFactory(self._log_command if self.options.verbosity >= 3 else None,
                                              self.options.connect_slots)
 

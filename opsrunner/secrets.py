@@ -58,7 +58,7 @@ MIN_SECRET_LEN = 3
 ENGINE_MADE_VARS = frozenset({
     "inventory_hostname", "inventory_hostname_short", "groups", "group_names", "hostvars", "play_hosts",
     "ansible_play_batch", "ansible_play_hosts", "check_mode", "ansible_check_mode", "ansible_verbosity",
-    "playbook_dir", "opsrunner_playbook", "opsrunner_run_id",
+    "ansible_run_tags", "ansible_skip_tags", "playbook_dir", "opsrunner_playbook", "opsrunner_run_id",
 })
 
 T = TypeVar("T")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.connections import ops
@@ -19,11 +20,15 @@ if TYPE_CHECKING:
         DeleteArgs,
         ReadArgs,
         StatArgs,
+        StatReply,
         UnlinkCurrentArgs,
         WriteArgs,
         WriteReply,
     )
 
+
+#: deploy_code releases' own paths under dest (remote/releases.py): a plain deploy never writes there.
+_RELEASE_PATHS = ("releases", "current")
 
 #: Beside a job's lock (train.lock): its pidfile and records (remote/jobfiles.py).
 _JOB_FILE_SUFFIXES = (".lock", ".pid", ".exit", ".launch.json", ".good.json")
@@ -45,23 +50,48 @@ def _locked_job_files(ctx: TaskContext, root: str, extra: list[str]) -> list[str
 
 
 def _drop_current(ctx: TaskContext, args: dict[str, Any], root: str, data: dict[str, Any]) -> str:
-    """A plain deploy of a directory: the job runs from root itself, not from a release, so a
-    root/current left by release deploys would say an old release is current. It is removed
-    (check mode: would be; the releases stay), unless another job runs from that release.
-    The message's part saying so ("" where there is no such link)."""
+    """A plain deploy of a directory whose dest/current links to a release (the STAT said so):
+    the job runs from root itself, not from a release, so that link would say an old release
+    is current. It is removed (check mode: would be; the releases stay), unless another job
+    runs from that release. The message's part saying so."""
     asked: UnlinkCurrentArgs = {"dest": root, "check_mode": ctx.check_mode}
     if args.get("pidfile"):
         asked["pidfile"] = str(args["pidfile"])
+        asked["stop_follows"] = bool(args.get("stop_follows"))
     reply = ctx.agent(ops.UNLINK_CURRENT, asked)
     release, link = reply.get("release"), reply.get("link")
     if not release:
         return ""
+    limits = f"; {reply['scan_limits']}" if reply.get("scan_limits") else ""
+    if limits:
+        data["scan_limits"] = reply["scan_limits"]
     if reply.get("kept"):
         data["current_kept"] = reply["kept"]
-        return f"; current ({link} -> release {release}) kept: {reply['kept']}"
+        return f"; current ({link} -> release {release}) kept: {reply['kept']}{limits}"
     data["unlinked"], data["unlinked_release"] = link, release
     return (f"; {'would remove' if ctx.check_mode else 'removed'} current ({link} -> release {release}): the code "
-            "deployed in place is no release, so none is current (the releases stay)")
+            f"deployed in place is no release, so none is current (the releases stay){limits}")
+
+
+def _into_releases(files: list[LocalFile], remote: StatReply, src: Path) -> None:
+    """A plain deploy whose src has a top-level releases/ or current, into a dest that holds
+    deploy_code's releases, would write into them: refused before anything is written."""
+    folder = remote.get("releases")
+    clash = next((f.rel for f in files if f.rel.split("/", 1)[0] in _RELEASE_PATHS), None)
+    if folder and clash:
+        top, dest = clash.split("/", 1)[0], posixpath.dirname(folder)
+        raise ModuleFailure(f"refusing to deploy {src / clash} to {posixpath.join(dest, clash)}: {dest} holds "
+                            f"deploy_code's releases ({folder}/ and the current link), and {dest}/{top} is theirs: "
+                            f"a plain deploy would write into them. Rename {top} in src or deploy to another dest "
+                            "(nothing was written)")
+
+
+def _after(ctx: TaskContext, args: dict[str, Any], root: str, remote: StatReply, data: dict[str, Any],
+           delete: bool) -> str:
+    """What a directory deploy says of the releases in dest: the `current` it removed or kept,
+    and that delete left releases/ alone."""
+    text = f"; left {remote['releases']}/ alone (deploy_code's releases)" if delete and remote.get("releases") else ""
+    return text + (_drop_current(ctx, args, root, data) if remote.get("current") else "")
 
 
 class DeployCodeModule(Module):
@@ -77,8 +107,10 @@ class DeployCodeModule(Module):
         if args.get("releases"):
             return deploy_release(ctx, args, src, files)
         delete = bool(args.get("delete")) and src.is_dir()
-        asked: StatArgs = {"dest": root, "files": [f.rel for f in files], "list_extra": delete, "exclude": exclude}
+        asked: StatArgs = {"dest": root, "files": [f.rel for f in files], "list_extra": delete, "exclude": exclude,
+                           "releases": src.is_dir()}
         remote = ctx.agent(ops.STAT, asked)
+        _into_releases(files, remote, src)
         changed = [f for f in files if differs(f, remote["files"].get(f.rel))]
         extra: list[str] = remote.get("extra", []) if delete else []
         kept = _locked_job_files(ctx, root, extra)
@@ -87,7 +119,7 @@ class DeployCodeModule(Module):
                                 "dest": root, "files": len(files)}
         diff = files_diff(ctx, root, changed, extra) if ctx.diff_mode else ""
         if not changed and not extra:
-            current = _drop_current(ctx, args, root, data) if src.is_dir() else ""
+            current = _after(ctx, args, root, remote, data, delete)
             return TaskResult(Status.CHANGED if "unlinked" in data else Status.OK, changed="unlinked" in data,
                               msg=f"{len(files)} files up to date in {root}{current}", data=data)
         if ctx.check_mode:
@@ -107,8 +139,7 @@ class DeployCodeModule(Module):
             msg += f"; {'would delete' if ctx.check_mode else 'deleted'} {len(extra)}: {', '.join(extra[:10])}"
         if kept:
             msg += f"; kept {', '.join(kept)} (the files of a job this run holds the lock of)"
-        if src.is_dir():  # after the files landed: a deploy that failed to write leaves `current` as it was
-            msg += _drop_current(ctx, args, root, data)
+        msg += _after(ctx, args, root, remote, data, delete)  # after the files landed: a failed write leaves current
         return TaskResult(Status.CHANGED, changed=True, msg=msg, diff=diff, data=data)
 
     def _send(self, ctx: TaskContext, root: str, files: list[LocalFile], backup: bool) -> WriteReply:

@@ -68,11 +68,14 @@ def unlinked_text(reply: RollbackReply) -> str:
     """Where the run gone back to is a plain deploy's: the `current` link that was removed
     (it would otherwise name a release that does not run), and what it pointed to."""
     link = reply.get("unlinked")
+    limits = f"; {reply['scan_limits']}" if reply.get("scan_limits") else ""
+    if reply.get("current_kept"):  # another job runs from that release: said as the deploy says it
+        return f"; current {reply['current_kept']}{limits}"
     if not link:
         return ""
     was = f"release {reply['switched_from']}" if reply.get("switched_from") else "no release"
     return (f"; current removed ({link} pointed to {was}, which is not what runs: the last good run is a plain "
-            "deploy's, not a release's)")
+            f"deploy's, not a release's){limits}")
 
 
 def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool = False,
@@ -171,7 +174,7 @@ class RollbackModule(Module):
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
-        for key in ("unlinked", "why"):
+        for key in ("unlinked", "current_kept", "scan_limits", "why"):
             if reply.get(key):
                 data[key] = reply[key]
         data.update(extra)

@@ -183,22 +183,50 @@ def op_stat(args: StatArgs) -> StatReply:
     extra = _extra_files(args, dest) if args.get("list_extra") else []
     for rel in extra:  # judged as op_delete judges them
         guard_path(os.path.join(dest, rel), "delete", dest=dest, ctx=ctx)
-    return {"files": files, "extra": extra}
+    reply: StatReply = {"files": files, "extra": extra}
+    if args.get("releases") and holds_releases(dest):
+        reply["releases"] = os.path.join(dest, RELEASES)
+        current = linked_release(dest)
+        if current:  # the plain deploy then removes it (op_unlink_current): asked only then
+            reply["current"] = current
+    return reply
+
+
+def is_release_name(name: str) -> bool:
+    """Whether a name has a release's form (releases.py): <UTC time>[.N][-commit], the time as
+    20261201T030000Z (its digits checked here: no strptime, which loads re on the target)."""
+    stamp = name[:16]
+    return (len(stamp) == 16 and stamp[8] == "T" and stamp[15] == "Z" and (stamp[:8] + stamp[9:15]).isdigit()
+            and stamp.isascii() and (len(name) == 16 or name[16] in ".-"))
+
+
+def linked_release(dest: str) -> str | None:
+    """The release dest/current points to (a directory in dest/releases), None when it is no
+    such link."""
+    link = os.path.join(dest, CURRENT)
+    if not os.path.islink(link):
+        return None
+    top = os.path.join(os.path.realpath(dest), RELEASES) + "/"
+    path = os.path.realpath(link)
+    name = path[len(top):].split("/", 1)[0] if path.startswith(top) else ""
+    return name if name and not name.startswith(".") else None
 
 
 def holds_releases(dest: str) -> bool:
-    """Whether dest/releases is deploy_code's releases (releases.py): current links into it,
-    or it holds a release beside its manifest (<name> and <name>.json)."""
+    """Whether dest/releases is deploy_code's releases (releases.py): it holds a release (a
+    name of a release's form, a directory) beside its manifest (<name>.json), or current links
+    to such a release. A folder of the code itself named releases/ (releases/2024.1/) is not."""
     folder = os.path.join(dest, RELEASES)
     if not os.path.isdir(folder) or os.path.islink(folder):
         return False
-    if os.path.realpath(os.path.join(dest, CURRENT)).startswith(os.path.realpath(folder) + "/"):
+    if is_release_name(linked_release(dest) or ""):
         return True
     try:
         names = set(os.listdir(folder))
     except OSError:
         return True  # unreadable: never taken for the code's extra files
-    return any(name + ".json" in names and os.path.isdir(os.path.join(folder, name)) for name in names)
+    return any(is_release_name(name) and name + ".json" in names and os.path.isdir(os.path.join(folder, name))
+               for name in names)
 
 
 def _extra_files(args: StatArgs, dest: str) -> list[str]:

@@ -3,35 +3,88 @@
 # mapped files (a compiled extension it loaded) or open files lie in it, or go through the
 # `current` link while it points to that release. One scan serves every guard that asks "does
 # a live process use this release": the prune (never delete one in use) and the removal of a
-# stale `current` (never under another job running from it). Only /proc is read: a process
-# of another user whose environment, maps or fds cannot be read is judged by what can be
-# (its command line), as before.
+# stale `current` (never under another job running from it).
+#
+# Paths are judged as the process sees them, through /proc/PID/root: a directory or file lies
+# in a release when it or one of its ancestors is the release's directory (the same st_dev and
+# st_ino), so a job in its own mount namespace (a container that bind-mounts code_dest
+# elsewhere) is seen too. Words of a command line or environment value that name `current` or
+# `releases/<name>` (relative ones against the process's working directory) are resolved the
+# same way. A first pass reads what is cheap (cwd, program, command line, environment) of every
+# process; mapped and open files only of this user's processes, and only while a release is
+# not yet found. Another user's process whose working directory cannot be read (an agent that
+# is not root) is judged by its command line alone, and the scan says how many were. The scan
+# stops at a deadline: what it has not found by then counts as in use.
 from __future__ import annotations
 
 import os
+import time
 
-from .procs import read_proc
+from .procs import foreign_proc, read_proc
 from .watchdog import ignored
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Collection, Dict, Iterator, Optional
+    from typing import Collection, Dict, Iterator, Optional, Tuple
 
-    #: {path prefix: None where a release's name follows it (<dest>/releases/), else the
-    #: release it stands for (<dest>/current)}
-    Prefixes = Dict[bytes, Optional[str]]
+    #: (st_dev, st_ino) of a release's directory: its name.
+    Ids = Dict[Tuple[int, int], str]
+    #: Paths (as a mount namespace sees them) already judged: the release they lie in, or None.
+    Seen = Dict[Tuple[bytes, bytes], Optional[str]]
 
-#: Bytes that end a release's name in a path, a command line or an environment value.
-_ENDS = frozenset(b"/\0\n :;=\"'")
+#: The longest one scan of /proc may take: past it, every release not found yet counts as in use.
+SCAN_DEADLINE_S = 2.0
 #: The most of one /proc file read (a big job's maps is a few MiB).
 _READ_LIMIT = 32 << 20
+#: Bytes that split a command line or an environment value into words: blanks, shell operators
+#: and quotes, path-list and option separators.
+_SPLIT = bytes.maketrans(b" \t\n:;=,&|()<>\"'`", b"\0" * 16)
 
 
-def _read(path: str) -> bytes:
+class Scan:
+    """What one scan of /proc found: {release: "pid N (how)"}, and what it could not see."""
+    __slots__ = ("blind", "by_cmdline", "hidden", "late", "users")
+
+    def __init__(self) -> None:
+        self.users: dict[str, str] = {}
+        #: Why no process can be judged (a foreign PID namespace, a mount namespace whose paths
+        #: cannot be resolved): every release counts as in use.
+        self.blind: str | None = None
+        #: Processes of other users judged by their command line only.
+        self.by_cmdline = 0
+        #: /proc hides other users' processes (hidepid=N), or None.
+        self.hidden: str | None = None
+        #: The scan ran out of time: the releases not found count as in use.
+        self.late = False
+
+    def kept(self, name: str) -> str | None:
+        """Why release `name` counts as in use ("pid N (how) uses it", or why it cannot be told)."""
+        if name in self.users:
+            return f"{self.users[name]} uses it"
+        if self.blind:
+            return f"which processes use it cannot be told: {self.blind}"
+        if self.late:
+            return (f"which processes use it cannot be told: the scan of /proc ran out of time "
+                    f"({SCAN_DEADLINE_S:g} s)")
+        return None
+
+    def limits(self) -> str:
+        """What the scan could not look at, as a sentence ("" where it saw every process)."""
+        said = []
+        if self.by_cmdline:
+            said.append(f"{self.by_cmdline} process{'es' if self.by_cmdline > 1 else ''} of other users "
+                        "judged by the command line only")
+        if self.hidden:
+            said.append(f"other users' processes could not be seen (/proc is mounted with {self.hidden})")
+        return "; ".join(said)
+
+
+def _read(path: str) -> bytes | None:
+    """A /proc file's content; None when it cannot be read (EACCES: another user's)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return b""
+        return None
     chunks = []
     size = 0
     try:
@@ -48,64 +101,206 @@ def _read(path: str) -> bytes:
     return b"".join(chunks)
 
 
-def _texts(pid: int) -> Iterator[tuple[str, bytes]]:
-    """(how, text) of what a process runs from, cheapest first."""
-    for how, name in (("its working directory", "cwd"), ("its program", "exe")):
+def hidepid() -> str | None:
+    """hidepid=N where /proc hides other users' processes from this agent, else None."""
+    if os.geteuid() == 0:
+        return None
+    for line in (_read("/proc/self/mountinfo") or b"").split(b"\n"):
+        fields = line.split(b" ")
+        if len(fields) > 4 and fields[4] == b"/proc":
+            for option in fields[-1].split(b","):
+                if option.startswith(b"hidepid=") and option[8:] not in (b"0", b"off"):
+                    return os.fsdecode(option)
+    return None
+
+
+class _Proc:
+    """One process as the scan sees it: where its paths resolve (its root), its working
+    directory as it sees it, and its mount namespace (the key of the paths judged)."""
+    __slots__ = ("cwd", "ns", "pid", "root")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.root = os.fsencode(f"/proc/{pid}/root")
+        self.cwd: bytes | None = None
+        self.ns = b""
+
+
+def _release_of(path: bytes, proc: _Proc, ids: Ids, seen: Seen) -> str | None:
+    """The release whose directory an absolute path (as the process sees it) lies in, or None:
+    the path and its ancestors are stat'ed through the process's root."""
+    key = (proc.ns, path)
+    if key in seen:
+        return seen[key]
+    found = None
+    at = path
+    while at.startswith(b"/"):
         with ignored(OSError):
-            yield how, os.fsencode(os.readlink(f"/proc/{pid}/{name}")) + b"\0"
-    for how, name in (("its command line", "cmdline"), ("its environment", "environ"),
-                      ("a file it has mapped", "maps")):
-        yield how, _read(f"/proc/{pid}/{name}")
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return
-    for fd in fds:
+            st = os.stat(proc.root + at)
+            found = ids.get((st.st_dev, st.st_ino))
+            if found:
+                break
+        if at == b"/":
+            break
+        at = os.path.dirname(at)
+    seen[key] = found
+    return found
+
+
+def _words(text: bytes, env: bool) -> Iterator[tuple[bytes, bytes]]:
+    """(variable name or b"", word) of the words of a command line or environment that may name
+    a release: each whole entry, and its pieces between separators."""
+    for entry in text.split(b"\0"):
+        if b"current" not in entry and b"releases/" not in entry:
+            continue
+        name = entry.partition(b"=")[0] if env else b""
+        if name == b"OLDPWD":  # where the shell was before: nothing runs from it
+            continue
+        value = entry[len(name) + 1:] if env else entry
+        yield name, value
+        for word in value.translate(_SPLIT).split(b"\0"):
+            if word != value and (b"current" in word or b"releases/" in word):
+                yield name, word
+
+
+def _named(word: bytes, proc: _Proc, ids: Ids, seen: Seen) -> str | None:
+    """The release a word names through a `current` or `releases/<name>` component of its
+    path (a relative one taken from the process's working directory), or None."""
+    if not word.startswith(b"/"):
+        if proc.cwd is None:
+            return None  # where it is relative to is unknown
+        word = proc.cwd + b"/" + word
+    parts = os.path.normpath(word).split(b"/")
+    for i, part in enumerate(parts):
+        end = i + 1 if part == b"current" else i + 2 if part == b"releases" and i + 1 < len(parts) else 0
+        if end:
+            found = _release_of(b"/".join(parts[:end]) or b"/", proc, ids, seen)
+            if found:
+                return found
+    return None
+
+
+def _cheap(proc: _Proc, ids: Ids, devs: set[int], seen: Seen) -> Iterator[tuple[str, str]]:
+    """(release, how) from what is cheap to read: working directory, program, command line,
+    environment. proc.cwd is None after it when the working directory cannot be read."""
+    for how, name in (("its working directory", "cwd"), ("its program", "exe")):
+        link = f"/proc/{proc.pid}/{name}"
         try:
-            yield "a file it has open", os.fsencode(os.readlink(f"/proc/{pid}/fd/{fd}")) + b"\0"
+            path = os.fsencode(os.readlink(link))
+            if name == "cwd":
+                proc.cwd = path
+            if os.stat(link).st_dev not in devs:
+                continue
         except OSError:
             continue
+        found = _release_of(path, proc, ids, seen)
+        if found:
+            yield found, how
+    for how, name in (("its command line", "cmdline"), ("its environment", "environ")):
+        for var, word in _words(_read(f"/proc/{proc.pid}/{name}") or b"", name == "environ"):
+            found = _named(word, proc, ids, seen)
+            if found:
+                yield found, f"{how}: {os.fsdecode(var)}" if var else how
 
 
-def _named(text: bytes, prefixes: Prefixes, names: Collection[str]) -> Iterator[tuple[str, int]]:
-    """(release, offset) for each release of `names` a text names through one of the prefixes."""
-    for prefix, fixed in prefixes.items():
-        at = text.find(prefix)
-        while at >= 0:
-            end = at + len(prefix)
-            stop = end
-            while stop < len(text) and text[stop] not in _ENDS:
-                stop += 1
-            # <dest>/current stands for its release (not <dest>/current2); after releases/, a name
-            name = os.fsdecode(text[end:stop]) if fixed is None else (fixed if stop == end else None)
-            if name and name in names:
-                yield name, at
-            at = text.find(prefix, end)
+def _files(proc: _Proc, ids: Ids, devs: set[int], seen: Seen, maps_seen: set[int]) -> Iterator[tuple[str, str]]:
+    """(release, how) from the files a process has mapped or open on a release's device."""
+    text = _read(f"/proc/{proc.pid}/maps") or b""
+    key = hash((proc.ns, text))
+    if key not in maps_seen:  # a forked worker maps what its parent does: judged once
+        maps_seen.add(key)
+        marks = tuple(b" %02x:%02x " % (os.major(dev), os.minor(dev)) for dev in devs)
+        paths = set(line[line.find(b" /") + 1:] for line in text.split(b"\n")
+                    if b" /" in line and any(mark in line for mark in marks))
+        for path in paths:
+            found = _release_of(path.rpartition(b" (deleted)")[0] or path, proc, ids, seen)
+            if found:
+                yield found, "a file it has mapped"
+    folder = b"/proc/%d/fd/" % proc.pid
+    try:
+        fds = os.listdir(folder)
+    except OSError:
+        return
+    opened = set()
+    for fd in fds:  # bytes paths: no decoding; a file open many times (dup, mmap) is judged once
+        with ignored(OSError):
+            opened.add(os.readlink(folder + fd))
+    for path in opened:
+        found = _release_of(path.rpartition(b" (deleted)")[0] or path, proc, ids, seen) if path[:1] == b"/" else None
+        if found:
+            yield found, "a file it has open"
+
+def _enter(proc: _Proc, my_ns: bytes) -> str | None:
+    """Read the process's mount namespace and root; why its paths cannot be resolved where its
+    mount namespace is not this agent's and its root cannot be reached, else None."""
+    try:
+        ns = os.fsencode(os.readlink(f"/proc/{proc.pid}/ns/mnt"))
+        proc.ns = ns + b"|" + os.fsencode(os.readlink(proc.root))
+    except OSError:  # another user's: its command line is judged as this agent sees paths
+        proc.root = b""
+        return None
+    if ns != my_ns:
+        try:
+            os.stat(proc.root + b"/")
+        except OSError as exc:
+            return (f"pid {proc.pid} runs in another mount namespace ({os.fsdecode(ns)}) whose paths cannot be "
+                    f"resolved here ({exc.strerror})")
+    return None
 
 
-def _how(how: str, text: bytes, at: int) -> str:
-    """For an environment, the variable's name (never its value: it may be a secret)."""
-    if how != "its environment":
-        return how
-    entry = text[text.rfind(b"\0", 0, at) + 1:at]
-    return f"its environment: {os.fsdecode(entry.partition(b'=')[0])}"
-
-
-def release_users(prefixes: Prefixes, names: Collection[str], skip_sid: int | None = None) -> dict[str, str]:
-    """{release: "pid N (how it uses it)"} for the releases of `names` that a live process
-    uses, the first such process each; the processes of session `skip_sid` (a job's own) and
-    this agent are not counted."""
-    users: dict[str, str] = {}
-    me = os.getpid()
+def release_users(folder: str, names: Collection[str], skip: Collection[int] = (),
+                  deadline_s: float = SCAN_DEADLINE_S) -> Scan:
+    """Which of the releases `names` (directories in `folder`) live processes use: the first
+    such process each. The pids of `skip` (a job's own tree, stopped next) and this agent are
+    not counted."""
+    scan, skip = Scan(), set(skip)
+    scan.blind = foreign_proc()
+    if scan.blind or not names:
+        return scan
+    ids: Ids = {}
+    for name in names:
+        with ignored(OSError):
+            st = os.stat(os.path.join(folder, name))
+            ids[(st.st_dev, st.st_ino)] = name
+    devs = set(dev for dev, _ in ids)
+    end, me, uid = time.monotonic() + deadline_s, os.getpid(), os.geteuid()
+    my_ns = os.fsencode(os.readlink("/proc/self/ns/mnt"))
+    scan.hidden = hidepid()
+    seen: Seen = {}
+    mine: list[_Proc] = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+        if not entry.isdigit() or int(entry) == me or int(entry) in skip:
             continue
-        proc = read_proc(int(entry))
-        if proc is None or proc.state == "Z" or (skip_sid and proc.sid == skip_sid):
+        if time.monotonic() > end:
+            scan.late = True
+            return scan
+        info = read_proc(int(entry))
+        if info is None or info.state == "Z" or 2 in (info.pid, info.ppid):  # kernel threads run no code
             continue
-        for how, text in _texts(proc.pid):
-            for name, at in _named(text, prefixes, names):
-                users.setdefault(name, f"pid {proc.pid} ({_how(how, text, at)})")
-            if len(users) == len(names):
-                return users
-    return users
+        proc = _Proc(info.pid)
+        scan.blind = _enter(proc, my_ns)
+        if scan.blind:
+            return scan
+        for name, how in _cheap(proc, ids, devs, seen):
+            scan.users.setdefault(name, f"pid {proc.pid} ({how})")
+        if len(scan.users) == len(ids):
+            return scan
+        if proc.cwd is None and info.uid != uid:
+            scan.by_cmdline += 1
+        elif info.uid == uid:
+            mine.append(proc)
+    _second_pass(scan, mine, ids, devs, seen, end)
+    return scan
+
+
+def _second_pass(scan: Scan, mine: list[_Proc], ids: Ids, devs: set[int], seen: Seen, end: float) -> None:
+    """Mapped and open files of this user's processes, while a release is not found yet."""
+    maps_seen: set[int] = set()
+    for proc in mine:
+        if time.monotonic() > end:
+            scan.late = True
+            return
+        for name, how in _files(proc, ids, devs, seen, maps_seen):
+            scan.users.setdefault(name, f"pid {proc.pid} ({how})")
+        if len(scan.users) == len(ids):
+            return

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     class StatArgs(_StatArgsBase, total=False):
         list_extra: bool
         exclude: list[str]
+        #: A directory deploy: say whether dest holds deploy_code's releases, and which
+        #: release dest/current points to.
+        releases: bool
 
     class FileDigest(TypedDict):
         sha256: str
@@ -52,6 +55,10 @@ if TYPE_CHECKING:
         files: dict[str, FileDigest | OtherFile | None]
         #: Files under dest not asked for (list_extra).
         extra: list[str]
+        #: `releases`: dest/releases where it is deploy_code's releases (never listed in extra).
+        releases: str
+        #: `releases`: the release dest/current points to, where it is such a link.
+        current: str
 
     class _WriteArgsBase(TypedDict):
         dest: str
@@ -265,14 +272,20 @@ if TYPE_CHECKING:
         pruned: list[str]
         #: Releases past `keep` that were kept, and why (running, last good, in use by pid N).
         spared: dict[str, str]
+        #: What the scan of /proc for processes using the releases pruned could not see ("2
+        #: processes of other users judged by the command line only"); absent where it saw all.
+        scan_limits: str
 
     class _UnlinkCurrentArgsBase(TypedDict):
         dest: str
 
     class UnlinkCurrentArgs(_UnlinkCurrentArgsBase, total=False):
         """A plain deploy into dest: remove dest/current where it points to a release."""
-        #: The job's pidfile: its own processes do not keep `current` (the restart stops them).
+        #: The job's pidfile: its launch record beside it, and those of other jobs.
         pidfile: str
+        #: The pidfile's job is stopped next (the restart's kill_old): its processes (its tree as
+        #: kill_old selects it) do not keep `current`. Without it they do: the job still runs.
+        stop_follows: bool
         check_mode: bool
 
     class UnlinkCurrentReply(ErrorReply, total=False):
@@ -282,5 +295,8 @@ if TYPE_CHECKING:
         #: It was removed (check mode: it would be).
         unlinked: bool
         #: Why it stays: another job runs from that release ("pid N (its environment:
-        #: PYTHONPATH) uses it").
+        #: PYTHONPATH) uses it"), or which processes do cannot be told.
         kept: str
+        #: What the scan of /proc could not see ("2 processes of other users judged by the
+        #: command line only"); absent where it saw every process.
+        scan_limits: str

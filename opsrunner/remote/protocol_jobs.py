@@ -312,6 +312,11 @@ if TYPE_CHECKING:
         #: start: the `current` link removed (or, "would", to remove) because the run rolled
         #: back to is a plain deploy's, not a release's; switched_from names what it pointed to.
         unlinked: str
+        #: start: the `current` link that stays although the run rolled back to is a plain
+        #: deploy's, and why ("(L -> release R) kept: pid N (its environment: PYTHONPATH) uses it").
+        current_kept: str
+        #: start: what the scan of /proc for processes using that release could not see.
+        scan_limits: str
         #: undo: `current` was switched back to this release.
         switched_back: str
         #: undo: why the run before the rollback could not be started again.

@@ -15,7 +15,7 @@ import sys
 import time
 
 from .atomic import write_atomic
-from .files import CURRENT, RELEASES, file_digest
+from .files import CURRENT, RELEASES, file_digest, linked_release
 from .goodrun import read_good, release_verdict, verdict_path
 from .guards import Context, Refused, guard_path, remove
 from .inuse import release_users
@@ -28,7 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Collection, Dict, Mapping
 
-    from .inuse import Prefixes
+    from .inuse import Scan
     from .protocol_files import ReleaseArgs, ReleaseInfo, ReleaseReply, ReleasesArgs, ReleasesReply
     from .protocol_jobs import LaunchArgs, LaunchRecord
 
@@ -118,10 +118,7 @@ def list_releases(dest: str) -> list[ReleaseInfo]:
 
 def current_release(dest: str) -> str | None:
     """The release <dest>/current points to, None when there is no such link."""
-    link = current_link(dest)
-    if not os.path.islink(link):
-        return None
-    return release_of(os.path.realpath(link), os.path.realpath(dest))
+    return linked_release(dest)
 
 
 def unique_name(folder: str, name: str) -> str:
@@ -146,27 +143,14 @@ def prune_plan(names: list[str], keep: int, protected: Mapping[str, str]) -> tup
     return doomed, spared
 
 
-def use_prefixes(dest: str) -> Prefixes:
-    """The paths through which a process names dest's releases (inuse.py): <dest>/releases/
-    and <dest>/current (which stands for the release it points to), the real path and the
-    path as given (a job launched by other means may name either)."""
-    current = current_release(dest)
-    prefixes: Prefixes = {}
-    for root in {os.path.realpath(dest), os.path.abspath(dest).rstrip("/")}:
-        prefixes[os.fsencode(os.path.join(root, RELEASES)) + b"/"] = None
-        if current:
-            prefixes[os.fsencode(os.path.join(root, CURRENT))] = current
-    return prefixes
-
-
-def used_by_processes(dest: str, names: Collection[str] | None = None, skip_sid: int | None = None) -> Spared:
-    """Releases (of `names`, default all of dest's) a live process uses (inuse.py: its
-    working directory, program, command line, environment, mapped or open files), so that
-    none is deleted, or its `current` removed, under a job that still runs from it: also a
-    job of another pidfile. `skip_sid`: a job's own session, not counted."""
+def used_by_processes(dest: str, names: Collection[str] | None = None, skip: Collection[int] = ()) -> Scan:
+    """Which releases (of `names`, default all of dest's) live processes use (inuse.py: their
+    working directory, program, command line, environment, mapped or open files, as each
+    process sees its paths), so that none is deleted, or its `current` removed, under a job
+    that still runs from it: also a job of another pidfile. `skip`: a job's own processes."""
     if names is None:
         names = [r["name"] for r in list_releases(dest)]
-    return release_users(use_prefixes(dest), set(names), skip_sid) if names else {}
+    return release_users(releases_dir(os.path.realpath(dest)), names, skip)
 
 
 def job_releases(pidfile: str | None, dest_real: str) -> Spared:
@@ -336,9 +320,13 @@ def op_release(args: ReleaseArgs) -> ReleaseReply:
     os.rename(tmp, final)
     previous = current_release(dest)
     switch_link(current_link(dest), final)
-    pruned, spared = prune(dest, int(args.get("keep") or DEFAULT_KEEP), args.get("pidfile"), ctx)
-    return {"release": name, "release_dir": final, "written": written, "linked": linked,
-            "previous": previous, "pruned": pruned, "spared": spared}
+    limits: list[str] = []
+    pruned, spared = prune(dest, int(args.get("keep") or DEFAULT_KEEP), args.get("pidfile"), ctx, limits)
+    reply: ReleaseReply = {"release": name, "release_dir": final, "written": written, "linked": linked,
+                           "previous": previous, "pruned": pruned, "spared": spared}
+    if limits:
+        reply["scan_limits"] = limits[0]
+    return reply
 
 
 def changed_in_place(release_dir: str) -> str | None:
@@ -383,9 +371,12 @@ def passed_before(dest: str, names: list[str], current: str) -> str | None:
     return None
 
 
-def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list[str], Spared]:
+def prune(dest: str, keep: int, pidfile: str | None, ctx: Context,
+          limits: list[str] | None = None) -> tuple[list[str], Spared]:
     """Delete the releases past `keep`, sparing those a job needs (prune_plan's rules). When
-    the job's last good run cannot be read, which release it needs is unknown: none is deleted."""
+    the job's last good run cannot be read, which release it needs is unknown: none is deleted.
+    (deleted, spared and why); `limits` gets what the scan of /proc could not see of the
+    processes that might have used those deleted, where it could not see all."""
     dest_real = os.path.realpath(dest)
     names = [r["name"] for r in list_releases(dest)]
     protected: Spared = {}
@@ -402,8 +393,11 @@ def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list
     for name, why in needed.items():
         protected.setdefault(name, why)
     doomed = prune_plan(names, keep, protected)[0]  # only these need the scan of /proc
-    for name, who in (used_by_processes(dest, doomed) if doomed else {}).items():
-        protected.setdefault(name, f"in use by {who}")
+    scan = used_by_processes(dest, doomed) if doomed else None
+    for name in doomed if scan else ():
+        why = scan.kept(name) if scan else None  # in use, or which processes do cannot be told
+        if why:
+            protected[name] = f"in use by {scan.users[name]}" if scan and name in scan.users else f"kept: {why}"
     doomed, spared = prune_plan(names, keep, protected)
     folder = releases_dir(dest)
     for name in doomed:
@@ -411,6 +405,8 @@ def prune(dest: str, keep: int, pidfile: str | None, ctx: Context) -> tuple[list
         for path in (manifest_path(folder, name), verdict_path(os.path.join(folder, name))):
             if os.path.lexists(path):
                 os.unlink(path)
+    if limits is not None and scan and doomed and scan.limits():
+        limits.append(scan.limits())
     return doomed, spared
 
 

@@ -20,7 +20,7 @@ from .launch import op_launch
 from .procs import alive, op_kill
 from .reads import Unreadable
 from .releases import changed_in_place, current_release, list_releases, release_dir_of, releases_dir, switch_link
-from .unlink import remove_link, used_by_others
+from .unlink import job_tree, remove_link, used_by_others
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def start(args: RollbackArgs) -> RollbackReply:
     pid, begun = read_pidfile(pidfile)
     link = good.get("link") if target.release_dir else None
     running = bool(pid and alive(pid, begun))
-    stale = None if target.release_dir else _stale_link(pidfile, pid if running else None)
+    stale = None if target.release_dir else _stale_link(pidfile, reply)
     if args.get("auto") and running and pid == good.get("pid") and begun == good.get("start"):
         reply["outcome"] = "nothing"
         reply["pid"] = pid
@@ -248,20 +248,28 @@ def start(args: RollbackArgs) -> RollbackReply:
     return _relaunch(good, target, link, reply, pidfile, stale)
 
 
-def _stale_link(pidfile: str, pid: int | None) -> str | None:
+def _stale_link(pidfile: str, reply: RollbackReply) -> str | None:
     """For a rollback to a run with no release (a plain deploy's): the `current` link of the
     release the job's last launch ran from (the failed launch, or the job a rollback by hand
-    stops; live as `pid`), where it still points to that release and no other job runs from
-    it. The plain run is not that release, so the link is removed rather than left to say
-    that it runs (and to be the next deploy's "previous"). A link that points elsewhere (a
-    deploy of another job sharing code_dest switched it since), or to a release another job
-    runs from, says what runs: it stays."""
+    stops), where it still points to that release and no other job runs from it. The plain
+    run is not that release, so the link is removed rather than left to say that it runs (and
+    to be the next deploy's "previous"). A link that points elsewhere (a deploy of another job
+    sharing code_dest switched it since) says what runs: it stays; so does one to a release
+    another job runs from, the reply's current_kept saying why. The job's own tree is not
+    another job: the rollback stops it next."""
     release_dir = (launch_record(pidfile) or {}).get("release_dir")
     link = link_of(release_dir)
     if not link or not release_dir or not os.path.islink(link) or not current_release(os.path.dirname(link)):
         return None
+    if os.path.realpath(link) != os.path.realpath(release_dir):
+        return None
     dest, release = os.path.dirname(link), os.path.basename(release_dir.rstrip("/"))
-    if os.path.realpath(link) != os.path.realpath(release_dir) or used_by_others(dest, release, pidfile, pid):
+    limits: list[str] = []
+    kept = used_by_others(dest, release, pidfile, job_tree(pidfile), limits)
+    if limits:
+        reply["scan_limits"] = limits[0]
+    if kept:
+        reply["current_kept"] = f"({link} -> release {release}) kept: {kept}"
         return None
     return link
 

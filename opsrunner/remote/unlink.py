@@ -4,21 +4,25 @@
 # not run (and that the next deploy would take as its base and 'previous'), as Capistrano and
 # Ansible's deploy_helper keep it: `current` names the live release, or is absent where none
 # is. The releases themselves stay. Another job that runs from that release keeps it: its
-# launch record beside the pidfile names it, or a live process outside the job's own session
-# uses it (inuse.py). The rollback (rollback.py) and the plain deploy (op_unlink_current) both
-# decide here.
+# launch record beside the pidfile names it, or a live process uses it (inuse.py) that is not
+# the job's own where a stop of the job follows (its tree as kill_old selects it), or which
+# processes use it cannot be told. The rollback (rollback.py) and the plain deploy
+# (op_unlink_current) both decide here.
 from __future__ import annotations
 
 import os
 
-from .jobfiles import as_launch_record, pidfile_paths, read_pidfile
-from .procs import alive, foreign_proc
+from .guards import Refused
+from .jobfiles import as_launch_record, launch_record, live_supervisors, pidfile_paths
+from .procs import alive, select, table
 from .reads import NotRegular, read_json
 from .releases import current_link, current_release, releases_dir, used_by_processes
 from .watchdog import ignored
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Collection
+
     from .protocol_files import UnlinkCurrentArgs, UnlinkCurrentReply
 
 
@@ -40,15 +44,19 @@ def _other_launch(pidfile: str, release_real: str) -> str | None:
     return None
 
 
-def used_by_others(dest: str, release: str, pidfile: str | None, sid: int | None) -> str | None:
+def used_by_others(dest: str, release: str, pidfile: str | None, own: Collection[int] = (),
+                   limits: list[str] | None = None) -> str | None:
     """Why release `release` of dest is another job's (a live job of a launch record beside the
-    pidfile, or a live process outside session `sid`, this job's own, that uses it), or None."""
+    pidfile, or a live process, not one of `own`, that uses it), or why which processes use it
+    cannot be told; None when none does. `limits` gets what the scan could not see."""
     real = os.path.join(releases_dir(os.path.realpath(dest)), release)
     why = _other_launch(pidfile, real) if pidfile else None
     if why:
         return why
-    who = used_by_processes(dest, [release], sid).get(release)
-    return f"{who} uses it" if who else None
+    scan = used_by_processes(dest, [release], own)
+    if limits is not None and scan.limits():
+        limits.append(scan.limits())
+    return scan.kept(release)
 
 
 def remove_link(link: str) -> None:
@@ -58,10 +66,19 @@ def remove_link(link: str) -> None:
             os.unlink(link)
 
 
-def job_session(pidfile: str | None) -> int | None:
-    """The session of the pidfile's live job (its processes are not "another job"), or None."""
-    pid, start = read_pidfile(pidfile) if pidfile else (None, None)
-    return pid if pid and alive(pid, start) else None
+def job_tree(pidfile: str | None) -> set[int]:
+    """The processes of the pidfile's job as kill_old selects them (the job, its group, its
+    descendants, what it daemonized under its supervisors) and those supervisors: empty where
+    the pidfile names no job (a pid that is not the launched one is nobody's own)."""
+    if not pidfile:
+        return set()
+    procs = table()
+    try:
+        selected = select({"pidfile": pidfile}, procs)[0]
+    except (Refused, NotRegular):
+        return set()
+    supervisors = live_supervisors(launch_record(pidfile), procs.get)
+    return set(selected) | set(pair[0] for pair in supervisors)
 
 
 def op_unlink_current(args: UnlinkCurrentArgs) -> UnlinkCurrentReply:
@@ -73,9 +90,12 @@ def op_unlink_current(args: UnlinkCurrentArgs) -> UnlinkCurrentReply:
         return {"release": None}
     link = current_link(dest)
     reply: UnlinkCurrentReply = {"release": release, "link": link}
-    foreign = foreign_proc()  # asked only here: a plain deploy with no `current` needs no pids
-    kept = (f"which processes use it cannot be told: {foreign}" if foreign else
-            used_by_others(dest, release, args.get("pidfile"), job_session(args.get("pidfile"))))
+    pidfile = args.get("pidfile")
+    limits: list[str] = []
+    own = job_tree(pidfile) if args.get("stop_follows") else set()
+    kept = used_by_others(dest, release, pidfile, own, limits)
+    if limits:
+        reply["scan_limits"] = limits[0]
     if kept:
         reply["kept"] = kept
         return reply

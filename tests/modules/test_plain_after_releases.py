@@ -27,10 +27,12 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     return _target_for("local", request, tmp_path)
 
 
-def _plain(jobs: Shared, *args: str, pidfile: Path | None = None) -> PlayRun:
+def _plain(jobs: Shared, *args: str, pidfile: Path | None = None, stop_follows: bool = True) -> PlayRun:
+    """A plain deploy; with pidfile, as the restart role deploys (its stop follows) unless told."""
     deploy: dict[str, object] = {"src": f"{jobs.w}/src/plain/", "dest": str(jobs.dest)}
     if pidfile:
         deploy["pidfile"] = str(pidfile)
+        deploy["stop_follows"] = stop_follows
     run = jobs.target.play([{"deploy_code": deploy}], *args)
     assert run.rc == 0, run.out
     return run
@@ -122,7 +124,9 @@ def test_a_rollback_keeps_current_a_job_uses_through_its_environment(target: Tar
         failed = jobs.a_plain_then_failed_release()
         with _user(jobs, cleanup_marker, failed.split("/")[-1], how) as other:
             line = jobs.roll_back_a()
-            assert line.endswith(", verified") and "current removed" not in line, line
+            why = "its environment: PYTHONPATH" if how == "environment" else "a file it has open"
+            assert line.endswith(f", verified; current ({jobs.link} -> release {failed.split('/')[-1]}) kept: "
+                                 f"pid {other.pid} ({why}) uses it") and "current removed" not in line, line
             assert os.readlink(jobs.link) == failed
             assert other.poll() is None
     finally:
