@@ -50,11 +50,13 @@ if TYPE_CHECKING:
         """A path that is there but is not a regular file."""
         type: Literal["other"]
 
-    class StatReply(ErrorReply):
+    class _StatReplyBase(ErrorReply):
         #: Per file asked for: its digest, "other", or None when absent.
         files: dict[str, FileDigest | OtherFile | None]
         #: Files under dest not asked for (list_extra).
         extra: list[str]
+
+    class StatReply(_StatReplyBase, total=False):
         #: `releases`: dest/releases where it is deploy_code's releases (never listed in extra).
         releases: str
         #: `releases`: the release dest/current points to, where it is such a link.

@@ -395,9 +395,10 @@ def prune(dest: str, keep: int, pidfile: str | None, ctx: Context,
     doomed = prune_plan(names, keep, protected)[0]  # only these need the scan of /proc
     scan = used_by_processes(dest, doomed) if doomed else None
     for name in doomed if scan else ():
-        why = scan.kept(name) if scan else None  # in use, or which processes do cannot be told
-        if why:
-            protected[name] = f"in use by {scan.users[name]}" if scan and name in scan.users else f"kept: {why}"
+        who = scan.users.get(name) if scan else None
+        reason = scan.kept(name) if scan else None  # in use, or which processes do cannot be told
+        if reason:
+            protected[name] = f"in use by {who}" if who else f"kept: {reason}"
     doomed, spared = prune_plan(names, keep, protected)
     folder = releases_dir(dest)
     for name in doomed:

@@ -105,7 +105,8 @@ def test_current_that_another_job_runs_through_stays(target: Target, cleanup_mar
         jobs.launch("B", f"{jobs.link}/job.sh", b, chdir=str(jobs.link) if where == "elsewhere" else None)
 
         line = jobs.roll_back_a()
-        assert line.endswith(", verified") and "current removed" not in line, line
+        kept = f", verified; current ({jobs.link} -> release {failed.split('/')[-1]}) kept: "
+        assert kept in line and "current removed" not in line, line
         assert os.readlink(jobs.link) == failed
         assert _alive(b)
     finally:
