@@ -140,6 +140,9 @@ def _made(reply: ReleaseReply, data: dict[str, Any], total: int, sent: int, curr
     msg += f"; current -> {name}"
     if reply["pruned"]:
         msg += f"; removed {len(reply['pruned'])} old: {', '.join(reply['pruned'])}"
+        if reply.get("scan_limits"):  # what the scan for processes using them could not see
+            data["scan_limits"] = reply["scan_limits"]
+            msg += f" ({reply['scan_limits']})"
     if reply["spared"]:
         msg += "; kept past keep_releases: " + ", ".join(f"{n} ({why})" for n, why in sorted(reply["spared"].items()))
     return TaskResult(Status.CHANGED, changed=True, msg=msg, data=data)
