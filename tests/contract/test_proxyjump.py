@@ -4,14 +4,11 @@ the hop comes from ~/.ssh/config, as users write it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import write_inventory, write_yaml
 from tests.helpers import cli_subprocess, read_events, task_ends
-from tests.sshd import PrivateSSHD, start_sshd
+from tests.sshd import PrivateSSHD
 
 PB = """
 - hosts: all
@@ -19,15 +16,6 @@ PB = """
     - name: probe
       shell: echo "reached $(id -un)"
 """
-
-
-@pytest.fixture(scope="module")
-def jump(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
-    server = start_sshd(tmp_path_factory.mktemp("jump-sshd"))
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _run(tmp_path: Path, sshd: PrivateSSHD, jump: PrivateSSHD, known: str, mode: str) -> tuple[int, dict, Path]:

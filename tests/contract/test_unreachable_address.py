@@ -5,14 +5,11 @@ not reach. With many hosts, host:port is what tells them apart. 127.0.0.1 only."
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import write_inventory, write_yaml
 from tests.helpers import cli_subprocess, read_events, task_ends
-from tests.sshd import PrivateSSHD, free_port, start_sshd
+from tests.sshd import PrivateSSHD, free_port
 
 PB = "- hosts: all\n  tasks:\n    - name: probe\n      shell: echo reached\n"
 
@@ -55,15 +52,6 @@ def test_a_refused_proxyjump_hop_is_named_with_its_address(tmp_path: Path) -> No
               f"Host box\n  HostName 127.0.0.1\n  Port {target}\n  ProxyJump jumpbox\n")
     msg, _ = _unreachable(tmp_path, {}, config)
     assert msg == f"connect to ProxyJump hop 127.0.0.1 port {hop}: connection refused"
-
-
-@pytest.fixture(scope="module")
-def jump(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSSHD]:
-    server = start_sshd(tmp_path_factory.mktemp("jump-sshd"))
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_target_its_hop_cannot_reach_is_named_with_the_hop(tmp_path: Path, jump: PrivateSSHD) -> None:
