@@ -11,6 +11,7 @@ rules. What depends on registered results or loop items is left to run time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,12 +28,11 @@ from opsrunner.errors import ModuleFailure, Problem, Quoted, SourcePos, Template
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file, vars_file_problems
 from opsrunner.inventory import Inventory, PatternError
-from opsrunner.locks.job_lock import LEASE_VAR, lease_seconds
+from opsrunner.keywordchecks import delegate_problems, lease_problems, read_as_template
 from opsrunner.modules import template as template_file
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
 from opsrunner.selection import serial_problem, tags_problems
-from opsrunner.taskconnection import delegate_refusal
 from opsrunner.taskflags import boolean_keyword_problems, task_no_log
 from opsrunner.tasks import Task, iter_tasks
 from opsrunner.templating import ENV, OMIT, LazyVars, check_syntax, is_template, template_value, truthy
@@ -168,7 +168,9 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
         else:
             bad = []
         problems += [told_where_set(p, raw, variables) for p in bad]  # where `{{ stop_timeout }}` was set
-    return problems + _delegate_problems(task, variables, deferred) + _lease_problems(task, variables, deferred)
+    rendered = functools.partial(render, variables=variables, deferred=deferred)
+    return (problems + delegate_problems(task, variables, rendered, Deferred)
+            + lease_problems(task, variables, rendered, Deferred))
 
 
 def _boolean_problems(play: Play, task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
@@ -189,44 +191,6 @@ def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: fro
     return [dataclasses.replace(p, quoted=shown) for p in grace_problems(task, seconds(timeout), grace)]
 
 
-#: The modules that take a job lock (explicitly, or as kill_old and launch_detached do by their pidfile).
-_LOCKING_MODULES = frozenset({"job_lock", "kill_old", "launch_detached", "rollback"})
-
-
-def _lease_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
-    """`job_lock_lease`, where set, on a task that may take a job lock with it."""
-    raw = variables.get(LEASE_VAR) if task.module in _LOCKING_MODULES else None
-    if raw is None:
-        return []
-    where = f"variable {LEASE_VAR} (the lease of the job lock this {task.module} task takes): "
-    try:
-        value = render(raw, variables, deferred)
-    except Deferred:
-        return []
-    except TemplateError as exc:
-        return [Problem(task.pos, where + exc.bare_message, LEASE_VAR)]
-    try:
-        lease_seconds(value)
-    except ValueError as exc:
-        return [Problem(task.pos, where + str(exc), LEASE_VAR, quoted=quoted(_read(LEASE_VAR), value, variables))]
-    return []
-
-
-def _delegate_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
-    raw = task.kw("delegate_to")
-    if raw is None:
-        return []
-    try:
-        target = render(raw, variables, deferred)
-    except Deferred:
-        return []
-    except TemplateError as exc:
-        return [Problem(task.at("delegate_to"), exc.bare_message, "delegate_to")]
-    refusal = delegate_refusal(target)
-    return [Problem(task.at("delegate_to"), refusal, "delegate_to", quoted=quoted(raw, target, variables))
-            ] if refusal else []
-
-
 def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
     """A shell/command task that sets no timeout runs under the `default_timeout` variable."""
     raw = module_default(task.module, {}, variables) if task.module in COMMAND_MODULES else None
@@ -239,13 +203,8 @@ def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozen
         return []
     except TemplateError as exc:
         return [Problem(task.pos, where + exc.bare_message, DEFAULT_TIMEOUT_VAR)]
-    shown = quoted(_read(DEFAULT_TIMEOUT_VAR), value, variables)
+    shown = quoted(read_as_template(DEFAULT_TIMEOUT_VAR), value, variables)
     return _deadline_problems(task, value, DEFAULT_TIMEOUT_VAR, where, shown=shown)
-
-
-def _read(name: str) -> str:
-    """A variable read by name, as a template: followed by valueorigin.names_read to what it reads."""
-    return f"{{{{ {name} }}}}"
 
 
 def _deadline_problems(task: Task, value: Any, key: str, where: str, at: SourcePos | None = None,
