@@ -159,14 +159,16 @@ def _keyword_problems(task: Task, variables: LazyVars, deferred: frozenset[str],
         except TemplateError as exc:
             problems.append(Problem(at, exc.bare_message, key))
             continue
-        shown = quoted(raw, value, variables)  # where a secret-named variable gives it: hidden
         if coerce_args({key: value}, {"properties": {key: {"type": "number"}}})[1]:
-            bad = [Problem(at, f"{key} must be a number, not {show_value(value)}", key, quoted=shown)]
+            bad = [Problem(at, f"{key} must be a number, not {show_value(value)}", key)]
         elif key == "timeout":
-            bad = _deadline_problems(task, value, key, "", at, shown)
+            bad = _deadline_problems(task, value, key, "", at)
             problems += [] if bad else _grace_problems(task, value, variables, deferred)
         else:
             bad = []
+        if bad:  # where a secret-named variable gives it: hidden (names_read parses the template: only now)
+            shown = quoted(raw, value, variables)
+            bad = [dataclasses.replace(p, quoted=shown) for p in bad]
         problems += [told_where_set(p, raw, variables) for p in bad]  # where `{{ stop_timeout }}` was set
     rendered = functools.partial(render, variables=variables, deferred=deferred)
     return (problems + delegate_problems(task, variables, rendered, Deferred)
@@ -187,8 +189,9 @@ def _grace_problems(task: Task, timeout: Any, variables: LazyVars, deferred: fro
         grace = render(task.args.get("grace"), variables, deferred)
     except (Deferred, TemplateError):
         return []  # known at run time only, or a problem the argument check tells
-    shown = quoted(task.args.get("grace"), grace, variables)
-    return [dataclasses.replace(p, quoted=shown) for p in grace_problems(task, seconds(timeout), grace)]
+    problems = grace_problems(task, seconds(timeout), grace)
+    shown = quoted(task.args.get("grace"), grace, variables) if problems else None
+    return [dataclasses.replace(p, quoted=shown) for p in problems]
 
 
 def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozenset[str]) -> list[Problem]:
@@ -203,8 +206,9 @@ def _default_deadline_problems(task: Task, variables: LazyVars, deferred: frozen
         return []
     except TemplateError as exc:
         return [Problem(task.pos, where + exc.bare_message, DEFAULT_TIMEOUT_VAR)]
-    shown = quoted(read_as_template(DEFAULT_TIMEOUT_VAR), value, variables)
-    return _deadline_problems(task, value, DEFAULT_TIMEOUT_VAR, where, shown=shown)
+    bad = _deadline_problems(task, value, DEFAULT_TIMEOUT_VAR, where)
+    shown = quoted(read_as_template(DEFAULT_TIMEOUT_VAR), value, variables) if bad else None
+    return [dataclasses.replace(p, quoted=shown) for p in bad]
 
 
 def _deadline_problems(task: Task, value: Any, key: str, where: str, at: SourcePos | None = None,
