@@ -33,10 +33,11 @@ if TYPE_CHECKING:
 DIAGNOSIS_CHARS = 300
 #: The failed task's modules after which the restart's new launch is recorded as failed.
 LAUNCH_MODULES = ("launch_detached", "verify")
-#: States of a verified job that mean it still runs ("no log": running, its log never written).
-ALIVE_STATES = ("running", "hung", "no log")
 #: verify's arguments that say how long to check, not what: the given ones apply to any run.
 TIMING = ("within", "stable_for", "log_grows", "fail_grace")
+#: verify's checks of the host, not of the run: always the given ones (a port or a GPU the
+#: host no longer has is no fault of the run put back; one given is asked for).
+HOST_CHECKS = ("port", "gpu_min_memory_mb", "gpus", "user")
 #: verify's arguments the rollback sets itself.
 OWN = ("pidfile", "record_good", "budget")
 #: Characters of a check's value the line shows.
@@ -231,32 +232,32 @@ def _started_by(step: RollbackReply) -> tuple[int | None, int | None]:
 
 def checks_for(given: Mapping[str, Any], started: RollbackReply) -> tuple[dict[str, Any], str]:
     """verify's arguments for a run a step started again (`started`: its reply), and what the
-    line says of them. The run is verified against what it was launched with, not the checks
-    given (a failed redeploy's new log_path or ready_regex says nothing of it): the checks it
-    passed when it was recorded good (where its record is older: the given ones) with its
-    own log, and the given timing. Where they differ from the given checks, the note says
-    with what: ` with the checks of its good run (log /a/train.log, log_regex ^up$)`."""
+    line says of them. A failed redeploy's new log_path or ready_regex says nothing of the
+    run put back: where its record holds the checks it passed when it was recorded good, those
+    of the run itself (its log, its ready line, its process count and pattern) replace the
+    given ones; every other given check still applies (one the record lacks, and the host's:
+    port, GPUs, user), and so does the given timing. An older record (no checks): the given
+    ones, as they are. Where they differ from the given checks, the note says with what:
+    ` with the checks of its good run (log /a/train.log, log_regex)`: a log by its path, a
+    number as it is, other text by its key alone (it may hold an old secret the run no longer
+    knows to mask)."""
     recorded = started.get("checks")
+    check = dict(given)
     if recorded is not None:
-        check = {k: v for k, v in given.items() if k in TIMING}
-        check.update(recorded)
-    else:
-        check = dict(given)
-        if check.get("log") and started.get("log"):
-            check["log"] = started.get("log")
+        check.update({k: v for k, v in recorded.items() if k not in TIMING and k not in OWN and k not in HOST_CHECKS})
     differ = sorted(k for k in set(check) | set(given)
                     if k not in TIMING and k not in OWN and check.get(k) != given.get(k))
     if not differ:
         return check, ""
-    if recorded is None:
-        return check, f" with its own log ({check['log']})"
-    said = ", ".join(f"{k} {_shown(check[k])}" if k in check else f"without {k}" for k in differ)
+    said = ", ".join(_said(k, check[k]) if k in check else f"without {k}" for k in differ)
     return check, f" with the checks of its good run ({said})"
 
 
-def _shown(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text[:VALUE_CHARS] + "..." if len(text) > VALUE_CHARS else text
+def _said(key: str, value: object) -> str:
+    if key == "log" or not isinstance(value, str):
+        text = value if isinstance(value, str) else json.dumps(value)
+        return f"{key} {text[:VALUE_CHARS] + '...' if len(text) > VALUE_CHARS else text}"
+    return key
 
 
 def _verify(ctx: TaskContext, args: dict[str, Any], progress: _Progress,
@@ -354,7 +355,8 @@ def _restored(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, undo
     if verdict.get("cut_short"):
         return (f"; what ran before was started again ({where}, pid {pid}) but the time ran out verifying it: "
                 f"it is {state}, not verified{back}")
-    now = f"pid {pid} still runs, not verified" if state in ALIVE_STATES else "nothing is running"
+    alive = verdict["status"].get("pid")  # verify names a pid only where it is alive: whatever its state says
+    now = f"pid {alive} still runs, not verified" if alive else "nothing is running"
     return (f"; what ran before was started again ({where}, pid {pid}) but failed verify too{note}: "
             f"{_clip(str(verdict.get('diagnosis')))}{back}; {now}")
 

@@ -82,8 +82,10 @@ def as_checks(raw: object) -> VerifyArgs | None:
     checks: dict[str, object] = {}
     for key, kind in CHECKS.items():
         value = raw.get(key)
-        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
-            checks[key] = [int(v) for v in value if isinstance(v, int)] if key == "gpus" else value
+        if key == "gpus" and isinstance(value, list):  # indexes (a bool is no index)
+            checks[key] = [int(v) for v in value if isinstance(v, int) and not isinstance(v, bool)]
+        elif isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            checks[key] = value
     return checks  # type: ignore[return-value]  # each key of VerifyArgs with its type
 
 
@@ -180,11 +182,12 @@ def save_prior(pidfile: str, meta: LaunchRecord, checks: VerifyArgs | None = Non
     """Keep the launch of the run a hand rollback is about to stop (as a good run's record),
     with the checks it passed where it is the last good run (`checks`); why it cannot be
     written, or None."""
-    prior = {"release": meta.get("release"), "release_dir": meta.get("release_dir"), "commit": meta.get("commit"),
-             "link": link_of(meta.get("release_dir")), "argv": list(meta.get("argv") or []),
-             "env": dict(meta.get("env") or {}), "chdir": meta.get("chdir"), "log": meta.get("log"),
-             "umask": meta.get("umask"), "pid": meta.get("pid"), "start": meta.get("start"),
-             "launched_at": meta.get("started_at")}
+    prior: dict[str, object] = {
+        "release": meta.get("release"), "release_dir": meta.get("release_dir"), "commit": meta.get("commit"),
+        "link": link_of(meta.get("release_dir")), "argv": list(meta.get("argv") or []),
+        "env": dict(meta.get("env") or {}), "chdir": meta.get("chdir"), "log": meta.get("log"),
+        "umask": meta.get("umask"), "pid": meta.get("pid"), "start": meta.get("start"),
+        "launched_at": meta.get("started_at")}
     if checks is not None:
         prior["checks"] = checks
     try:

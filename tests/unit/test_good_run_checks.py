@@ -1,6 +1,8 @@
 """The checks a good run passed, kept in its record (train.good.json) for a rollback to verify
 it with: read back typed, absent from an older record (which still reads), and merged with the
-given verify's timing, its log the run's own."""
+given verify's checks: the run's own checks replace the given ones, every other given check
+(and the host's: port, GPUs) still applies; an older record's run is verified with the given
+checks as they are."""
 
 from __future__ import annotations
 
@@ -46,15 +48,35 @@ def test_a_relaunched_run_is_verified_with_its_recorded_checks_and_the_given_tim
                 "log_not_regex": "Traceback"}
     check, note = checks_for(GIVEN, {"log": "/old/train.log", "checks": recorded})
     assert check == {**recorded, "fail_grace": 3, "within": 5, "stable_for": 2}
-    assert note == " with the checks of its good run (log /old/train.log, log_regex ^up$)"
+    # a text check by its key alone: it may hold an old secret the run no longer knows to mask
+    assert note == " with the checks of its good run (log /old/train.log, log_regex)"
     same = {k: v for k, v in GIVEN.items() if k not in ("fail_grace", "within", "stable_for")}
     assert checks_for(GIVEN, {"log": "/new/train.log", "checks": same})[1] == ""
-    _, fewer = checks_for({**GIVEN, "gpu_min_memory_mb": 100},
-                          {"log": "/new/train.log", "checks": same})
-    assert fewer == " with the checks of its good run (without gpu_min_memory_mb)"
+    # a given check the record lacks, or the host's, still applies: never dropped
+    more = {**GIVEN, "gpu_min_memory_mb": 100, "pattern": "^sleep 4343"}
+    assert checks_for(more, {"log": "/new/train.log", "checks": same}) == (more, "")
 
 
-def test_an_older_records_run_is_verified_with_the_given_checks_and_its_own_log() -> None:
-    check, note = checks_for(GIVEN, {"log": "/old/train.log"})
-    assert check == {**GIVEN, "log": "/old/train.log"} and note == " with its own log (/old/train.log)"
+def test_a_given_check_the_record_lacks_is_kept_and_a_weaker_one_is_said() -> None:
+    """A good run recorded with processes 1, verified by a rollback given processes 2, a
+    pattern and log_not_regex: the pattern and log_not_regex apply, and the line says the
+    count it verified, not a plain 'verified'."""
+    given = {"pattern": "^sleep 4343", "processes": 2, "log_not_regex": "Traceback", "within": 3}
+    check, note = checks_for(given, {"log": "/old/train.log", "checks": {"processes": 1, "log": "/old/train.log"}})
+    assert check == {**given, "processes": 1, "log": "/old/train.log"}
+    assert note == " with the checks of its good run (log /old/train.log, processes 1)"
+
+
+def test_the_hosts_checks_are_the_given_ones() -> None:
+    """A port or GPU check recorded with the good run is the host's, not the run's: a rollback
+    given none does not ask for it (a host that lost its GPU fails no healthy relaunch)."""
+    recorded = {"processes": 1, "port": 18931, "gpu_min_memory_mb": 100}
+    check, note = checks_for({"processes": 1, "within": 2}, {"log": "/l", "checks": recorded})
+    assert check == {"processes": 1, "within": 2} and note == ""
+
+
+def test_an_older_records_run_is_verified_with_the_given_checks() -> None:
+    """No checks recorded: the given ones as they are (the given log may be verify's own log,
+    not the launch's stdout: swapping in the launch's failed a healthy run)."""
+    assert checks_for(GIVEN, {"log": "/old/train.log"}) == (GIVEN, "")
     assert checks_for({"processes": 1}, {"log": "/old/train.log"}) == ({"processes": 1}, "")
