@@ -11,10 +11,13 @@
 # elsewhere) is seen too. Words of a command line or environment value that name `current` or
 # `releases/<name>` (relative ones against the process's working directory) are resolved the
 # same way. A first pass reads what is cheap (cwd, program, command line, environment) of every
-# process; mapped and open files only of this user's processes, and only while a release is
-# not yet found. Another user's process whose working directory cannot be read (an agent that
-# is not root) is judged by its command line alone, and the scan says how many were. The scan
-# stops at a deadline: what it has not found by then counts as in use.
+# process; mapped and open files only of this user's processes (of every one as root), and
+# only while a release is not yet found. Another user's process whose working directory cannot
+# be read (an agent that is not root) is judged by its command line alone, and one whose files
+# cannot be read by the rest: the scan says how many were. A process in uninterruptible sleep
+# (D state) has only what does not go through its memory read (a read of its command line
+# would block); what is not found then counts as in use, as what the scan has not found by
+# its deadline does. The processes a job spawns while the scan runs are the job's, as it is.
 from __future__ import annotations
 
 import os
@@ -26,6 +29,8 @@ from .watchdog import ignored
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Collection, Dict, Iterator, Optional, Tuple
+
+    from .procs import Proc
 
     #: (st_dev, st_ino) of a release's directory: its name.
     Ids = Dict[Tuple[int, int], str]
@@ -43,7 +48,7 @@ _SPLIT = bytes.maketrans(b" \t\n:;=,&|()<>\"'`", b"\0" * 16)
 
 class Scan:
     """What one scan of /proc found: {release: "pid N (how)"}, and what it could not see."""
-    __slots__ = ("blind", "by_cmdline", "hidden", "late", "users")
+    __slots__ = ("blind", "by_cmdline", "files_unread", "hidden", "late", "stuck", "users")
 
     def __init__(self) -> None:
         self.users: dict[str, str] = {}
@@ -56,6 +61,13 @@ class Scan:
         self.hidden: str | None = None
         #: The scan ran out of time: the releases not found count as in use.
         self.late = False
+        #: Processes in uninterruptible sleep (D state: hung NFS, a GPU driver), whose command
+        #: line, environment and maps are not read (the read would block): the releases not
+        #: found count as in use.
+        self.stuck: list[int] = []
+        #: Processes of other users whose mapped and open files were not read (an agent that is
+        #: not root).
+        self.files_unread = 0
 
     def kept(self, name: str) -> str | None:
         """Why release `name` counts as in use ("pid N (how) uses it", or why it cannot be told)."""
@@ -66,7 +78,14 @@ class Scan:
         if self.late:
             return (f"which processes use it cannot be told: the scan of /proc ran out of time "
                     f"({SCAN_DEADLINE_S:g} s)")
+        if self.stuck:
+            return f"which processes use it cannot be told: {self._stuck()}"
         return None
+
+    def _stuck(self) -> str:
+        n = len(self.stuck)
+        return (f"{n} process{'es' if n > 1 else ''} in uninterruptible sleep (D state: pid "
+                f"{', '.join(map(str, self.stuck[:5]))}{', ...' if n > 5 else ''}) could not be read")
 
     def limits(self) -> str:
         """What the scan could not look at, as a sentence ("" where it saw every process)."""
@@ -74,6 +93,11 @@ class Scan:
         if self.by_cmdline:
             said.append(f"{self.by_cmdline} process{'es' if self.by_cmdline > 1 else ''} of other users "
                         "judged by the command line only")
+        if self.files_unread:
+            said.append(f"the mapped and open files of {self.files_unread} process"
+                        f"{'es' if self.files_unread > 1 else ''} of other users not read (the agent is not root)")
+        if self.stuck:
+            said.append(self._stuck())
         if self.hidden:
             said.append(f"other users' processes could not be seen (/proc is mounted with {self.hidden})")
         return "; ".join(said)
@@ -117,10 +141,13 @@ def hidepid() -> str | None:
 class _Proc:
     """One process as the scan sees it: where its paths resolve (its root), its working
     directory as it sees it, and its mount namespace (the key of the paths judged)."""
-    __slots__ = ("cwd", "ns", "pid", "root")
+    __slots__ = ("cwd", "ns", "pid", "root", "stuck")
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, stuck: bool = False) -> None:
         self.pid = pid
+        #: In uninterruptible sleep (D state): what is read through its memory (command line,
+        #: environment, maps) would block the scan, past its deadline.
+        self.stuck = stuck
         self.root = os.fsencode(f"/proc/{pid}/root")
         self.cwd: bytes | None = None
         self.ns = b""
@@ -140,9 +167,10 @@ def _release_of(path: bytes, proc: _Proc, ids: Ids, seen: Seen) -> str | None:
             found = ids.get((st.st_dev, st.st_ino))
             if found:
                 break
-        if at == b"/":
+        up = os.path.dirname(at)
+        if up == at:  # "/", or "//" (a relative word of a process whose working directory is /)
             break
-        at = os.path.dirname(at)
+        at = up
     seen[key] = found
     return found
 
@@ -197,6 +225,8 @@ def _cheap(proc: _Proc, ids: Ids, devs: set[int], seen: Seen) -> Iterator[tuple[
         if found:
             yield found, how
     for how, name in (("its command line", "cmdline"), ("its environment", "environ")):
+        if proc.stuck:
+            break
         for var, word in _words(_read(f"/proc/{proc.pid}/{name}") or b"", name == "environ"):
             found = _named(word, proc, ids, seen)
             if found:
@@ -205,7 +235,7 @@ def _cheap(proc: _Proc, ids: Ids, devs: set[int], seen: Seen) -> Iterator[tuple[
 
 def _files(proc: _Proc, ids: Ids, devs: set[int], seen: Seen, maps_seen: set[int]) -> Iterator[tuple[str, str]]:
     """(release, how) from the files a process has mapped or open on a release's device."""
-    text = _read(f"/proc/{proc.pid}/maps") or b""
+    text = b"" if proc.stuck else _read(f"/proc/{proc.pid}/maps") or b""
     key = hash((proc.ns, text))
     if key not in maps_seen:  # a forked worker maps what its parent does: judged once
         maps_seen.add(key)
@@ -251,8 +281,8 @@ def _enter(proc: _Proc, my_ns: bytes) -> str | None:
 def release_users(folder: str, names: Collection[str], skip: Collection[int] = (),
                   deadline_s: float = SCAN_DEADLINE_S) -> Scan:
     """Which of the releases `names` (directories in `folder`) live processes use: the first
-    such process each. The pids of `skip` (a job's own tree, stopped next) and this agent are
-    not counted."""
+    such process each. The pids of `skip` (a job's own tree, stopped next), what they spawn
+    meanwhile, and this agent are not counted."""
     scan, skip = Scan(), set(skip)
     scan.blind = foreign_proc()
     if scan.blind or not names:
@@ -263,11 +293,13 @@ def release_users(folder: str, names: Collection[str], skip: Collection[int] = (
             st = os.stat(os.path.join(folder, name))
             ids[(st.st_dev, st.st_ino)] = name
     devs = set(dev for dev, _ in ids)
-    end, me, uid = time.monotonic() + deadline_s, os.getpid(), os.geteuid()
+    end, me = time.monotonic() + deadline_s, os.getpid()
     my_ns = os.fsencode(os.readlink("/proc/self/ns/mnt"))
     scan.hidden = hidepid()
     seen: Seen = {}
     mine: list[_Proc] = []
+    stuck: list[_Proc] = []
+    outside: set[int] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me or int(entry) in skip:
             continue
@@ -277,7 +309,9 @@ def release_users(folder: str, names: Collection[str], skip: Collection[int] = (
         info = read_proc(int(entry))
         if info is None or info.state == "Z" or 2 in (info.pid, info.ppid):  # kernel threads run no code
             continue
-        proc = _Proc(info.pid)
+        if _owned(info, skip, outside):
+            continue
+        proc = _Proc(info.pid, info.state == "D")
         scan.blind = _enter(proc, my_ns)
         if scan.blind:
             return scan
@@ -285,16 +319,67 @@ def release_users(folder: str, names: Collection[str], skip: Collection[int] = (
             scan.users.setdefault(name, f"pid {proc.pid} ({how})")
         if len(scan.users) == len(ids):
             return scan
-        if proc.cwd is None and info.uid != uid:
-            scan.by_cmdline += 1
-        elif info.uid == uid:
-            mine.append(proc)
-    _second_pass(scan, mine, ids, devs, seen, end)
+        _sort(scan, proc, info.uid, mine)
+        if proc.stuck:
+            stuck.append(proc)
+    if not _stuck_again(scan, stuck, ids, devs, seen, end):
+        _second_pass(scan, mine, ids, devs, seen, end)
     return scan
 
 
+def _stuck_again(scan: Scan, stuck: list[_Proc], ids: Ids, devs: set[int], seen: Seen, end: float) -> bool:
+    """The processes that were in D state, after the first pass: one still in it is not judged
+    (scan.stuck); one out of it (most are, a moment later: a disk read, an exec) is read whole.
+    Whether every release is found."""
+    for proc in stuck:
+        if time.monotonic() > end:
+            scan.late = True
+            return True
+        info = read_proc(proc.pid)
+        if info is None or info.state == "Z":
+            continue
+        if info.state == "D":
+            scan.stuck.append(proc.pid)
+            continue
+        proc.stuck = False
+        for name, how in _cheap(proc, ids, devs, seen):
+            scan.users.setdefault(name, f"pid {proc.pid} ({how})")
+    return len(scan.users) == len(ids)
+
+
+def _owned(info: Proc, skip: set[int], outside: set[int]) -> bool:
+    """Whether a process descends from one of `skip`: a child the job spawned after its tree
+    was read is the job's too. Its ppid chain is walked up (a parent's pid may be the greater
+    one after pids wrap); the chain joins `skip`, or `outside` (known not to descend)."""
+    chain, ppid = [info.pid], info.ppid
+    while ppid > 0 and ppid not in outside and len(chain) < 1024:
+        if ppid in skip:
+            skip.update(chain)
+            return True
+        chain.append(ppid)
+        parent = read_proc(ppid)
+        ppid = parent.ppid if parent is not None else 0
+    outside.update(chain)
+    return False
+
+
+def _sort(scan: Scan, proc: _Proc, owner: int, mine: list[_Proc]) -> None:
+    """After the first pass: whose mapped and open files the second pass reads (this user's
+    processes; every one as root), and what the scan could not judge."""
+    if owner == -1:
+        proc.stuck = False  # it exited meanwhile: nothing to judge
+        return
+    if owner == os.geteuid() or os.geteuid() == 0:
+        mine.append(proc)
+    elif proc.cwd is None:
+        scan.by_cmdline += 1
+    else:
+        scan.files_unread += 1
+
+
 def _second_pass(scan: Scan, mine: list[_Proc], ids: Ids, devs: set[int], seen: Seen, end: float) -> None:
-    """Mapped and open files of this user's processes, while a release is not found yet."""
+    """Mapped and open files of this user's processes (of all, as root), while a release is not
+    found yet."""
     maps_seen: set[int] = set()
     for proc in mine:
         if time.monotonic() > end:

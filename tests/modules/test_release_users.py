@@ -135,6 +135,30 @@ def test_the_jobs_daemonized_helper_is_its_own_when_its_stop_follows(target: Tar
         kill_marked(cleanup_marker)
 
 
+def test_what_the_job_spawns_during_the_scan_is_its_own(target: Target, cleanup_marker: str) -> None:
+    """A job that keeps starting short children from the release: a child started after its
+    tree was read is the job's too, never "another job" that keeps current."""
+    from opsrunner.remote.unlink import op_unlink_current
+
+    jobs = Shared(target, cleanup_marker)
+    spawner = jobs.w / "src" / "spawner"
+    spawner.mkdir()
+    # a child every few ms, each living 0.5 s: some start between the tree's read and the scan
+    loop = "while :; do sleep 0.5 & sleep 0.005; done"
+    (spawner / "job.sh").write_text(f"#!/bin/sh\nexec sh -c '{loop}' {cleanup_marker}\n")
+    (spawner / "job.sh").chmod(0o755)
+    a = jobs.pidfile("A")
+    try:
+        jobs.launch("A", f"{jobs.link}/job.sh", a, chdir=str(jobs.link), deploy="spawner")
+        args = {"dest": str(jobs.dest), "pidfile": str(a), "stop_follows": True, "check_mode": True}
+        replies = [op_unlink_current(args) for _ in range(40)]  # type: ignore[arg-type]
+        assert [r.get("kept") for r in replies if r.get("kept")] == []
+        assert all(r.get("unlinked") for r in replies)
+    finally:
+        kill_marked(cleanup_marker)
+        time.sleep(0.6)  # its last children end
+
+
 def test_the_job_keeps_current_where_no_stop_follows(target: Target, cleanup_marker: str) -> None:
     """A deploy alone (or --tags deploy): the job still runs from the release afterwards."""
     jobs = Shared(target, cleanup_marker)
