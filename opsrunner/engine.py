@@ -31,11 +31,11 @@ from opsrunner.selection import (
     play_serial,
     select_play_hosts,
     serial_problem,
-    tags_selected,
     task_tags,
 )
 from opsrunner.sshworkers import planned_workers
 from opsrunner.startat import StartAt
+from opsrunner.tagrules import tags_selected
 from opsrunner.taskrun import TaskRunner, started_pool, switch_interval_for
 
 __all__ = ["Engine", "RunOptions"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from opsrunner.errors import ValidationError
 from opsrunner.inventory import Inventory
 from opsrunner.playbook import Playbook, iter_tasks
-from opsrunner.selection import RunOptions, select_play_hosts, tags_problems, tags_selected, task_tags
+from opsrunner.selection import RunOptions, select_play_hosts, tags_problems, task_tags
+from opsrunner.tagrules import tags_selected
 
 
 def list_hosts(playbook: Playbook, inventory: Inventory, options: RunOptions) -> str:

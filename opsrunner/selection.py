@@ -95,23 +95,6 @@ class RunOptions:
     become: BecomeDefaults = field(default_factory=BecomeDefaults)
 
 
-def tags_selected(task_tags: frozenset[str], tags: frozenset[str], skip: frozenset[str]) -> bool:
-    """Ansible's rules, including the special tags `always` and `never`."""
-    if task_tags & skip or ("always" in task_tags and "always" in skip):
-        return False
-    if "never" in task_tags and not (task_tags & (tags - {"all"})):
-        return False
-    if not tags or "all" in tags:
-        return True
-    if "always" in task_tags:
-        return True
-    if "tagged" in tags and task_tags:
-        return True
-    if "untagged" in tags and not task_tags:
-        return True
-    return bool(task_tags & tags)
-
-
 def task_tags(task: Task, play: Play, extra_vars: Mapping[str, Any]) -> frozenset[str]:
     """The task's tags (its own and those it inherits) with templated ones rendered as
     ansible-core renders them: with the play's vars and -e, no host's (they select the

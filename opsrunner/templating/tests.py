@@ -10,6 +10,7 @@ from typing import Any
 from jinja2 import pass_context
 from jinja2.runtime import Context
 
+from opsrunner.tagrules import tags_selected
 from opsrunner.templating.filters import FilterFailed
 
 
@@ -100,8 +101,6 @@ def version(value: Any, version: Any, operator: str = "eq", strict: bool = False
 def selected_tag(context: Context, value: Any) -> bool:
     """Whether a task tagged `value` (a tag, or a list of them) runs under this run's --tags and
     --skip-tags: decided by the selection itself, not re-implemented in a template."""
-    from opsrunner.selection import tags_selected  # selection templates tags: imported late
-
     tags = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
     run, skip = context.get("ansible_run_tags") or (), context.get("ansible_skip_tags") or ()
     return tags_selected(frozenset(map(str, tags)), frozenset(run), frozenset(skip))
