@@ -39,6 +39,9 @@ class SQLiteBackend:
             self.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s,
                                       isolation_level=None, check_same_thread=False)
             try:
+                if not self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    # made by a run that has not written its schema yet: no run recorded there so far
+                    raise NoHistory("no run has recorded there yet")
                 found = self._found()
                 refusal = found.refusal()
                 if refusal is None and found.version < migrations.VERSION:

@@ -75,3 +75,20 @@ def test_a_reader_of_a_postgres_database_without_the_schema_creates_no_table(pg_
         assert res.err == f"ERROR: cannot read the run history {shown}: {why} ({creates})\n", args
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,)
+
+
+def test_a_history_file_a_run_has_made_but_not_yet_filled_reads_as_none(tmp_path: Path) -> None:
+    """A run creates the file, then its schema: a read-only reader between the two (the
+    dashboard, started before the first run) sees no history yet, not a schema mismatch (its
+    /api/runs answered an error, with no runs)."""
+    import sqlite3
+
+    import pytest
+
+    from opsrunner.history.backend import NoHistory
+    from opsrunner.history.store import HistoryStore
+
+    db = tmp_path / "h.db"
+    sqlite3.connect(db).close()  # as a run's first connect leaves it, before its schema
+    with pytest.raises(NoHistory, match="no run has recorded there yet"):
+        HistoryStore(str(db), read_only=True)
