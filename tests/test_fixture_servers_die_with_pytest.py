@@ -49,6 +49,15 @@ def _owner(code: str, arg: Path) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
+def _started(owner: subprocess.Popen[str]) -> tuple[int, Path, int]:
+    """The server the owner started: its pid, the temp dir it was given, its start time."""
+    assert owner.stdout is not None
+    line = owner.stdout.readline()
+    assert line, owner.stderr.read() if owner.stderr else ""
+    pid = int(line.split()[0])
+    return pid, Path(line.split()[1]), _start_ticks(pid)
+
+
 @pytest.mark.parametrize("server", sorted(STARTERS))
 def test_a_fixture_server_dies_with_the_pytest_that_started_it(server: str, tmp_path: Path) -> None:
     if server == "postgres" and pg.find_bindir() is None:
@@ -57,11 +66,7 @@ def test_a_fixture_server_dies_with_the_pytest_that_started_it(server: str, tmp_
     pid = start = None
     used = None
     try:
-        assert owner.stdout is not None
-        line = owner.stdout.readline()
-        assert line, owner.stderr.read() if owner.stderr else ""
-        pid, used = int(line.split()[0]), Path(line.split()[1])
-        start = _start_ticks(pid)
+        pid, used, start = _started(owner)
         named = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         where = os.readlink(f"/proc/{pid}/cwd")
         assert str(used) in named or where.startswith(str(used)), (named, where)  # the temp dir it was given
@@ -176,11 +181,7 @@ def test_postgres_dies_with_a_pytest_whose_whole_process_tree_is_killed(tmp_path
     owner = _owner(STARTERS["postgres"], tmp_path)
     pid = start = used = None
     try:
-        assert owner.stdout is not None
-        line = owner.stdout.readline()
-        assert line, owner.stderr.read() if owner.stderr else ""
-        pid, used = int(line.split()[0]), Path(line.split()[1])
-        start = _start_ticks(pid)
+        pid, used, start = _started(owner)
         for doomed in [owner.pid, *_descendants(owner.pid)]:
             with contextlib.suppress(OSError):
                 os.kill(doomed, signal.SIGKILL)
