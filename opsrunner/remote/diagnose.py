@@ -206,8 +206,13 @@ def job_status(args: VerifyArgs, state: VerifyState, checks: list[Check]) -> Job
         out["log_age_s"] = round(max(0.0, time.time() - last), 1) if last else None
         lines = [ln for ln in tail_lines(log, state.offset, 5).splitlines() if ln.strip()]
         out["last_line"] = lines[-1][:300] if lines else None
-    # The checks' reading when they just took one: nvidia-smi takes ~0.1 s on a GPU host.
-    out["gpu_memory_mb"] = state.gpu_memory_mb if state.gpu_read else gpu_memory(args.get("gpus"))
+    # The checks' reading when they just took one. Else nvidia-smi only where asked (gpu_memory,
+    # gpus) or for a failing verdict's diagnosis: it takes ~0.1 s on a GPU host and can hang
+    # for seconds on a GPU in a bad state, and a verify that checks no GPU must not wait on it.
+    if state.gpu_read:
+        out["gpu_memory_mb"] = state.gpu_memory_mb
+    elif args.get("gpu_memory") or args.get("gpus") or not all(c[1] for c in checks):
+        out["gpu_memory_mb"] = gpu_memory(args.get("gpus"))
     meta = state.meta or {}
     if meta.get("release") and pid is not None and meta.get("pid") == pid:  # the release it runs from
         out["release"], out["commit"] = meta.get("release"), meta.get("commit")

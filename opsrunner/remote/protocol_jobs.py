@@ -181,6 +181,8 @@ if TYPE_CHECKING:
         port: int
         gpu_min_memory_mb: float
         gpus: list[int]
+        #: Report GPU memory in the status without a GPU check (nvidia-smi runs only where asked).
+        gpu_memory: bool
         stable_for: float
         fail_grace: float
         within: float

@@ -220,3 +220,37 @@ def test_verify_port_and_gpu_memory(edge_target: Target) -> None:
     both = _verify(gpu, gpu_min_memory_mb=20000)
     assert both.rc == 2
     assert "gpu_min_memory_mb: expected >= 20000 MB on each GPU" in both.end("verify")["msg"]
+
+
+def test_verify_runs_nvidia_smi_only_where_asked(edge_target: Target) -> None:
+    """nvidia-smi takes ~0.1 s on a GPU host and can hang on a GPU in a bad state: a verify
+    that checks no GPU and passes must not run it; gpu_memory asks for the report, and a
+    failing verdict reads it for its diagnosis."""
+    target = edge_target
+    bin_dir = target.work / "fakebin"
+    bin_dir.mkdir()
+    calls = target.work / "smi_calls"
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho x >> {calls}\nprintf '0, 21000\\n1, 300\\n'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    gpu = Target({**target.host_vars, "wrapper": [*(target.host_vars.get("wrapper") or []),
+                                                  f"env PATH={bin_dir}:/usr/bin:/bin"]}, target.side)
+    log = target.work / "up.log"
+    log.write_text("step 1\n")
+
+    plain = _verify(gpu, log=str(log))
+    assert plain.rc == 0, plain.out
+    assert plain.end("verify")["data"]["gpu_memory_mb"] is None and not calls.exists()
+    assert "GPU memory" not in plain.end("verify")["msg"]
+
+    asked = _verify(gpu, log=str(log), gpu_memory=True)
+    assert asked.rc == 0, asked.out
+    assert "GPU memory 0: 21000 MB, 1: 300 MB" in asked.end("verify")["msg"]
+    assert calls.read_text().count("x") == 1
+
+    listed = _verify(gpu, log=str(log), gpus=[1])
+    assert "GPU memory 1: 300 MB" in listed.end("verify")["msg"] and calls.read_text().count("x") == 2
+
+    failing = _verify(gpu, log=str(target.work / "missing.log"))
+    assert failing.rc == 2
+    assert failing.end("verify")["data"]["gpu_memory_mb"] == {"0": 21000.0, "1": 300.0}
+    assert calls.read_text().count("x") == 3
