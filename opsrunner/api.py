@@ -216,8 +216,8 @@ def _load(request: PlayRequest, known: _Unstarted | None) -> RunInputs:
         problems += exc.problems
     try:
         extra = positioned(parse_extra_vars(request.extra_vars), request.variables)
-    except ValidationError as exc:
-        problems += exc.problems
+    except ValidationError:
+        problems += _extra_vars_problems(request.extra_vars, inventory, playbook)
     try:
         options = request.options(extra)
     except ValidationError as exc:  # a bad --slice: told with the files' problems
@@ -233,6 +233,24 @@ def _load(request: PlayRequest, known: _Unstarted | None) -> RunInputs:
 
         check_start_at(playbook, options.start_at_task)
     return RunInputs(playbook, inventory, extra, options, masker)
+
+
+def _extra_vars_problems(values: Sequence[str], inventory: Inventory | None,
+                         playbook: Playbook | None) -> list[Problem]:
+    """The -e problems, what they quote masked by the secret names the inventory and the
+    playbook configure too (`secret_name_patterns`), not by the defaults alone."""
+    from opsrunner.extravars import parse_extra_vars
+    from opsrunner.secrets import configured_patterns
+    from opsrunner.templating import LazyVars
+
+    hosts = [LazyVars(inventory.var_layers(host)) for host in inventory.hosts] if inventory is not None else []
+    plays = [layer for play in (playbook.plays if playbook is not None else ())
+             for layer in (play.vars, play.role_vars, play.role_defaults)]
+    try:
+        parse_extra_vars(values, configured_patterns([*hosts, *plays]))
+    except ValidationError as exc:
+        return exc.problems
+    return []
 
 
 def check(request: PlayRequest) -> tuple[RunInputs, PreflightReport]:

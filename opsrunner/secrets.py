@@ -119,6 +119,34 @@ def shown_key(key: Any) -> str:
     return text if secret is None else text[:len(text) - len(secret)] + MASK
 
 
+def chosen_patterns(variables: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The secret-name patterns a variable mapping chooses (its `secret_name_patterns`, a list
+    of strings), or None: an unrenderable or malformed setting keeps the defaults."""
+    if PATTERNS_VAR not in variables:
+        return None
+    try:
+        chosen = variables[PATTERNS_VAR]
+    except Exception:
+        return None
+    if isinstance(chosen, list | tuple) and all(isinstance(p, str) for p in chosen):
+        return tuple(chosen)
+    return None
+
+
+def configured_patterns(variable_sets: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Every pattern that any of `variable_sets` chooses, each once (empty where none does)."""
+    found: dict[str, None] = {}
+    for variables in variable_sets:
+        found.update(dict.fromkeys(chosen_patterns(variables) or ()))
+    return tuple(found)
+
+
+def assigned_names(text: str) -> list[str]:
+    """The variables a string assigns, in whichever form an -e takes: `db_password=x`,
+    `{"HF_TOKEN": "x"}`, `{HF_TOKEN: x}`."""
+    return [match.group("name") for match in _ASSIGNMENT.finditer(text)]
+
+
 def _spellings(value: str) -> set[str]:
     """The value as it may appear in output: raw, shell-quoted, JSON- and repr-escaped."""
     forms = {value, shlex.quote(value), json.dumps(value)[1:-1], repr(value)[1:-1]}
@@ -161,16 +189,11 @@ class Masker:
     def add_vars(self, variables: Mapping[str, Any]) -> None:
         """Collect the secrets of a variable mapping: secret-named variables (their templated
         values where they can be rendered, else the raw ones) and `!secret` values at any depth."""
-        patterns = DEFAULT_SECRET_NAMES
-        if PATTERNS_VAR in variables:
-            try:
-                chosen = variables[PATTERNS_VAR]
-            except Exception:  # an unrenderable setting keeps the defaults
-                chosen = None
-            if isinstance(chosen, list | tuple) and all(isinstance(p, str) for p in chosen):
-                patterns = tuple(chosen)
-                with self._lock:
-                    self._patterns.add(patterns)
+        chosen = chosen_patterns(variables)
+        patterns = DEFAULT_SECRET_NAMES if chosen is None else chosen
+        if chosen is not None:
+            with self._lock:
+                self._patterns.add(chosen)
         raw = variables.raw() if hasattr(variables, "raw") else variables
         for name in list(raw):
             if name in ENGINE_MADE_VARS:

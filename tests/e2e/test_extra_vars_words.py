@@ -109,6 +109,19 @@ BAD = [  # (the -e values, what stderr says, what it must not show: a secret, or
     (['{"api_token": "zzhiddenvaluezz", "n": [}'], "-e #1 (of 1):1:", "zzhiddenvaluezz"),
     (["{api_token: 1, api_token: 2}"], "-e #1 (of 1):1:16: duplicate key '********'", None),
     (["ok=1", "[1, 2]"], "-e #2 (of 2): extra vars must be a mapping", None),
+    # A key or a word that names no secret is quoted as typed, uppercase, dotted, or in an -e
+    # that assigns a secret elsewhere; a secret's value, cut off by a space or not, stays hidden.
+    (["MODEL.lr=3e-4 1bad=2"], "-e #1 (of 1): 'MODEL.lr' is not a variable name (letters, digits and _, not "
+                               "starting with a digit; word 1 of 2) (at MODEL.lr)", None),
+    (["LR=1 OOPS"], "-e #1 (of 1): expected key=value, got 'OOPS' (word 2 of 2)", None),
+    (["LR = 1"], "-e #1 (of 1): expected key=value, got 'LR' (word 1 of 3)", None),
+    (["db_password=zzhiddenvaluezz model.optimizer.lr_warmup=3"],
+     "-e #1 (of 1): 'model.optimizer.lr_warmup' is not a variable name", "zzhiddenvaluezz"),
+    (["db_password=Tr0ub4dor &3xyz=1"], "-e #1 (of 1): '********' is not a variable name", "3xyz"),
+    (["{MODEL.lr: 1, MODEL.lr: 2}"], "-e #1 (of 1):1:15: duplicate key 'MODEL.lr' (first defined at line 1)", None),
+    # Blanks hold nothing: said so, not that they may hold a secret.
+    (["ok=1", "   "], "-e #2 (of 2): it is empty (only blanks), not key=value words", None),
+    (["  ok=1"], "-e #1 (of 1): word 1 of 2 is empty (only blanks): leave the blanks out", None),
 ]
 
 
@@ -127,6 +140,43 @@ def test_an_e_problem_names_its_e_and_quotes_no_secret(project: ProjectEnv, valu
     assert hidden not in res.out + res.err and hidden not in run["reason"]
     if any(is_secret_name(word) for word in re.findall(r"\w+", " ".join(values))):
         _nowhere(hidden, project, res.out, res.err)  # a secret: not in the command line recorded either
+
+
+def test_an_empty_e_gives_nothing_as_in_ansible_playbook(project: ProjectEnv) -> None:
+    """`-e "$EXTRA"` with nothing in $EXTRA: ansible-playbook skips it, and so does opsrunner
+    (an -e of blanks is refused: test_an_e_problem_names_its_e_and_quotes_no_secret)."""
+    res = project.run("play", "site.yml", "-i", "inv.yml", "-e", "", "-e", "train_env=a x=b z=c q=d")
+    assert res.rc == 0, res.out + res.err
+    assert (project.root / "touched").read_text().splitlines() == ["a", "b", "c", "d"]
+
+
+#: Where a project may set its own secret names, besides the default ones.
+CONFIGURED = {
+    "inventory": ("inv.yml", "all:\n  vars:\n    secret_name_patterns: ['*_cred']\n  hosts:\n    node1:\n"
+                             "      connection: local\n      out_file: {out}\n", ()),
+    "playbook": ("site.yml", "- hosts: all\n  gather_facts: false\n  vars: {secret_name_patterns: ['*_cred']}\n"
+                             "  tasks:\n    - shell: touch {{ out_file }}\n", ()),
+    "-e": ("unused.yml", "", ("-e", '{"secret_name_patterns": ["*_cred"]}')),
+}
+
+
+@pytest.mark.parametrize("where", list(CONFIGURED))
+def test_an_e_problem_hides_what_the_project_s_secret_names_name(project: ProjectEnv, where: str) -> None:
+    """`secret_name_patterns: ['*_cred']`: `-e 'db_cred= hunter'` quoted the rest of the
+    credential (`got 'hunter'`), as the default names alone judged the -e."""
+    name, text, args = CONFIGURED[where]
+    (project.project / name).write_text(text.replace("{out}", str(project.root / "touched")))
+    res = project.run("play", "site.yml", "-i", "inv.yml", *args, "-e", "db_cred= hunter ok=1 1bad=2")
+    assert res.rc == 4, res.out + res.err
+    told = ("expected key=value, got '********' (word 2 of 4; not shown: it may hold a secret); a space ends the "
+            "value of ********=")
+    assert told in res.err and "'1bad' is not a variable name" in res.err, res.err
+    assert "hunter" not in res.out + res.err
+    assert not (project.root / "touched").exists()  # bad input: no host touched
+    [run] = project.history()
+    assert run["exit_code"] == 4 and told in run["reason"] and "hunter" not in run["reason"], run
+    if where == "inventory":  # the recorded command line too (the -e-set and playbook-set names: not yet)
+        _nowhere("hunter", project, res.out, res.err)
 
 
 def test_a_secret_typed_into_a_playbook_key_is_masked(project: ProjectEnv) -> None:
