@@ -1,12 +1,14 @@
-"""Preflight's checks of two task keywords that name no argument: the job lock's lease
-(`job_lock_lease`) on a task that takes a lock, and `delegate_to`. Each is rendered with what
-preflight knows (`render`, raising `deferred` where only the run can tell)."""
+"""Preflight's checks of task keywords that name no argument: the job lock's lease
+(`job_lock_lease`) on a task that takes a lock, `delegate_to` and a templated `environment`.
+Each is rendered with what preflight knows (`render`, raising `deferred` where only the run
+can tell)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from opsrunner.envnames import refusal as environment_refusal
 from opsrunner.errors import Problem, TemplateError
 from opsrunner.locks.job_lock import LEASE_VAR, lease_seconds
 from opsrunner.taskconnection import delegate_refusal
@@ -61,3 +63,19 @@ def delegate_problems(task: Task, variables: LazyVars, render: Render, deferred:
     refusal = delegate_refusal(target)
     return [Problem(task.at("delegate_to"), refusal, "delegate_to", quoted=quoted(raw, target, variables))
             ] if refusal else []
+
+
+def environment_problems(task: Task, variables: LazyVars, render: Render, deferred: type[Exception]) -> list[Problem]:
+    """`environment` given by a template (`"{{ train_env }}"`), where known now: a mapping whose
+    keys are names (envnames.py; one written as a mapping was checked at load)."""
+    raw = task.kw("environment")
+    if not isinstance(raw, str):
+        return []
+    try:
+        value = render(raw)
+    except deferred:
+        return []
+    except TemplateError as exc:
+        return [Problem(task.at("environment"), exc.bare_message, "environment")]
+    why = environment_refusal(value)
+    return [Problem(task.at("environment"), why, "environment")] if why is not None else []

@@ -28,7 +28,7 @@ from opsrunner.errors import ModuleFailure, Problem, Quoted, SourcePos, Template
 from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file, vars_file_problems
 from opsrunner.inventory import Inventory, PatternError
-from opsrunner.keywordchecks import delegate_problems, lease_problems, read_as_template
+from opsrunner.keywordchecks import delegate_problems, environment_problems, lease_problems, read_as_template
 from opsrunner.modules import template as template_file
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
@@ -266,8 +266,10 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
         return [Problem(task.at("when"), exc.bare_message, "when")]
     problems = _keyword_problems(task, variables, deferred, play)
     # One that reads the loop's item is left to the host (a no_log hides there when in doubt).
-    problems += _boolean_problems(play, task, variables, deferred | loop_names if looped else deferred) \
-        if play else []
+    per_item = deferred | loop_names if looped else deferred
+    problems += _boolean_problems(play, task, variables, per_item) if play else []
+    problems += environment_problems(task, variables, functools.partial(render, variables=variables,
+                                                                        deferred=per_item), Deferred)
     loop = task.kw("loop")
     if loop is None:
         extra = loop_names if task.kw("with_items") is not None else frozenset()

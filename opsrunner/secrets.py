@@ -446,6 +446,14 @@ def masker_for(inventory: _Inventory, extra_vars: Mapping[str, Any]) -> Masker:
     return masker
 
 
+def mask_assigned(text: str) -> str:
+    """`text` with the value of each secret-named variable it assigns masked (`HF_TOKEN=tok`,
+    `{"api_token": "x"}`): a value a problem quotes from a file, that no variable gave."""
+    masker = Masker()
+    masker.add_assigned(text)
+    return masker.mask(text)
+
+
 def mask_by_keys(problems: list[Problem], value: Any) -> list[Problem]:
     """Problems found in `value` (a task's arguments) with what its own keys show secret masked,
     in messages and key paths: the values of secret-named keys, and what a key that is no name

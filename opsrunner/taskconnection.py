@@ -5,7 +5,6 @@ The engine asks here; modules never see the keywords."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO
@@ -16,10 +15,10 @@ from opsrunner.connections.base import Connection, ConnectionSpec
 from opsrunner.connections.become import PROMPT, REFUSED, BecomeLayer
 from opsrunner.connections.streams import Stream
 from opsrunner.connections.wrappers import ArgvLayer, Layer, ShellLayer
+from opsrunner.envnames import refusal as environment_refusal
 from opsrunner.errors import TemplateError
 from opsrunner.playbook import Task
 from opsrunner.results import CommandResult
-from opsrunner.secrets import shown_key
 from opsrunner.taskflags import flag, flag_raw
 from opsrunner.templating import LazyVars, template_value
 
@@ -88,19 +87,13 @@ def task_spec(task: Task, spec: ConnectionSpec, variables: LazyVars,
 
 
 def environment(task: Task, variables: LazyVars) -> dict[str, str]:
+    """The task's `environment`, rendered; what load and preflight could not check (it reads
+    a registered result) is refused here, before a shell's `export` would echo a bad name."""
     value = template_value(task.kw("environment") or {}, variables)
-    if not isinstance(value, Mapping):
-        raise TemplateError(f"environment must be a mapping, got {type(value).__name__}", task.at("environment"),
-                            "environment")
-    for key in value:
-        if not _ENV_NAME.fullmatch(str(key)):  # a shell export would echo it, secret and all
-            raise TemplateError(f"environment variable name '{shown_key(key)}' is not a name (letters, digits and "
-                                "_, not starting with a digit)", task.at("environment"), "environment")
+    why = environment_refusal(value)
+    if why is not None:
+        raise TemplateError(why, task.at("environment"), "environment")
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
-
-
-#: What `export NAME=...` takes as a name.
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class EnvConnection(Connection):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from opsrunner.errors import Problem, SourcePos
 from opsrunner.packagedata import package_text
 from opsrunner.schemafast import conforms
-from opsrunner.secrets import shown_key
+from opsrunner.secrets import mask_assigned, shown_key
 from opsrunner.yamlsource import pos_of
 
 if TYPE_CHECKING:
@@ -65,14 +65,14 @@ def _message(error: jsonschema.ValidationError) -> str:
         return error.message.replace("is a required property", "is required")
     if error.validator == "type":  # "expected a mapping, got a list: [1]", not Python's words
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        shown = repr(error.instance)
+        shown = mask_assigned(repr(error.instance))  # `environment: [HF_TOKEN=tok]`: no token shown
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         return f"expected {' or '.join(_KINDS.get(str(w), str(w)) for w in wanted)}, " \
                f"got {_kind_of(error.instance)}: {shown}"
     if error.validator in ("oneOf", "anyOf"):
         options = [_describe(s) for s in error.validator_value]  # type: ignore[union-attr]
         if all(options):
-            return f"{error.instance!r} is not valid here: expected {' or '.join(options)}"
+            return f"{mask_assigned(repr(error.instance))} is not valid here: expected {' or '.join(options)}"
     return error.message
 
 

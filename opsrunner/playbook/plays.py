@@ -57,6 +57,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
         # The play's own keywords (hosts, serial, timeout, environment, role parameters, ...) are
         # templated at run time; a syntax error in one is bad input, found here like any other.
         self.check_templates({k: v for k, v in raw.items() if k not in _PLAY_BODY}, path, raw)
+        self.check_environment(raw, path)
         play_vars, dynamic_files = self.play_vars(raw, path)
         self.tag_pos = {}
         play_tags = self.tags_at(raw)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from opsrunner.envnames import written_problems
 from opsrunner.errors import Problem, SourcePos
 from opsrunner.playbook.keys import tags_of
 from opsrunner.playbook.model import Playbook
@@ -55,6 +56,12 @@ class LoaderState:
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 self.check_templates(v, f"{path}[{i}]", value if isinstance(value, PosList) else parent, i)
+
+    def check_environment(self, raw: PosDict, path: str) -> None:
+        """A play's, block's, include's or task's `environment:` as written (envnames.py): told
+        here, with its line and key, not when the task runs, after earlier tasks changed hosts."""
+        if "environment" in raw:
+            self.problems += written_problems(raw["environment"], raw.at("environment"), f"{path}.environment")
 
     def tags_at(self, raw: Any) -> frozenset[str]:
         """The tags a play, role reference, block, include or task writes; a templated one is

@@ -36,6 +36,7 @@ class TaskLoader(LoaderState):
         for i, item in enumerate(raw or []):
             if not isinstance(item, PosDict) or f"{path}[{i}]" in self.broken_nodes:
                 continue
+            self.check_environment(item, f"{path}[{i}]")
             args = (f"{path}[{i}]", tags, role, params or {}, base_dir or self.base_dir, inherited or {})
             if any(k in item for k in INCLUDE_TASK_KEYS):
                 node = self.include_tasks(item, *args)

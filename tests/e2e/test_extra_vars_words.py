@@ -180,9 +180,10 @@ def test_an_e_problem_hides_what_the_project_s_secret_names_name(project: Projec
 
 
 def test_a_secret_typed_into_a_playbook_key_is_masked(project: ProjectEnv) -> None:
-    """The same YAML slip in the playbook itself: a module argument's key (told at load, exit 4)
-    and an `environment:` variable name (the task fails before its command is sent: `export
-    HF_TOKEN:tok=` would have echoed it, and the shell's error too)."""
+    """The same YAML slip in the playbook itself: a module argument's key and an `environment:`
+    variable name, both told at load, exit 4 (the environment's once made the task fail after
+    the tasks before it ran: `export HF_TOKEN:tok=` would have echoed it, and the shell's error
+    too)."""
     (project.project / "args.yml").write_text(
         "- hosts: all\n  gather_facts: false\n  tasks:\n    - launch_detached: {command: 'sleep 1', "
         f"pidfile: /tmp/x.pid, log: /tmp/x.log, env: {{HF_TOKEN:{TOKEN}}}}}\n")
@@ -193,8 +194,8 @@ def test_a_secret_typed_into_a_playbook_key_is_masked(project: ProjectEnv) -> No
     assert res.rc == 4, res.out + res.err
     assert "launch_detached argument 'env.HF_TOKEN:********'" in res.err, res.err
     ran = project.run("play", "env.yml", "-i", "inv.yml", "-vvv")
-    assert ran.rc == 2, ran.out + ran.err
-    assert "environment variable name 'HF_TOKEN:********' is not a name" in ran.out, ran.out
+    assert ran.rc == 4, ran.out + ran.err
+    assert "env.yml:5:21: environment variable name 'HF_TOKEN:********' is not a name" in ran.err, ran.err
     assert not (project.root / "touched").exists()
     _nowhere(TOKEN, project, res.out, res.err, ran.out, ran.err)
 
