@@ -10,19 +10,24 @@
 # st_ino), so a job in its own mount namespace (a container that bind-mounts code_dest
 # elsewhere) is seen too. Words of a command line or environment value that name `current` or
 # `releases/<name>` (relative ones against the process's working directory) are resolved the
-# same way. A first pass reads what is cheap (cwd, program, command line, environment) of every
-# process; mapped and open files only of this user's processes (of every one as root), and
-# only while a release is not yet found. Another user's process whose working directory cannot
-# be read (an agent that is not root) is judged by its command line alone, and one whose files
-# cannot be read by the rest: the scan says how many were. A process in uninterruptible sleep
-# (D state) has only what does not go through its memory read (a read of its command line
-# would block); what is not found then counts as in use, as what the scan has not found by
-# its deadline does. The processes a job spawns while the scan runs are the job's, as it is.
+# same way. A mount that shows a release's subfolder (a container's /code, bind-mounted from
+# /srv/code/releases/R/src), where walking up never reaches the release, is told by the mount
+# table of the process's namespace (mounts.py): a path under it, and a word of a command line
+# or environment naming one, lies in that release. A first pass reads what is cheap (cwd,
+# program, command line, environment) of every process; mapped and open files only of this
+# user's processes (of every one as root), and only while a release is not yet found. Another
+# user's process whose working directory cannot be read (an agent that is not root) is judged
+# by its command line alone, and one whose files cannot be read by the rest: the scan says how
+# many were. A process in uninterruptible sleep (D state) has only what does not go through
+# its memory read (a read of its command line would block); what is not found then counts as
+# in use, as what the scan has not found by its deadline does. The processes a job spawns
+# while the scan runs are the job's, as it is.
 from __future__ import annotations
 
 import os
 import time
 
+from .mounts import Places, bound
 from .procs import foreign_proc, read_proc
 from .watchdog import ignored
 
@@ -30,6 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Collection, Dict, Iterator, Optional, Tuple
 
+    from .mounts import Binds
     from .procs import Proc
 
     #: (st_dev, st_ino) of a release's directory: its name.
@@ -140,8 +146,9 @@ def hidepid() -> str | None:
 
 class _Proc:
     """One process as the scan sees it: where its paths resolve (its root), its working
-    directory as it sees it, and its mount namespace (the key of the paths judged)."""
-    __slots__ = ("cwd", "ns", "pid", "root", "stuck")
+    directory as it sees it, its mount namespace (the key of the paths judged) and the mounts
+    there that show a release's subfolder."""
+    __slots__ = ("binds", "cwd", "ns", "pid", "root", "stuck")
 
     def __init__(self, pid: int, stuck: bool = False) -> None:
         self.pid = pid
@@ -151,6 +158,7 @@ class _Proc:
         self.root = os.fsencode(f"/proc/{pid}/root")
         self.cwd: bytes | None = None
         self.ns = b""
+        self.binds: Binds = []
 
 
 def _release_of(path: bytes, proc: _Proc, ids: Ids, seen: Seen) -> str | None:
@@ -159,8 +167,8 @@ def _release_of(path: bytes, proc: _Proc, ids: Ids, seen: Seen) -> str | None:
     key = (proc.ns, path)
     if key in seen:
         return seen[key]
-    found = None
-    at = path
+    found = bound(path, proc.binds) if proc.binds else None
+    at = b"" if found else path
     while at.startswith(b"/"):
         with ignored(OSError):
             st = os.stat(proc.root + at)
@@ -175,11 +183,17 @@ def _release_of(path: bytes, proc: _Proc, ids: Ids, seen: Seen) -> str | None:
     return found
 
 
-def _words(text: bytes, env: bool) -> Iterator[tuple[bytes, bytes]]:
+def _may_name(word: bytes, marks: tuple[bytes, ...]) -> bool:
+    """Whether a word may name a release: through `current`, `releases/`, or a mount point that
+    shows one (marks: those mount points, without their leading /)."""
+    return b"current" in word or b"releases/" in word or (bool(marks) and any(mark in word for mark in marks))
+
+
+def _words(text: bytes, env: bool, marks: tuple[bytes, ...] = ()) -> Iterator[tuple[bytes, bytes]]:
     """(variable name or b"", word) of the words of a command line or environment that may name
     a release: each whole entry, and its pieces between separators."""
     for entry in text.split(b"\0"):
-        if b"current" not in entry and b"releases/" not in entry:
+        if not _may_name(entry, marks):
             continue
         name = entry.partition(b"=")[0] if env else b""
         if name == b"OLDPWD":  # where the shell was before: nothing runs from it
@@ -187,18 +201,23 @@ def _words(text: bytes, env: bool) -> Iterator[tuple[bytes, bytes]]:
         value = entry[len(name) + 1:] if env else entry
         yield name, value
         for word in value.translate(_SPLIT).split(b"\0"):
-            if word != value and (b"current" in word or b"releases/" in word):
+            if word != value and _may_name(word, marks):
                 yield name, word
 
 
 def _named(word: bytes, proc: _Proc, ids: Ids, seen: Seen) -> str | None:
     """The release a word names through a `current` or `releases/<name>` component of its
-    path (a relative one taken from the process's working directory), or None."""
+    path, or as a path under a mount that shows a release (a relative one taken from the
+    process's working directory), or None."""
     if not word.startswith(b"/"):
         if proc.cwd is None:
             return None  # where it is relative to is unknown
         word = proc.cwd + b"/" + word
-    parts = os.path.normpath(word).split(b"/")
+    word = os.path.normpath(word)
+    found = bound(word, proc.binds) if proc.binds else None
+    if found:
+        return found
+    parts = word.split(b"/")
     for i, part in enumerate(parts):
         end = i + 1 if part == b"current" else i + 2 if part == b"releases" and i + 1 < len(parts) else 0
         if end:
@@ -224,10 +243,11 @@ def _cheap(proc: _Proc, ids: Ids, devs: set[int], seen: Seen) -> Iterator[tuple[
         found = _release_of(path, proc, ids, seen)
         if found:
             yield found, how
+    marks = tuple(point[1:] for point, release in proc.binds if release)
     for how, name in (("its command line", "cmdline"), ("its environment", "environ")):
         if proc.stuck:
             break
-        for var, word in _words(_read(f"/proc/{proc.pid}/{name}") or b"", name == "environ"):
+        for var, word in _words(_read(f"/proc/{proc.pid}/{name}") or b"", name == "environ", marks):
             found = _named(word, proc, ids, seen)
             if found:
                 yield found, f"{how}: {os.fsdecode(var)}" if var else how
@@ -260,21 +280,28 @@ def _files(proc: _Proc, ids: Ids, devs: set[int], seen: Seen, maps_seen: set[int
         if found:
             yield found, "a file it has open"
 
-def _enter(proc: _Proc, my_ns: bytes) -> str | None:
-    """Read the process's mount namespace and root; why its paths cannot be resolved where its
-    mount namespace is not this agent's and its root cannot be reached, else None."""
+
+def _enter(proc: _Proc, my_ns: bytes, places: Places) -> str | None:
+    """Read the process's mount namespace, root, and the mounts there that show a release; why
+    its paths cannot be resolved where its mount namespace is not this agent's and its root
+    cannot be reached, else None."""
     try:
         ns = os.fsencode(os.readlink(f"/proc/{proc.pid}/ns/mnt"))
-        proc.ns = ns + b"|" + os.fsencode(os.readlink(proc.root))
+        root = os.fsencode(os.readlink(proc.root))
     except OSError:  # another user's: its command line is judged as this agent sees paths
         proc.root = b""
         return None
-    if ns != my_ns:
-        try:
-            os.stat(proc.root + b"/")
-        except OSError as exc:
-            return (f"pid {proc.pid} runs in another mount namespace ({os.fsdecode(ns)}) whose paths cannot be "
-                    f"resolved here ({exc.strerror})")
+    proc.ns = ns + b"|" + root
+    if ns == my_ns:  # its paths are as this agent sees them, whatever its root
+        proc.binds = places.binds(ns, proc.pid, None)
+        return None
+    try:
+        os.stat(proc.root + b"/")
+    except OSError as exc:
+        return (f"pid {proc.pid} runs in another mount namespace ({os.fsdecode(ns)}) whose paths cannot be "
+                f"resolved here ({exc.strerror})")
+    if root == b"/":  # its table's mount points are then where its paths start (not in a chroot)
+        proc.binds = places.binds(proc.ns, proc.pid, proc.root)
     return None
 
 
@@ -293,6 +320,7 @@ def release_users(folder: str, names: Collection[str], skip: Collection[int] = (
             st = os.stat(os.path.join(folder, name))
             ids[(st.st_dev, st.st_ino)] = name
     devs = set(dev for dev, _ in ids)
+    places = Places(folder, ids.values())
     end, me = time.monotonic() + deadline_s, os.getpid()
     my_ns = os.fsencode(os.readlink("/proc/self/ns/mnt"))
     scan.hidden = hidepid()
@@ -312,7 +340,7 @@ def release_users(folder: str, names: Collection[str], skip: Collection[int] = (
         if _owned(info, skip, outside):
             continue
         proc = _Proc(info.pid, info.state == "D")
-        scan.blind = _enter(proc, my_ns)
+        scan.blind = _enter(proc, my_ns, places)
         if scan.blind:
             return scan
         for name, how in _cheap(proc, ids, devs, seen):
