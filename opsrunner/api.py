@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +33,14 @@ from opsrunner.events import Event, Reporter
 from opsrunner.exitcodes import exit_code_of
 from opsrunner.results import RunSummary
 from opsrunner.secrets import mask_error
-from opsrunner.selection import RunOptions, TaskConfirm
+from opsrunner.selection import RunOptions, TaskConfirm, split_tags
 
 if TYPE_CHECKING:
-    from opsrunner.history.recorder import HistoryRecorder, PlayRun
     from opsrunner.inventory import Inventory
     from opsrunner.locks.run_lock import RunLock
     from opsrunner.playbook import Playbook
     from opsrunner.preflight import PreflightReport
+    from opsrunner.runrecord import Unstarted
     from opsrunner.secrets import Masker
 
 EventCallback = Callable[[Event], object]
@@ -178,22 +177,19 @@ class RunResult:
     run_id: str | None
 
 
-def split_tags(values: Sequence[str]) -> frozenset[str]:
-    return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())
-
-
 def load(request: PlayRequest) -> RunInputs:
     """Load and validate the playbook, the inventory and the extra vars; every problem of the
     three in one ValidationError."""
     return _load(request, None)
 
 
-def _load(request: PlayRequest, known: _Unstarted | None) -> RunInputs:
+def _load(request: PlayRequest, known: Unstarted | None) -> RunInputs:
     """load(), telling `known` the secrets it found before it raises (to mask what is recorded)."""
     from opsrunner.extravars import parse_extra_vars
     from opsrunner.inventory import load_inventory, localhost_inventory
     from opsrunner.playbook import load_playbook
     from opsrunner.project import default_inventory, playbook_folders, resolve_playbook
+    from opsrunner.runrecord import NoHosts
     from opsrunner.secrets import masker_for
     from opsrunner.yamlsource import positioned
 
@@ -222,7 +218,7 @@ def _load(request: PlayRequest, known: _Unstarted | None) -> RunInputs:
         options = request.options(extra)
     except ValidationError as exc:  # a bad --slice: told with the files' problems
         problems += exc.problems
-    masker = masker_for(inventory if inventory is not None else _NoHosts(), extra)
+    masker = masker_for(inventory if inventory is not None else NoHosts(), extra)
     masker.add(request.become.password)  # typed at -K: masked wherever it would show
     if known is not None:
         known.learn(extra, masker)
@@ -278,17 +274,18 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
     called once the inputs are loaded and checked, just before the first task."""
     from opsrunner.events import Notice
     from opsrunner.history.recorder import new_run_id
+    from opsrunner.runrecord import Unstarted, recorder
 
     run_id = (request.run_id or new_run_id()) if request.history else None
-    known = _Unstarted(request, run_id)
+    known = Unstarted(request, run_id)
     try:
         inputs, empty_slice, lock = _prepare(request, run_id, known)
     except BaseException as exc:  # ended before its play began: recorded too, with why
         known.record(exit_code_of(exc), reason_of(exc), _outcome(exc))
         raise
     try:
-        recorder = _recorder(request, inputs, known.started) if request.history else None
-        subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([recorder] if recorder else [])]
+        history = recorder(request, inputs, known.started) if request.history else None
+        subscribers = [*reporters, *([_Callback(on_event)] if on_event else []), *([history] if history else [])]
         try:
             if empty_slice:
                 for subscriber in subscribers:
@@ -299,22 +296,22 @@ def run(request: PlayRequest, reporters: Sequence[Reporter] = (), on_event: Even
         except BaseException as exc:  # every way out closes the run's history row, with its exit code
             # Recorded as shown: an -e position hides a secret-named value however short (mask_error).
             shown = mask_error(exc, inputs.masker) if isinstance(exc, OpsrunnerError) else exc
-            if recorder is not None:
-                recorder.finish(exit_code_of(exc), reason=reason_of(shown))
+            if history is not None:
+                history.finish(exit_code_of(exc), reason=reason_of(shown))
             if isinstance(exc, OpsrunnerError):
                 raise shown from None
             raise
         finally:
-            if recorder is not None:
-                recorder.close()
+            if history is not None:
+                history.close()
     finally:
         if lock is not None:
             lock.release()
-    return RunResult(summary.exit_code(), summary, recorder.run.id if recorder else None)
+    return RunResult(summary.exit_code(), summary, history.run.id if history else None)
 
 
 def _prepare(request: PlayRequest, run_id: str | None,
-             known: _Unstarted) -> tuple[RunInputs, str | None, RunLock | None]:
+             known: Unstarted) -> tuple[RunInputs, str | None, RunLock | None]:
     """The run's inputs, loaded and checked, its targets and its run lock: what must hold
     before any host is touched."""
     from opsrunner.targets import require_targets
@@ -337,14 +334,15 @@ def record_not_run(request: PlayRequest, exc: BaseException) -> str | None:
     writable: a warning)."""
     from opsrunner.extravars import parse_extra_vars
     from opsrunner.history.recorder import new_run_id
+    from opsrunner.runrecord import NoHosts, Unstarted
     from opsrunner.secrets import masker_for
 
-    known = _Unstarted(request, (request.run_id or new_run_id()) if request.history else None)
+    known = Unstarted(request, (request.run_id or new_run_id()) if request.history else None)
     try:
         extra = {**parse_extra_vars(request.extra_vars), **request.variables}
     except ValidationError:
         extra = dict(request.variables)
-    known.learn(extra, masker_for(_NoHosts(), extra))
+    known.learn(extra, masker_for(NoHosts(), extra))
     return known.record(exit_code_of(exc), reason_of(exc), _outcome(exc))
 
 
@@ -402,92 +400,6 @@ def _run_lock(request: PlayRequest, run_id: str | None) -> RunLock:
 
     return acquire_run_lock(resolve_playbook(str(request.playbook), Path.cwd()), [str(i) for i in request.inventory],
                             run_id)
-
-
-def _history_options(request: PlayRequest) -> dict[str, Any]:
-    """The run's options as its history row records them."""
-    return {"limit": request.limit, "tags": sorted(split_tags(request.tags)),
-            "skip_tags": sorted(split_tags(request.skip_tags)), "diff": request.diff, "forks": request.forks}
-
-
-def _play_run(request: PlayRequest, playbook: Path, extra_vars: dict[str, Any], run_id: str | None,
-              started: float, options: RunOptions | None, loaded: Playbook | None = None) -> PlayRun:
-    from opsrunner.history.groups import run_group_for
-    from opsrunner.history.recorder import PlayRun
-
-    host_slice = options.host_slice if options is not None else None
-    return PlayRun(playbook, [str(i) for i in request.inventory], extra_vars, request.command_line(),
-                   schedule=request.schedule, run_id=run_id, check_mode=request.check,
-                   options=_history_options(request), started=started,
-                   slice_text=str(host_slice) if host_slice else request.host_slice or None,
-                   run_group=run_group_for(request.run_group, host_slice, playbook),
-                   reads=_files_read(request, playbook, loaded))
-
-
-def _files_read(request: PlayRequest, path: Path, playbook: Playbook | None) -> tuple[Path, ...]:
-    """What the run reads besides its playbook, for its git state (which of them git does not
-    track): its task files and roles, its inventories, and the vars, templates and files
-    folders beside the playbook and the inventories. Paths that do not exist are left out."""
-    from opsrunner.playbook import iter_tasks
-    from opsrunner.project import default_inventory
-
-    found: set[Path] = set()
-    for play in playbook.plays if playbook is not None else ():
-        for task in [*iter_tasks(play.tasks), *play.handlers]:
-            found.add(Path(task.pos.file))
-            if task.role is not None:
-                found.add(task.role.path)
-    sources = [Path(str(i)) for i in request.inventory] or [default_inventory(Path.cwd())]
-    found.update(sources)
-    for folder in {path.parent, *(s.parent for s in sources)}:
-        found.update(folder / name for name in ("group_vars", "host_vars", "vars", "templates", "files"))
-    return tuple(sorted(p for p in found if p.exists()))
-
-
-def _recorder(request: PlayRequest, inputs: RunInputs, started: float) -> HistoryRecorder:
-    from opsrunner.history.recorder import recorder_for_play
-
-    play = _play_run(request, inputs.playbook.path, inputs.extra_vars, inputs.options.run_id, started, inputs.options,
-                     inputs.playbook)
-    return recorder_for_play(play, request.history_path, masker=inputs.masker, required=request.history_required)
-
-
-class _Unstarted:
-    """What is known of a run until its play begins, to record it if it ends there: when it
-    started, its extra vars and the secrets found so far, its options once checked."""
-
-    def __init__(self, request: PlayRequest, run_id: str | None) -> None:
-        from opsrunner.secrets import Masker
-
-        self.request = request
-        self.run_id = run_id
-        self.started = time.time()
-        self.extra_vars: dict[str, Any] = {}
-        self.masker = Masker()
-        self.options: RunOptions | None = None
-
-    def learn(self, extra_vars: dict[str, Any], masker: Masker) -> None:
-        self.extra_vars, self.masker = extra_vars, masker
-
-    def record(self, code: int, reason: str, outcome: str | None) -> str | None:
-        """The run's history row, closed with `code`; None where the run is not recorded."""
-        from opsrunner.history.recorder import record_unstarted
-        from opsrunner.project import resolve_playbook
-
-        if self.run_id is None:
-            return None
-        playbook = resolve_playbook(str(self.request.playbook), Path.cwd())
-        play = _play_run(self.request, playbook, self.extra_vars, self.run_id, self.started, self.options)
-        return record_unstarted(play, self.request.history_path, code, reason, masker=self.masker, outcome=outcome)
-
-
-class _NoHosts:
-    """The inventory of a run whose inventory did not load: its extra vars' secrets alone."""
-
-    hosts: dict[str, Any] = {}
-
-    def var_layers(self, hostname: str) -> list[Mapping[str, Any]]:
-        return []
 
 
 class _Callback:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -200,3 +200,7 @@ def select_play_hosts(play: Play, inventory: Inventory, options: RunOptions, *, 
         hosts = [h for h in hosts if options.host_slice.selects(h)]
     return hosts
 
+
+def split_tags(values: Sequence[str]) -> frozenset[str]:
+    """--tags/--skip-tags as given (repeated, comma-separated) as one set of tags."""
+    return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())

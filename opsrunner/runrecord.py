@@ -1,0 +1,105 @@
+"""What a run's history row says of it before its play begins (api.run builds it here): the
+command line, the extra vars, the options and the files it reads, and the row of a run that
+ended before its play began.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opsrunner.secrets import Masker
+
+if TYPE_CHECKING:
+    from opsrunner.api import PlayRequest, RunInputs
+    from opsrunner.history.recorder import HistoryRecorder, PlayRun
+    from opsrunner.playbook import Playbook
+    from opsrunner.selection import RunOptions
+
+
+def history_options(request: PlayRequest) -> dict[str, Any]:
+    """The run's options as its history row records them."""
+    from opsrunner.selection import split_tags
+
+    return {"limit": request.limit, "tags": sorted(split_tags(request.tags)),
+            "skip_tags": sorted(split_tags(request.skip_tags)), "diff": request.diff, "forks": request.forks}
+
+
+def play_run(request: PlayRequest, playbook: Path, extra_vars: dict[str, Any], run_id: str | None,
+             started: float, options: RunOptions | None, loaded: Playbook | None = None) -> PlayRun:
+    from opsrunner.history.groups import run_group_for
+    from opsrunner.history.recorder import PlayRun
+
+    host_slice = options.host_slice if options is not None else None
+    return PlayRun(playbook, [str(i) for i in request.inventory], extra_vars, request.command_line(),
+                   schedule=request.schedule, run_id=run_id, check_mode=request.check,
+                   options=history_options(request), started=started,
+                   slice_text=str(host_slice) if host_slice else request.host_slice or None,
+                   run_group=run_group_for(request.run_group, host_slice, playbook),
+                   reads=files_read(request, playbook, loaded))
+
+
+def files_read(request: PlayRequest, path: Path, playbook: Playbook | None) -> tuple[Path, ...]:
+    """What the run reads besides its playbook, for its git state (which of them git does not
+    track): its task files and roles, its inventories, and the vars, templates and files
+    folders beside the playbook and the inventories. Paths that do not exist are left out."""
+    from opsrunner.playbook import iter_tasks
+    from opsrunner.project import default_inventory
+
+    found: set[Path] = set()
+    for play in playbook.plays if playbook is not None else ():
+        for task in [*iter_tasks(play.tasks), *play.handlers]:
+            found.add(Path(task.pos.file))
+            if task.role is not None:
+                found.add(task.role.path)
+    sources = [Path(str(i)) for i in request.inventory] or [default_inventory(Path.cwd())]
+    found.update(sources)
+    for folder in {path.parent, *(s.parent for s in sources)}:
+        found.update(folder / name for name in ("group_vars", "host_vars", "vars", "templates", "files"))
+    return tuple(sorted(p for p in found if p.exists()))
+
+
+def recorder(request: PlayRequest, inputs: RunInputs, started: float) -> HistoryRecorder:
+    from opsrunner.history.recorder import recorder_for_play
+
+    play = play_run(request, inputs.playbook.path, inputs.extra_vars, inputs.options.run_id, started, inputs.options,
+                    inputs.playbook)
+    return recorder_for_play(play, request.history_path, masker=inputs.masker, required=request.history_required)
+
+
+class Unstarted:
+    """What is known of a run until its play begins, to record it if it ends there: when it
+    started, its extra vars and the secrets found so far, its options once checked."""
+
+    def __init__(self, request: PlayRequest, run_id: str | None) -> None:
+        self.request = request
+        self.run_id = run_id
+        self.started = time.time()
+        self.extra_vars: dict[str, Any] = {}
+        self.masker = Masker()
+        self.options: RunOptions | None = None
+
+    def learn(self, extra_vars: dict[str, Any], masker: Masker) -> None:
+        self.extra_vars, self.masker = extra_vars, masker
+
+    def record(self, code: int, reason: str, outcome: str | None) -> str | None:
+        """The run's history row, closed with `code`; None where the run is not recorded."""
+        from opsrunner.history.recorder import record_unstarted
+        from opsrunner.project import resolve_playbook
+
+        if self.run_id is None:
+            return None
+        playbook = resolve_playbook(str(self.request.playbook), Path.cwd())
+        play = play_run(self.request, playbook, self.extra_vars, self.run_id, self.started, self.options)
+        return record_unstarted(play, self.request.history_path, code, reason, masker=self.masker, outcome=outcome)
+
+
+class NoHosts:
+    """The inventory of a run whose inventory did not load: its extra vars' secrets alone."""
+
+    hosts: dict[str, Any] = {}
+
+    def var_layers(self, hostname: str) -> list[Mapping[str, Any]]:
+        return []
