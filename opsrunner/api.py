@@ -189,7 +189,7 @@ def _load(request: PlayRequest, known: Unstarted | None) -> RunInputs:
     from opsrunner.inventory import load_inventory, localhost_inventory
     from opsrunner.playbook import load_playbook
     from opsrunner.project import default_inventory, playbook_folders, resolve_playbook
-    from opsrunner.runrecord import NoHosts
+    from opsrunner.runrecord import NoHosts, learn_playbook_patterns
     from opsrunner.secrets import masker_for
     from opsrunner.yamlsource import positioned
 
@@ -219,6 +219,7 @@ def _load(request: PlayRequest, known: Unstarted | None) -> RunInputs:
     except ValidationError as exc:  # a bad --slice: told with the files' problems
         problems += exc.problems
     masker = masker_for(inventory if inventory is not None else NoHosts(), extra)
+    learn_playbook_patterns(masker, playbook, playbook_path, extra)  # before the run's row is written
     masker.add(request.become.password)  # typed at -K: masked wherever it would show
     if known is not None:
         known.learn(extra, masker)
@@ -236,14 +237,13 @@ def _extra_vars_problems(values: Sequence[str], inventory: Inventory | None,
     """The -e problems, what they quote masked by the secret names the inventory and the
     playbook configure too (`secret_name_patterns`), not by the defaults alone."""
     from opsrunner.extravars import parse_extra_vars
+    from opsrunner.runrecord import playbook_var_layers
     from opsrunner.secrets import configured_patterns
     from opsrunner.templating import LazyVars
 
     hosts = [LazyVars(inventory.var_layers(host)) for host in inventory.hosts] if inventory is not None else []
-    plays = [layer for play in (playbook.plays if playbook is not None else ())
-             for layer in (play.vars, play.role_vars, play.role_defaults)]
     try:
-        parse_extra_vars(values, configured_patterns([*hosts, *plays]))
+        parse_extra_vars(values, configured_patterns([*hosts, *playbook_var_layers(playbook)]))
     except ValidationError as exc:
         return exc.problems
     return []
@@ -334,7 +334,8 @@ def record_not_run(request: PlayRequest, exc: BaseException) -> str | None:
     writable: a warning)."""
     from opsrunner.extravars import parse_extra_vars
     from opsrunner.history.recorder import new_run_id
-    from opsrunner.runrecord import NoHosts, Unstarted
+    from opsrunner.project import resolve_playbook
+    from opsrunner.runrecord import NoHosts, Unstarted, learn_playbook_patterns
     from opsrunner.secrets import masker_for
 
     known = Unstarted(request, (request.run_id or new_run_id()) if request.history else None)
@@ -342,7 +343,9 @@ def record_not_run(request: PlayRequest, exc: BaseException) -> str | None:
         extra = {**parse_extra_vars(request.extra_vars), **request.variables}
     except ValidationError:
         extra = dict(request.variables)
-    known.learn(extra, masker_for(NoHosts(), extra))
+    masker = masker_for(NoHosts(), extra)
+    learn_playbook_patterns(masker, None, resolve_playbook(str(request.playbook), Path.cwd()), extra)
+    known.learn(extra, masker)
     return known.record(exit_code_of(exc), reason_of(exc), _outcome(exc))
 
 

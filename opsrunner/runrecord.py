@@ -1,22 +1,78 @@
 """What a run's history row says of it before its play begins (api.run builds it here): the
-command line, the extra vars, the options and the files it reads, and the row of a run that
-ended before its play began.
+command line, the extra vars and the options, masked with every secret-name pattern the run's
+files configure, and the row of a run that ended before its play began.
+
+The row is written once the playbook is read: a `secret_name_patterns` of a play, a role or a
+task hides the -e values it names in the recorded command line and extra vars, as the
+inventory's and an -e's do. A playbook that does not load is read as plain YAML for the
+patterns it writes, so the row of a run refused for bad input hides them too.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opsrunner.secrets import Masker
+from opsrunner.secrets import Masker, chosen_patterns
 
 if TYPE_CHECKING:
     from opsrunner.api import PlayRequest, RunInputs
     from opsrunner.history.recorder import HistoryRecorder, PlayRun
     from opsrunner.playbook import Playbook
     from opsrunner.selection import RunOptions
+
+
+def playbook_var_layers(playbook: Playbook | None) -> list[Mapping[str, Any]]:
+    """The variables a playbook writes itself: its plays', roles' and tasks' (blocks' are merged
+    into their tasks), where a `secret_name_patterns` may be set."""
+    from opsrunner.playbook import iter_tasks
+
+    layers: list[Mapping[str, Any]] = []
+    for play in playbook.plays if playbook is not None else ():
+        layers += [play.vars, play.role_vars, play.role_defaults]
+        for task in [*iter_tasks(play.tasks), *play.handlers]:
+            layers += [task.kw("vars") or {}, task.role_params]
+            layers += [task.role.vars, task.role.defaults] if task.role is not None else []
+    return layers
+
+
+def patterns_of(layers: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """The pattern lists `layers` choose, each once."""
+    return list(dict.fromkeys(c for c in (chosen_patterns(layer) for layer in layers) if c))
+
+
+def written_patterns(path: Path) -> list[tuple[str, ...]]:
+    """Every `secret_name_patterns` list a YAML file writes, at any depth: the patterns of a
+    playbook that does not load (none where it is no YAML at all)."""
+    from opsrunner.yamlsource import load_yaml_file
+
+    try:
+        document = load_yaml_file(path)
+    except Exception:  # not there, not YAML: it configures nothing that can be told
+        return []
+    found: list[tuple[str, ...]] = []
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            chosen = chosen_patterns(value)
+            found += [chosen] if chosen else []
+            stack += list(value.values())
+        elif isinstance(value, list):
+            stack += value
+    return found
+
+
+def learn_playbook_patterns(masker: Masker, playbook: Playbook | None, path: Path,
+                            extra_vars: Mapping[str, Any]) -> None:
+    """Teach `masker` the secret-name patterns the playbook configures (its loaded plays, else
+    its file read as YAML), and the -e values they make secret: before the run's row is written."""
+    chosen = patterns_of(playbook_var_layers(playbook)) if playbook is not None else written_patterns(path)
+    for patterns in dict.fromkeys(chosen):
+        masker.add_vars(extra_vars, patterns)
+    masker.add_assigned(extra_vars)  # `-e 'env={"db_cred": "x"}'`: by every pattern now known
 
 
 def history_options(request: PlayRequest) -> dict[str, Any]:

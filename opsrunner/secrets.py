@@ -186,10 +186,11 @@ class Masker:
                     self._values |= forms
                     self._regex = None
 
-    def add_vars(self, variables: Mapping[str, Any]) -> None:
+    def add_vars(self, variables: Mapping[str, Any], chosen: tuple[str, ...] | None = None) -> None:
         """Collect the secrets of a variable mapping: secret-named variables (their templated
-        values where they can be rendered, else the raw ones) and `!secret` values at any depth."""
-        chosen = chosen_patterns(variables)
+        values where they can be rendered, else the raw ones) and `!secret` values at any depth.
+        `chosen`: patterns set elsewhere (a play's, for the -e values), instead of its own."""
+        chosen = chosen_patterns(variables) if chosen is None else chosen
         patterns = DEFAULT_SECRET_NAMES if chosen is None else chosen
         if chosen is not None:
             with self._lock:
