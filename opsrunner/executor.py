@@ -15,6 +15,7 @@ from opsrunner.modules.registry import get_module, module_info
 from opsrunner.playbook import Task
 from opsrunner.preflight import keyword_number
 from opsrunner.results import Status, TaskResult
+from opsrunner.taskconnection import EnvConnection, environment
 from opsrunner.templating import LazyVars, mark_unsafe, template_value, truthy
 from opsrunner.templating.filters import flatten
 
@@ -126,6 +127,7 @@ class TaskExecutor:
             time.sleep(delay)
 
     def _run_once(self, variables: LazyVars) -> TaskResult:
+        connection = self._connection(variables)
         info = module_info(self.task.module)
         if self.check_mode and not info.check_mode:
             return TaskResult(Status.SKIPPED, msg=f"{self.task.module} does not support check mode",
@@ -136,7 +138,7 @@ class TaskExecutor:
                 f"{p.message} (at {p.key_path})" for p in checked.problems), checked.problems[0].pos)
         args = checked.args
         ctx = TaskContext(
-            host=self.host, task=self.task, connection=self.connection, variables=variables,
+            host=self.host, task=self.task, connection=connection, variables=variables,
             check_mode=self.check_mode, diff_mode=self.diff_mode, ledger=self.ledger,
             timeout=self._deadline(args, variables),
         )
@@ -152,6 +154,12 @@ class TaskExecutor:
         if ctx.notes:
             result.data.setdefault("notes", []).extend(ctx.notes)
         return self._apply_conditions(result, variables)
+
+    def _connection(self, variables: LazyVars) -> Connection:
+        """The connection with the task's `environment` on its commands, rendered with these
+        variables: a loop's item's (`environment: {X: "{{ item }}"}`), as in ansible-core."""
+        env = environment(self.task, variables)
+        return EnvConnection(self.connection, env) if env else self.connection
 
     def _check(self, rendered: dict[str, Any]) -> TaskArgs:
         """The arguments' check; made once per distinct rendering in a run (preflight made most)."""

@@ -22,7 +22,7 @@ from opsrunner.ledger import CheckLedger
 from opsrunner.playbook import Play, Task
 from opsrunner.playrun import PlayRun
 from opsrunner.results import Status, TaskResult
-from opsrunner.taskconnection import EnvConnection, environment, password_hint, task_spec
+from opsrunner.taskconnection import password_hint, task_spec
 from opsrunner.taskflags import check_flags, flag, no_log_at, no_log_refusal, run_once, task_no_log
 from opsrunner.templating import LazyVars, is_template, render
 
@@ -172,10 +172,7 @@ class TaskRunner:
             variables = run.task_vars(play, task, host, play_hosts)
             spec = task_spec(task, self._host_spec(play, host, play_hosts), variables,
                              lambda: self._local_spec(play, play_hosts), run.options.become)
-            connection: Connection = run.connections.get(spec)
-            env = environment(task, variables)
-            if env:
-                connection = EnvConnection(connection, env)
+            connection: Connection = run.connections.get(spec)  # its `environment`: per loop item (executor)
             check = flag(task, "check_mode", variables, run.options.check)
             diff = flag(task, "diff", variables, run.options.diff)
             # Read after the run (or by step() for the batch): one that is no boolean fails the task first.

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import host_vars_for, write_inventory
 from tests.e2e.test_ansible_parity import play, recap, statuses
-from tests.helpers import task_ends
+from tests.helpers import cli, task_ends
 
 
 @pytest.fixture
@@ -90,6 +90,43 @@ def test_environment_reaches_commands(tmp_path: Path, inv: Path) -> None:
 """)
     assert rc == 0, out
     assert [e["stdout_tail"] for e in task_ends(ev, "env")] == ["h1-bar p"]
+
+
+@pytest.mark.parametrize("transport", ["local", "ssh"])
+def test_environment_is_rendered_per_loop_item(tmp_path: Path, transport: str, request: pytest.FixtureRequest) -> None:
+    """As ansible-core: a looped task's `environment` is rendered with each item (written as a
+    mapping or as one template, and through loop_control's loop_var), after `when`; check leaves
+    it to the run."""
+    server = request.getfixturevalue("sshd") if transport != "local" else None
+    inv = write_inventory(tmp_path / "inv.yml", {"t": host_vars_for(transport, server)})
+    body = """
+- hosts: t
+  environment: {PLAYWIDE: p}
+  tasks:
+    - name: per item
+      command: sh -c 'echo "X=$X $PLAYWIDE"'
+      environment: {X: "{{ item }}-x"}
+      loop: [a1, b2]
+      register: per_item
+    - name: whole item
+      command: sh -c 'echo "Y=$Y"'
+      environment: "{{ pair }}"
+      loop: [{Y: c3}, {Y: d4}]
+      loop_control: {loop_var: pair}
+    - assert:
+        that: per_item.results | map(attribute='stdout') | list == ['X=a1-x p', 'X=b2-x p']
+    - name: not run
+      command: "true"
+      environment: {A: "{{ nope }}"}
+      when: false
+"""
+    rc, out, ev = play(tmp_path, inv, body)
+    assert rc == 0, out
+    assert [e["stdout_tail"] for e in task_ends(ev, "per item")] == ["X=a1-x p\nX=b2-x p"], out
+    assert [e["stdout_tail"] for e in task_ends(ev, "whole item")] == ["Y=c3\nY=d4"], out
+    assert statuses(ev, "not run") == {"t": "skipped"}  # `when` first: its environment is never rendered
+    checked = cli("check", str(tmp_path / "pb.yml"), "-i", str(inv), cwd=tmp_path)
+    assert checked.rc == 0, checked.out + checked.err
 
 
 def test_delegate_to_localhost_runs_on_the_controller(tmp_path: Path) -> None:
