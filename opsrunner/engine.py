@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from opsrunner import idle
+from opsrunner import idle, interrupts
 from opsrunner.errors import TemplateError, Terminated, ValidationError
 from opsrunner.events import Notice, PlayEnd, PlayStart, Recap, Reporter, TaskEnd, TaskStart
 from opsrunner.freewalk import FreeWalk
@@ -98,7 +98,7 @@ class Engine:
             self.state.connections.close_all()  # the ssh workers started above, if any
             raise
         self._runner = TaskRunner(self.state, pool)
-        with switch_interval_for(workers):
+        with switch_interval_for(workers), interrupts.so_far_told_to(self.state.task_progress):
             self._run_plays(pool)
         self._report_lost_locks()
         self.emit(Recap(self.summary))

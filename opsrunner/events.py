@@ -55,6 +55,22 @@ class TaskEnd:
     source: str = ""
 
 
+@dataclass(frozen=True)
+class TaskProgress:
+    """What a task running on a host has done there so far, in words, as its module says it
+    after each of its steps (interrupts.so_far: a rollback's stop and relaunch, then its
+    verify): the history keeps it, so the record of a controller killed in the task says it."""
+
+    play: str
+    task: str
+    module: str
+    host: str
+    text: str
+    handler: bool = False
+    time: float = field(default_factory=time.time)
+    source: str = ""
+
+
 class TaskTitles:
     """The title each started task was shown with (templated with its first host's vars), for
     its results: a TaskEnd names the task as written. Under strategy free the results of several
@@ -99,7 +115,7 @@ class Recap:
     time: float = field(default_factory=time.time)
 
 
-Event = PlayStart | PlayEnd | TaskStart | TaskEnd | CommandSent | Notice | Recap
+Event = PlayStart | PlayEnd | TaskStart | TaskEnd | TaskProgress | CommandSent | Notice | Recap
 
 
 class Reporter(Protocol):

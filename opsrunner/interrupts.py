@@ -37,14 +37,33 @@ def sigterm_as_interrupt() -> Iterator[None]:
 # A module whose work on a host takes several requests (rollback: start, then verify) says
 # after each what the target has done; a run interrupted in the task records that, not only
 # "interrupted". Keyed by host and task: the module may run on a host thread of the pool.
+# Each run listening (PlayRun) is told it too, and tells its reporters (the history keeps
+# it: a controller killed in the task leaves no result, only its record).
 _so_far_lock = threading.Lock()
 _so_far: dict[tuple[str, int], str] = {}
+_listeners: list[Callable[[str, object, str], None]] = []
 
 
 def so_far(host: str, task: object, text: str) -> None:
-    """What `task` has done on `host` until now, in words, should the run be interrupted in it."""
+    """What `task` has done on `host` until now, in words, should the run be interrupted in it
+    (or its controller killed)."""
     with _so_far_lock:
         _so_far[(host, id(task))] = text
+        listeners = list(_listeners)
+    for listener in listeners:  # each run tells only of its own tasks
+        listener(host, task, text)
+
+
+@contextlib.contextmanager
+def so_far_told_to(listener: Callable[[str, object, str], None]) -> Iterator[None]:
+    """While active, `listener(host, task, text)` is called with every so_far()."""
+    with _so_far_lock:
+        _listeners.append(listener)
+    try:
+        yield
+    finally:
+        with _so_far_lock:
+            _listeners.remove(listener)
 
 
 def take_so_far(host: str, task: object) -> str | None:

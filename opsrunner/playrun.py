@@ -19,7 +19,7 @@ from opsrunner.argcheck import Memo
 from opsrunner.connections.base import ConnectionSpec
 from opsrunner.connections.factory import ConnectionFactory
 from opsrunner.errors import Problem
-from opsrunner.events import CommandSent, Event, Reporter, TaskEnd
+from opsrunner.events import CommandSent, Event, Reporter, TaskEnd, TaskProgress
 from opsrunner.hostvars import VariableManager
 from opsrunner.inventory import Inventory
 from opsrunner.ledger import CheckLedger
@@ -120,6 +120,17 @@ class PlayRun:
         with self._emit_lock:
             for reporter in self.reporters:
                 reporter.flush()
+
+    def task_progress(self, host: str, task: object, text: str) -> None:
+        """What a task of this run in flight on `host` has done so far (interrupts.so_far), told
+        to the reporters; a no_log task's is not (its words may hold what it hides)."""
+        flight = self.in_flight.get(host)
+        if flight is None or flight.task is not task or host in self.no_log_hosts:
+            return  # another run's task, or one recorded meanwhile
+        # reported at once, from the task's own thread: what this thread put off (the last task's
+        # result) is no part of it, and an error kept by that reporting is not this task's
+        self._report(TaskProgress(flight.play.name, flight.title, flight.task.module, host, text, flight.handler,
+                                  source=str(flight.task.pos)))
 
     def _log_command(self, host: str, command: str) -> None:
         if host in self.no_log_hosts:

@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar, cast
 from opsrunner.becomeopts import PASSWORD_VARS
 from opsrunner.coercion import show_value, strict_boolean
 from opsrunner.errors import GivenPos, Problem, Quoted, ValidationError
-from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskStart
+from opsrunner.events import CommandSent, Event, Notice, TaskEnd, TaskProgress, TaskStart
 from opsrunner.results import TaskResult
 
 
@@ -388,6 +388,8 @@ class Masker:
             return dataclasses.replace(event, task=self.mask(event.task))
         if isinstance(event, CommandSent):
             return dataclasses.replace(event, command=self.mask(event.command))
+        if isinstance(event, TaskProgress):
+            return dataclasses.replace(event, task=self.mask(event.task), text=self.mask(event.text))
         if isinstance(event, Notice):
             return dataclasses.replace(event, message=self.mask(event.message))
         return event

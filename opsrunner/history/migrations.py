@@ -88,6 +88,12 @@ SQLITE: tuple[str, ...] = (
     ALTER TABLE results ADD COLUMN stdout_tail TEXT;
     ALTER TABLE results ADD COLUMN stderr_tail TEXT;
     """,
+    # 8: the task an open run is in, beside its title (current_task): its module, its hosts and
+    # what its module said it had done so far on each: the alert of a run whose controller was
+    # killed in a rollback says the rollback was cut short, and what it had done.
+    """
+    ALTER TABLE runs ADD COLUMN in_flight TEXT;
+    """,
 )
 
 #: The same versions for PostgreSQL. `ord` orders runs started in the same instant by
@@ -146,6 +152,9 @@ POSTGRES: tuple[str, ...] = (
     ALTER TABLE results ADD COLUMN IF NOT EXISTS stdout_tail TEXT;
     ALTER TABLE results ADD COLUMN IF NOT EXISTS stderr_tail TEXT;
     """,
+    """
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS in_flight TEXT;
+    """,
 )
 
 #: For each version, the oldest schema version whose code can still read and write a database
@@ -162,6 +171,7 @@ COMPATIBLE_FROM: tuple[int, ...] = (
     4,  # reason, outcome: empty in an older controller's rows, read as their exit codes say
     4,  # record_gap: empty in an older controller's rows
     4,  # stdout_tail, stderr_tail: empty in an older controller's task rows
+    4,  # in_flight: empty in an older controller's rows (its killed runs' alerts say less)
 )
 
 assert len(SQLITE) == len(POSTGRES) == len(COMPATIBLE_FROM), "one schema: every version exists on both backends"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from opsrunner.errors import CommandError
-from opsrunner.events import Event, Recap, TaskEnd, TaskStart, TaskTitles
+from opsrunner.events import Event, Recap, TaskEnd, TaskProgress, TaskStart, TaskTitles
 from opsrunner.extravars import refused
 from opsrunner.gitrepo import GitState, git_state
 from opsrunner.history import location as locations
@@ -115,6 +115,10 @@ class HistoryRecorder:
         self._titles = TaskTitles()  # the templated title each task was started with
         self._current: str | None = None  # that title, masked, for the writer thread (set_current_task)
         self._current_written: str | None = None
+        # That task's module, hosts and what it said it did so far (RunRow.in_flight), replaced
+        # whole on each change (the writer thread reads it); the one written last.
+        self._in_flight: dict[str, Any] = {}
+        self._in_flight_written: dict[str, Any] = {}
         self.finished = False
         if required:
             try:
@@ -165,7 +169,13 @@ class HistoryRecorder:
         if isinstance(event, TaskStart):
             self._titles.started(event)
             self._current = self.masker.mask(event.task)
+            self._in_flight = {"module": event.module, "hosts": list(event.hosts), "so_far": {}}
             self._wake_writer()  # what a killed controller was doing: no result of it may come for long
+        elif isinstance(event, TaskProgress):
+            flight = self._in_flight
+            if flight.get("module") == event.module and self._current == self.masker.mask(event.task):
+                self._in_flight = {**flight, "so_far": {**flight["so_far"], event.host: self.masker.mask(event.text)}}
+                self._wake_writer()  # what the task has done so far: its controller may be killed before its end
         elif isinstance(event, TaskEnd):
             self._seq += 1
             row = task_row(event, self._titles.title(event), self.masker.mask)
@@ -213,18 +223,22 @@ class HistoryRecorder:
         at = time.time()  # before they are taken: a result reported after it may be missing
         with self._pending_lock:
             rows, self._pending = self._pending, []
-        current = self._current
+        current, flight = self._current, self._in_flight
         if current is None or current == self._current_written or self.finished:
             current = None
-        if not (rows or current is not None or beat):
+        # replaced whole on each change: the same object is the one written
+        in_flight = None if not flight or flight is self._in_flight_written or self.finished else flight
+        if not (rows or current is not None or in_flight is not None or beat):
             return
         self._current_written = current or self._current_written  # shown of a run whose controller died
+        self._in_flight_written = in_flight or self._in_flight_written
         stamp = beat or current is not None or time.monotonic() - self._stamped >= STAMP_EVERY_S
-        self._guard(lambda: self._record(rows, current, at if stamp else None))
+        self._guard(lambda: self._record(rows, current, at if stamp else None, in_flight))
 
-    def _record(self, rows: list[tuple[int, TaskRow]], current: str | None, at: float | None) -> None:
+    def _record(self, rows: list[tuple[int, TaskRow]], current: str | None, at: float | None,
+                in_flight: dict[str, Any] | None = None) -> None:
         if self.store is not None:
-            self.store.record_progress(self.run.id, rows, current, at)
+            self.store.record_progress(self.run.id, rows, current, at, in_flight)
             self._written += len(rows)
             if at is not None:
                 self._stamped = time.monotonic()

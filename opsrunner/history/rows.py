@@ -87,6 +87,10 @@ class RunRow:
     record_gap: str | None = None
     #: Set by the reader: an unfinished run whose controller is gone (liveness.py).
     aborted: bool = False
+    #: Of an unfinished run, the task it is in beside its title (current_task): {"module": ...,
+    #: "hosts": [...], "so_far": {host: what its module said it had done there so far}}
+    #: (interrupts.so_far); {} where none is recorded (an older controller's row).
+    in_flight: dict[str, Any] = field(default_factory=dict)
 
     @property
     def result(self) -> str:
@@ -125,7 +129,7 @@ class RunRow:
 RUN_COLUMNS = ("id", "started", "ended", "user", "controller", "command", "cwd", "playbook", "git_commit",
                 "git_dirty", "inventory", "extra_vars", "schedule", "exit_code", "recap", "notes", "heartbeat",
                 "current_task", "check_mode", "options", "run_group", "slice", "reason", "outcome",
-                "record_gap")
+                "record_gap", "in_flight")
 STAMP_COLUMNS = ("controller_pid", "controller_start", "controller_machine")
 
 

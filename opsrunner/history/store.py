@@ -53,7 +53,8 @@ _SELECT_RUN = f"SELECT {', '.join(_sql_columns(RUN_COLUMNS + STAMP_COLUMNS))} FR
 _TASK_COLUMNS = ("play", "task", "module", "host", "status", "changed", "handler", "msg", "diagnosis", "duration",
                  "log_tail", "stdout_tail", "stderr_tail")
 _SELECT_TASKS = f"SELECT run_id, {', '.join(_TASK_COLUMNS)} FROM results"
-_JSON_COLUMNS: dict[str, Any] = {"inventory": [], "extra_vars": {}, "recap": {}, "notes": [], "options": {}}
+_JSON_COLUMNS: dict[str, Any] = {"inventory": [], "extra_vars": {}, "recap": {}, "notes": [], "options": {},
+                                 "in_flight": {}}
 
 
 class HistoryStore:
@@ -136,8 +137,9 @@ class HistoryStore:
                 self._insert(run, stamp_of(*(fields.get(c) for c in STAMP_COLUMNS)))
             elif found[0][0] is None:
                 self._q("UPDATE runs SET ended = ?, exit_code = ?, recap = ?, reason = ?, outcome = ?, record_gap = ?, "
-                        "current_task = NULL WHERE id = ?", (run.ended, run.exit_code, json.dumps(run.recap),
-                                                             run.reason, run.outcome, run.record_gap, run.id))
+                        "current_task = NULL, in_flight = NULL WHERE id = ?",
+                        (run.ended, run.exit_code, json.dumps(run.recap), run.reason, run.outcome, run.record_gap,
+                         run.id))
 
     def set_current_task(self, run_id: str, task: str) -> None:
         with self._tx():
@@ -154,22 +156,21 @@ class HistoryStore:
             self._add_tasks(run_id, rows)
 
     def record_progress(self, run_id: str, rows: list[tuple[int, TaskRow]], current_task: str | None,
-                        at: float | None) -> None:
+                        at: float | None, in_flight: dict[str, Any] | None = None) -> None:
         """What a running controller has reported by `at`, in one transaction: its task results,
-        the task it is in (None: unchanged), and `at` as its heartbeat (None: the row's older
-        one stays, still true). So a row's heartbeat also says how far its record is complete:
-        every result reported before it is recorded (a killed controller's record says that
-        results after it may be missing)."""
+        the task it is in (None: unchanged) and that task's module, hosts and progress
+        (`in_flight`, RunRow.in_flight; None: unchanged), and `at` as its heartbeat (None: the
+        row's older one stays, still true). So a row's heartbeat also says how far its record
+        is complete: every result reported before it is recorded (a killed controller's record
+        says that results after it may be missing)."""
+        changes = {"heartbeat": at, "current_task": current_task,
+                   "in_flight": None if in_flight is None else json.dumps(in_flight)}
+        sets = {column: value for column, value in changes.items() if value is not None}
         with self._tx():
             if rows:
                 self._add_tasks(run_id, rows)
-            if at is None:
-                if current_task is not None:
-                    self._q("UPDATE runs SET current_task = ? WHERE id = ?", (current_task, run_id))
-            elif current_task is None:
-                self._q("UPDATE runs SET heartbeat = ? WHERE id = ?", (at, run_id))
-            else:
-                self._q("UPDATE runs SET heartbeat = ?, current_task = ? WHERE id = ?", (at, current_task, run_id))
+            if sets:
+                self._q(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in sets)} WHERE id = ?", [*sets.values(), run_id])
 
     def _add_tasks(self, run_id: str, rows: list[tuple[int, TaskRow]]) -> None:
         self.backend.executemany(f"INSERT INTO results (run_id, seq, {', '.join(_TASK_COLUMNS)}) "
@@ -184,7 +185,8 @@ class HistoryStore:
                    reason: str | None = None) -> None:
         """Close the run's row: its exit code, its recap, and why it ended where it had none."""
         with self._tx():
-            self._q("UPDATE runs SET ended = ?, exit_code = ?, recap = ?, reason = ?, current_task = NULL WHERE id = ?",
+            self._q("UPDATE runs SET ended = ?, exit_code = ?, recap = ?, reason = ?, current_task = NULL, "
+                    "in_flight = NULL WHERE id = ?",
                     (time.time(), exit_code, json.dumps(recap), reason, run_id))
 
     def add_note(self, run_id: str, note: str) -> None:
@@ -346,9 +348,10 @@ class HistoryStore:
         run = RunRow(**data, controller_stamp=stamp_of(*row[len(RUN_COLUMNS):]))
         if run.exit_code is None and run.id in self.kept:  # ended; its end is kept beside the database
             done = self.kept[run.id]
-            run = dataclasses.replace(run, current_task=None, recap=done.get("recap") or {}, ended=done.get("ended"),
-                                      exit_code=done.get("exit_code"), reason=done.get("reason"),
-                                      outcome=done.get("outcome"), record_gap=done.get("record_gap"))
+            run = dataclasses.replace(run, current_task=None, in_flight={}, recap=done.get("recap") or {},
+                                      ended=done.get("ended"), exit_code=done.get("exit_code"),
+                                      reason=done.get("reason"), outcome=done.get("outcome"),
+                                      record_gap=done.get("record_gap"))
         if run.exit_code is None:
             run.aborted = controller_gone(run.controller_stamp, run.heartbeat, run.started)
             if run.aborted:  # what its controller reported last may not have been written

@@ -13,11 +13,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from opsrunner.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VALIDATION
+from opsrunner.history.rows import TaskRow
 from opsrunner.history.taskrows import FAILED_STATUSES, changed
 from opsrunner.secrets import CENSORED
 
 if TYPE_CHECKING:
-    from opsrunner.history.rows import TaskRow
+    from opsrunner.history.rows import RunRow
 
 #: Hosts an alert details; the others are counted.
 HOSTS = 5
@@ -39,8 +40,39 @@ _OUTCOME = re.compile(r"rolled back to .*?, pid \S+, verified|rollback(?: to .*?
 _UNLINKED = re.compile(r"; current removed \((?P<link>.+?) pointed to (?P<was>release \S+|no release), which is "
                        r"not what runs: the last good run is a plain deploy's, not a release's\)")
 _UNLINKED_SHORT = re.compile(r"; current removed \(.+? pointed to (?:release \S+|no release), which is not what runs\)")
+#: How a rollback cut short says what it had done so far (modules/rollback.py's so_far): all
+#: of it is what it did (each reason in it is bounded there), so it is never cut.
+_SO_FAR = "rollback interrupted "
 #: The characters of a rollback's reason kept however long the rest of its line.
 _REASON_MIN = 60
+
+
+#: What a task whose controller was killed in it may have done, by its module, where its record
+#: holds no word of its own (interrupts.so_far) on that host: a rollback that started may have
+#: stopped the job and relaunched another, so the launch before it is not what runs now.
+_MAY_HAVE_DONE = {"rollback": "rollback cut short before it told what it had done: it may have stopped the job, "
+                              "switched current and relaunched the last good run; what runs there now is not known "
+                              "from the record"}
+
+
+def killed_in(run: RunRow) -> list[TaskRow]:
+    """The task a run whose controller is gone was in (RunRow.in_flight), as the results its
+    record lacks: `interrupted` on each host it had not ended on, with what its module said it
+    had done there so far (a stop, a launch, a rollback), else what a rollback may have done.
+    Nothing for any other task: the alert names the task it was in, and it told nothing more."""
+    flight, title = run.in_flight, run.current_task
+    if not run.aborted or not flight or not title:
+        return []
+    module, so_far = str(flight.get("module")), flight.get("so_far") or {}
+    cut = []
+    for host in flight.get("hosts") or []:
+        text = so_far.get(host) or _MAY_HAVE_DONE.get(module)
+        last = next((r for r in reversed(run.tasks) if r.host == host), None)
+        if text is None or (last is not None and (last.task, last.module) == (title, module)):
+            continue  # nothing known of it there, or it had ended there
+        cut.append(TaskRow(play="", task=title, module=module, host=host, status="interrupted", changed=False,
+                           handler=False, msg=text, diagnosis="", duration=0.0))
+    return cut
 
 
 def run_changes(code: int, rows: list[TaskRow]) -> dict[str, Any] | None:
@@ -94,10 +126,10 @@ def _rollback_text(line: str, facts: dict[str, Any] | None = None) -> str:
     """A rollback's line without the failed task it names first (the alert lists that task),
     bounded by cutting its reason (why it failed, a warning), never what it did: `rolled back
     to ..., pid N, verified`, `current removed (...)` and its end, what runs now (`; nothing
-    is running`), stay whole."""
+    is running`), stay whole; so does what one cut short had done so far."""
     own = _ROLLBACK_TEXT.search(line)
     text = own.group(1) if own else line
-    if len(text) <= LINE_CHARS:
+    if len(text) <= LINE_CHARS or text.startswith(_SO_FAR):
         return text
     text = _UNLINKED.sub(r"; current removed (\g<link> pointed to \g<was>, which is not what runs)", text)
     head = _OUTCOME.match(text)

@@ -24,7 +24,7 @@ from opsrunner.history.recorder import new_run_id
 from opsrunner.history.store import HistoryStore, result_of
 from opsrunner.history.taskrows import FAILED_STATUSES, FailedTasks
 from opsrunner.outstream import lost_notes
-from opsrunner.schedule.changes import run_changes, stopped_changes
+from opsrunner.schedule.changes import killed_in, run_changes, stopped_changes
 from opsrunner.schedule.notify import Alert, aborted_alert, alert_for, label, send, should_notify
 from opsrunner.schedule.store import Schedule
 
@@ -231,7 +231,8 @@ def run_summary(schedule: Schedule, run_id: str, code: int, started: float, erro
             previous, aborted = _previous(store, schedule.name, run_id)
             summary["aborted_unalerted"] = [{"run_id": r.id, "started": r.started, "heartbeat": r.heartbeat,
                                              "task": r.current_task, "playbook": r.playbook,
-                                             "changes": stopped_changes(r.tasks), "unrecorded": r.record_gap}
+                                             "changes": stopped_changes(r.tasks + killed_in(r)),
+                                             "unrecorded": r.record_gap}
                                             for r in aborted]
         store.close()
     if previous is not None:

@@ -4,7 +4,7 @@ An older opsrunner is the released code itself, checked out of this repository's
 (`git archive`): schema 4 (10f7a8f, the first with PostgreSQL), schema 5 (fe6720e) and
 schema 6 before this change (ad785c9). They set PostgreSQL's version marker back to their
 own version whenever they open a newer database. A newer opsrunner is this code with a
-eighth migration added (`newer`): one that fails when applied twice, so applying it again
+ninth migration added (`newer`): one that fails when applied twice, so applying it again
 shows. The PostgreSQL is the suite's private cluster (tests/pg.py); an event trigger there
 records every DDL statement a controller runs."""
 
@@ -31,7 +31,7 @@ SCHEMA_4, SCHEMA_5 = "10f7a8f", "fe6720e"
 #: Schema 6 as released before versions were recorded in opsrunner_schema_versions.
 SCHEMA_6_UNRECORDED = "ad785c9"
 #: Applied twice, this fails (no IF NOT EXISTS): a newer version's migration run again shows.
-INDEX_8 = "CREATE INDEX runs_outcome ON runs(outcome)"
+INDEX_9 = "CREATE INDEX runs_outcome ON runs(outcome)"
 
 OLD_CLIENT = textwrap.dedent("""
     import sys, time
@@ -72,11 +72,11 @@ def old_client(tree: Path, url: str, run_id: str) -> tuple[int, int]:
 
 @contextmanager
 def newer(compatible_from: int = 6) -> Iterator[None]:
-    """This process as a newer opsrunner: schema 8, whose code of schema `compatible_from`
+    """This process as a newer opsrunner: schema 9, whose code of schema `compatible_from`
     and later can still use it."""
     saved = (migrations.SQLITE, migrations.POSTGRES, getattr(migrations, "COMPATIBLE_FROM", ()), migrations.VERSION)
-    migrations.SQLITE, migrations.POSTGRES = saved[0] + (INDEX_8,), saved[1] + (INDEX_8,)
-    migrations.COMPATIBLE_FROM, migrations.VERSION = saved[2] + (compatible_from,), 8
+    migrations.SQLITE, migrations.POSTGRES = saved[0] + (INDEX_9,), saved[1] + (INDEX_9,)
+    migrations.COMPATIBLE_FROM, migrations.VERSION = saved[2] + (compatible_from,), 9
     try:
         yield
     finally:
@@ -149,31 +149,31 @@ def test_released_opsrunner_setting_the_marker_back_reapplies_nothing(
         assert not [tag for tag in ddl_since(postgres, pg_url, start) if tag != "CREATE TABLE"]
         assert marker(pg_url) == migrations.VERSION
     assert rows(pg_url, "SELECT count(*), count(ended) FROM runs") == [(5, 5)]
-    assert [r[:2] for r in recorded(pg_url)] == [(1, 1), (2, 2), (3, 3), (4, 4), (5, 4), (6, 4), (7, 4)]
+    assert [r[:2] for r in recorded(pg_url)] == [(1, 1), (2, 2), (3, 3), (4, 4), (5, 4), (6, 4), (7, 4), (8, 4)]
     assert len({r[2] for r in recorded(pg_url)}) == 1  # all recorded at once, none since
 
 
 def test_a_newer_schema_that_this_version_can_use_is_used_and_never_set_back(
         postgres: pg.PrivatePostgres, pg_url: str, released: dict[str, Path]) -> None:
-    """Schema 8 (a newer opsrunner's, usable by schema 7 code): this version writes and reads
-    it, its marker stays 8, and the newer opsrunner opens it again without applying its
+    """Schema 9 (a newer opsrunner's, usable by schema 8 code): this version writes and reads
+    it, its marker stays 9, and the newer opsrunner opens it again without applying its
     migration twice, also after a released opsrunner set the marker back to 4."""
     with newer(compatible_from=4):
         record_run(pg_url, "newer-1")
-    assert marker(pg_url) == 8
+    assert marker(pg_url) == 9
     record_run(pg_url, "today-1")
     dashboard = HistoryStore(pg_url, read_only=True)
     assert {r.id for r in dashboard.runs()} == {"newer-1", "today-1"}
     dashboard.close()
-    assert marker(pg_url) == 8
+    assert marker(pg_url) == 9
     old_client(released[SCHEMA_4], pg_url, "old-1")
     assert marker(pg_url) == 4
     log_ddl(postgres, pg_url)
     with newer(compatible_from=4):
         record_run(pg_url, "newer-2")
     assert ddl_since(postgres, pg_url, 0) == ["CREATE TABLE", "CREATE TABLE"]  # IF NOT EXISTS: bookkeeping
-    assert marker(pg_url) == 8
-    assert [r[:2] for r in recorded(pg_url)][-2:] == [(7, 4), (8, 4)]
+    assert marker(pg_url) == 9
+    assert [r[:2] for r in recorded(pg_url)][-2:] == [(8, 4), (9, 4)]
     assert rows(pg_url, "SELECT count(*) FROM pg_indexes WHERE indexname = 'runs_outcome'") == [(1,)]
     assert rows(pg_url, "SELECT count(*) FROM runs") == [(4,)]
 
@@ -181,8 +181,8 @@ def test_a_newer_schema_that_this_version_can_use_is_used_and_never_set_back(
 def test_a_database_at_this_version_needs_no_right_to_create_tables(
         postgres: pg.PrivatePostgres, pg_url: str, released: dict[str, Path]) -> None:
     """A database that schema 6 opsrunner of before this change created (nothing recorded in
-    opsrunner_schema_versions), migrated once to this version by its owner (schema 7 adds
-    columns), then written by a role that may only read and write rows: this version records
+    opsrunner_schema_versions), migrated once to this version by its owner (schemas 7 and 8
+    add columns), then written by a role that may only read and write rows: this version records
     its runs there, creating nothing."""
     assert old_client(released[SCHEMA_6_UNRECORDED], pg_url, "before-1") == (6, 1)
     record_run(pg_url, "migrated-1")
@@ -198,16 +198,16 @@ def test_a_database_at_this_version_needs_no_right_to_create_tables(
 
 
 def test_a_newer_schema_that_needs_newer_code_is_refused_naming_both_versions(pg_url: str, tmp_path: Path) -> None:
-    """Schema 8 that says schema 8 code or later must use it: this version neither writes nor
+    """Schema 9 that says schema 9 code or later must use it: this version neither writes nor
     reads it nor touches its marker; the message names both versions; a play still runs (the
     history warns, as for any history that cannot be written)."""
-    with newer(compatible_from=8):
+    with newer(compatible_from=9):
         record_run(pg_url, "newer-1")
-    message = "schema version 8 needs opsrunner of schema version 8 or later; this opsrunner's is 7: upgrade opsrunner"
+    message = "schema version 9 needs opsrunner of schema version 9 or later; this opsrunner's is 8: upgrade opsrunner"
     for read_only in (False, True):
         with pytest.raises(Exception, match=message):
             HistoryStore(pg_url, read_only=read_only)
-    assert marker(pg_url) == 8
+    assert marker(pg_url) == 9
     env = ProjectEnv(tmp_path)
     env.vars["OPSRUNNER_HISTORY"] = pg_url
     write_yaml(env.project / "site.yml", [{"hosts": "localhost", "gather_facts": False,
@@ -218,22 +218,22 @@ def test_a_newer_schema_that_needs_newer_code_is_refused_naming_both_versions(pg
     assert play.rc == 0, play.err
     assert "WARNING" in play.err and message in play.err, play.err
     assert rows(pg_url, "SELECT id FROM runs") == [("newer-1",)]
-    assert marker(pg_url) == 8
+    assert marker(pg_url) == 9
 
 
 def test_a_newer_schema_without_its_versions_recorded_is_refused(postgres: pg.PrivatePostgres, pg_url: str) -> None:
     """A marker above this version with nothing recorded to say whether this version can use
     the database: refused, not guessed."""
     record_run(pg_url, "today-1")
-    postgres.psql("UPDATE opsrunner_schema SET version = 9", database=pg_url.rsplit("/", 1)[1])
-    with pytest.raises(Exception, match=r"schema version 9 is newer than this opsrunner's \(7\) and no version "
-                                        "recorded says whether schema 7 can use it"):
+    postgres.psql("UPDATE opsrunner_schema SET version = 10", database=pg_url.rsplit("/", 1)[1])
+    with pytest.raises(Exception, match=r"schema version 10 is newer than this opsrunner's \(8\) and no version "
+                                        "recorded says whether schema 8 can use it"):
         open_history(pg_url)
 
 
 def test_controllers_migrating_at_once_apply_each_version_once(pg_url: str) -> None:
     """Eight controllers of the newer version open a fresh database at the same instant: its
-    eighth migration fails if applied twice, and none fails."""
+    ninth migration fails if applied twice, and none fails."""
     barrier, errors = threading.Barrier(8), []
 
     def open_it(n: int) -> None:
@@ -250,7 +250,7 @@ def test_controllers_migrating_at_once_apply_each_version_once(pg_url: str) -> N
         for t in threads:
             t.join(120)
     assert errors == []
-    assert [r[0] for r in recorded(pg_url)] == [1, 2, 3, 4, 5, 6, 7, 8] and marker(pg_url) == 8
+    assert [r[0] for r in recorded(pg_url)] == [1, 2, 3, 4, 5, 6, 7, 8, 9] and marker(pg_url) == 9
     assert rows(pg_url, "SELECT count(*) FROM runs") == [(8,)]
 
 
@@ -271,7 +271,7 @@ def test_a_migration_waits_for_the_advisory_lock_the_released_versions_take(pg_u
         assert marker(pg_url) == 4
         conn.commit()
     thread.join(30)
-    assert done.is_set() and marker(pg_url) == 7
+    assert done.is_set() and marker(pg_url) == 8
 
 
 def test_postgres_migrations_from_5_on_can_be_applied_again(pg_url: str) -> None:
@@ -296,7 +296,7 @@ def test_sqlite_released_opsrunner_leaves_a_newer_schema_alone(tmp_path: Path, r
     old_client(released[SCHEMA_4], str(db), "old-1")
     store = HistoryStore(db, read_only=True)
     assert {r.id for r in store.runs()} == {"today-1", "old-1"}
-    assert store.db is not None and store.db.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert store.db is not None and store.db.execute("PRAGMA user_version").fetchone()[0] == 8
     store.close()
 
 
@@ -304,15 +304,15 @@ def test_sqlite_newer_schema_used_where_it_says_so_refused_otherwise(tmp_path: P
     usable, needs_newer = tmp_path / "usable.db", tmp_path / "newer.db"
     with newer(compatible_from=5):
         record_run(usable, "newer-1")
-    with newer(compatible_from=8):
+    with newer(compatible_from=9):
         record_run(needs_newer, "newer-1")
     record_run(usable, "today-1")
     for read_only in (False, True):
         store = HistoryStore(usable, read_only=read_only)
         assert {r.id for r in store.runs()} == {"newer-1", "today-1"}
-        assert store.db is not None and store.db.execute("PRAGMA user_version").fetchone()[0] == 8
+        assert store.db is not None and store.db.execute("PRAGMA user_version").fetchone()[0] == 9
         store.close()
-        with pytest.raises(Exception, match="schema version 8 needs opsrunner of schema version 8 or later"):
+        with pytest.raises(Exception, match="schema version 9 needs opsrunner of schema version 9 or later"):
             HistoryStore(needs_newer, read_only=read_only)
     with newer(compatible_from=5):
         record_run(usable, "newer-2")  # its migration not applied again
@@ -338,6 +338,6 @@ def test_sqlite_controllers_migrating_at_once_apply_each_version_once(tmp_path: 
         assert errors == []
         store = HistoryStore(db)
         assert store.db is not None
-        assert [r[0] for r in store.db.execute("SELECT version FROM opsrunner_schema_versions")] == list(range(1, 9))
+        assert [r[0] for r in store.db.execute("SELECT version FROM opsrunner_schema_versions")] == list(range(1, 10))
         assert len(store.runs()) == 6
         store.close()
