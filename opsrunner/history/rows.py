@@ -183,9 +183,13 @@ class HostVerdict:
     counts: dict[str, int]
     #: The line of a dry run (`--check`): never a host's verdict, shown beside it.
     check_mode: bool = False
+    #: The run never ended, its controller gone: `counts` are those of its recorded results.
+    aborted: bool = False
 
     @property
     def verdict(self) -> str:
+        if self.aborted:
+            return "aborted"
         if self.counts.get("unreachable"):
             return "unreachable"
         return "failed" if self.counts.get("failed") else "ok"

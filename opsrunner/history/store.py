@@ -287,22 +287,48 @@ class HistoryStore:
         return {k: v[::-1] for k, v in sorted(found.items())}
 
     def host_verdicts(self, scan: int = 5000) -> list[HostState]:
-        """Every host and playbook among the last `scan` runs with a recap: the recap line of
-        its latest real run (its verdict), and of the latest dry run (`--check`) newer than
-        that one. A dry run never replaces a real run's verdict."""
-        sql = ("SELECT id, playbook, started, recap, check_mode FROM runs WHERE recap IS NOT NULL AND recap != '{}' "
-               "ORDER BY started DESC LIMIT ?")
+        """Every host and playbook among the last `scan` runs with a recap or without an end:
+        the recap line of its latest real run (its verdict), and of the latest dry run
+        (`--check`) newer than that one. A dry run never replaces a real run's verdict. A run
+        whose controller is gone (aborted) is a host's latest run as any other, its counts
+        those of its recorded results; a run going on has no verdict yet."""
+        sql = ("SELECT id, playbook, started, recap, check_mode, exit_code, heartbeat, controller_pid, "
+               "controller_start, controller_machine FROM runs WHERE (recap IS NOT NULL AND recap != '{}') "
+               f"OR exit_code IS NULL ORDER BY started DESC, {self._order} DESC LIMIT ?")
+        found = self._q(sql, (scan,))
+        aborted = {r[0] for r in found if r[5] is None and r[0] not in self.kept
+                   and controller_gone(stamp_of(*r[7:10]), r[6], r[2])}
+        recorded = self._recorded_counts(sorted(aborted))
         real: dict[tuple[str, str], HostVerdict] = {}
         dry: dict[tuple[str, str], HostVerdict] = {}
-        for run_id, playbook, started, recap, check_mode in self._q(sql, (scan,)):
-            for host, counts in json.loads(recap).items():
-                key = (host, playbook)
+        for run_id, playbook, started, recap, check_mode, exit_code, *_ in found:
+            if run_id in aborted:
+                by_host = recorded.get(run_id, {})
+            elif exit_code is None:  # going on, or ended with its end kept beside the database
+                by_host = self.kept.get(run_id, {}).get("recap") or {}
+            else:
+                by_host = json.loads(recap)
+            for host, counts in by_host.items():
+                key, gone = (host, playbook), run_id in aborted
                 if not check_mode:
-                    real.setdefault(key, HostVerdict(host, playbook, run_id, started, counts))
+                    real.setdefault(key, HostVerdict(host, playbook, run_id, started, counts, aborted=gone))
                 elif key not in real:  # newer than the real verdict (newest first)
-                    dry.setdefault(key, HostVerdict(host, playbook, run_id, started, counts, check_mode=True))
+                    dry.setdefault(key, HostVerdict(host, playbook, run_id, started, counts, check_mode=True,
+                                                    aborted=gone))
         return [HostState(host, playbook, real.get((host, playbook)), dry.get((host, playbook)))
                 for host, playbook in sorted(real.keys() | dry.keys())]
+
+    def _recorded_counts(self, run_ids: list[str]) -> dict[str, dict[str, dict[str, int]]]:
+        """Per run and host, its recorded results counted as a recap counts them (a changed
+        result is ok and changed): what the record of a run that never reached its recap shows."""
+        counts: dict[str, dict[str, dict[str, int]]] = {}
+        for part in [run_ids[i:i + 500] for i in range(0, len(run_ids), 500)]:
+            sql = f"SELECT run_id, host, status, changed FROM results WHERE run_id IN ({', '.join('?' * len(part))})"
+            for run_id, host, status, was_changed in self._q(sql, part):
+                host_counts = counts.setdefault(run_id, {}).setdefault(host, {})
+                for key in _recap_keys(str(status), bool(was_changed)):
+                    host_counts[key] = host_counts.get(key, 0) + 1
+        return counts
 
     def candidates(self, part: str, limit: int = 10) -> list[str]:
         """Run ids that start or end with `part` (a prefix, or the random part people copy), newest first."""
@@ -357,6 +383,16 @@ class HistoryStore:
             if run.aborted:  # what its controller reported last may not have been written
                 run.record_gap = unrecorded_after(run.heartbeat, run.started)
         return run
+
+
+def _recap_keys(status: str, was_changed: bool) -> tuple[str, ...]:
+    """The recap counters a recorded result adds to (results.py's HostStats.count; the record
+    does not say whether a failure was ignored or rescued: it counts as failed)."""
+    if status in ("unreachable", "skipped"):
+        return (status,)
+    if status in ("failed", "timed_out", "interrupted"):
+        return ("failed",)
+    return ("ok", "changed") if was_changed or status == "changed" else ("ok",)
 
 
 def _flag_as_int(value: Any) -> Any:

@@ -91,8 +91,13 @@ def durations(store: HistoryStore) -> list[dict[str, Any]]:
 
 
 def _verdict(v: HostVerdict | None) -> dict[str, Any] | None:
-    return None if v is None else {"verdict": v.verdict, "run_id": v.run_id, "started": when(v.started),
-                                   "counts": v.counts}
+    """A verdict; of an aborted run (its controller gone), `counts` are its recorded results',
+    and `recorded` says them (`its record shows ok=3 changed=2 failed=1`)."""
+    if v is None:
+        return None
+    shown = " ".join(f"{k}={n}" for k, n in v.counts.items() if n) or "no result"
+    return {"verdict": v.verdict, "run_id": v.run_id, "started": when(v.started), "counts": v.counts,
+            "aborted": v.aborted, "recorded": f"its record shows {shown}" if v.aborted else None}
 
 
 def hosts(store: HistoryStore) -> list[dict[str, Any]]:
@@ -101,7 +106,8 @@ def hosts(store: HistoryStore) -> list[dict[str, Any]]:
     changed nothing, so it never replaces a real run's verdict."""
     found = []
     for state in store.host_verdicts(HOSTS_SCAN):
-        real = _verdict(state.verdict) or {"verdict": None, "run_id": None, "started": "", "counts": None}
+        real = _verdict(state.verdict) or {"verdict": None, "run_id": None, "started": "", "counts": None,
+                                           "aborted": False, "recorded": None}
         found.append({"host": state.host, "playbook": Path(state.playbook).name, "playbook_path": state.playbook,
                       **real, "dry_run": _verdict(state.dry_run)})
     return found
