@@ -70,6 +70,8 @@ def run_detail(run: RunRow) -> dict[str, Any]:
                                                                     ("record incomplete", run.record_gap)) if text]
         + [masker.mask(n) for n in run.notes],
         "current_task": run.current_task if run.exit_code is None else None,
+        # its controller is gone: the page says it `was in` its task (as `show`), not `now in`
+        "aborted": run.aborted,
         "recap": run.recap, "tasks": by_host, "finished": run.exit_code is not None or run.aborted,
     }
 

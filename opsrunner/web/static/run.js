@@ -73,6 +73,7 @@
 
   function draw(run) {
     document.getElementById("label").textContent = run.label;
+    document.getElementById("in-task").textContent = run.aborted ? "was in" : "now in";  // its controller gone
     document.getElementById("current-task").textContent = run.current_task || "";
     document.getElementById("now-in").hidden = !run.current_task;
     drawRecap(run);
