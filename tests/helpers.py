@@ -130,3 +130,28 @@ class ProjectEnv:
         res = self.run("history", "--json")
         assert res.rc == 0, res.err
         return list(json.loads(res.out))
+
+
+#: `crontab -l` and `crontab -` as cron's own command has them, on a file (FILE in the script).
+_CRONTAB_COMMAND = """#!/bin/sh
+# The user's crontab for a test, kept in FILE: what cron would read. Never the machine's.
+case "$1" in
+  -l) [ -f 'FILE' ] || { echo "no crontab for $(id -un)" >&2; exit 1; }; cat 'FILE' ;;
+  -) cat > 'FILE' ;;
+  *) echo "crontab: only -l and - here" >&2; exit 1 ;;
+esac
+"""
+
+
+def user_crontab(root: Path, env: dict[str, str]) -> Path:
+    """Schedules added with --cron in `env` go to a user's crontab, as where cron is installed,
+    and are active (`schedule list` gives their next run), instead of $OPSRUNNER_CRONTAB's file,
+    which is only written: a `crontab` command first on PATH (root/crontab-bin) keeps that
+    crontab in root/crontab, its path returned. The machine's crontab is never read or written."""
+    crontab, folder = root / "crontab", root / "crontab-bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    command = folder / "crontab"
+    command.write_text(_CRONTAB_COMMAND.replace("FILE", str(crontab)))
+    command.chmod(0o755)
+    env.update(OPSRUNNER_CRONTAB="", PATH=f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    return crontab

@@ -171,16 +171,24 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     except Exception:
         path.unlink()
         raise
-    from opsrunner.schedule.units import UnitTarget
-
-    active = args.cron or UnitTarget.choose(args.unit_dir).activate
-    when = f"next run {next_run(schedule)}" if active else ("written, not activated (custom unit directory): "
-                                                             "nothing runs it until its timer is enabled, "
-                                                             f"then next run {next_run(schedule)}")
-    out.write(f"schedule {name}: {args.playbook} at {args.at or calendar!r}, {when}\n")
+    out.write(f"schedule {name}: {args.playbook} at {args.at or calendar!r}, {_when(schedule, args)}\n")
     out.write(f"  wrote {path}\n" + "".join(f"  wrote {w}\n" for w in written))
     out.write(f"  its runs are recorded in {schedule.history}\n")
     return 0
+
+
+def _when(schedule: Schedule, args: argparse.Namespace) -> str:
+    """When the schedule added runs next; where nothing runs it (units in a custom unit
+    directory, a line in a crontab file), that it is written only, and what would run it."""
+    from opsrunner.schedule.units import UnitTarget, crontab_file
+
+    if args.cron and crontab_file() is not None:
+        return ("written, not activated (crontab file): nothing runs it until its line is installed in a crontab, "
+                f"then next run {next_run(schedule)}")
+    if not args.cron and not UnitTarget.choose(args.unit_dir).activate:
+        return ("written, not activated (custom unit directory): nothing runs it until its timer is enabled, "
+                f"then next run {next_run(schedule)}")
+    return f"next run {next_run(schedule)}"
 
 
 NO_PASSWORD = ("the run history's password is not kept in the schedule file: its runs read it where libpq does "
@@ -287,7 +295,8 @@ def _install(schedule: Schedule, folder: Path, args: argparse.Namespace) -> list
     from opsrunner.schedule import units
 
     if args.cron:
-        return [units.install_cron(schedule, folder)]
+        written = units.install_cron(schedule, folder)
+        return [written + " (not activated: crontab file)" if units.crontab_file() is not None else written]
     target = units.UnitTarget.choose(args.unit_dir)
     files = [str(p) for p in units.install_systemd(schedule, folder, target)]
     if not target.activate:

@@ -4,7 +4,7 @@ Where units go: `--unit-dir DIR` or $OPSRUNNER_UNIT_DIR (written only: nothing i
 activated, for review, packaging and tests), else /etc/systemd/system as root or
 ~/.config/systemd/user otherwise (written, then `systemctl [--user] daemon-reload` and
 `enable --now` the timer). Cron: $OPSRUNNER_CRONTAB names a file to edit instead of
-the user's crontab (same purpose).
+the user's crontab (same purpose: written only, no cron reads it, so nothing is active).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def check_installable(cron: bool, target: UnitTarget | None, adding: bool = True
 
 
 def _crontab_usable() -> bool:
-    return bool(os.environ.get("OPSRUNNER_CRONTAB")) or shutil.which("crontab") is not None
+    return crontab_file() is not None or shutil.which("crontab") is not None
 
 
 def _systemd_running() -> bool:
@@ -204,9 +204,8 @@ def remove_systemd(name: str, target: UnitTarget) -> list[Path]:
 
 
 def _read_crontab() -> tuple[list[str], Path | None]:
-    custom = os.environ.get("OPSRUNNER_CRONTAB")
-    if custom:
-        path = Path(custom)
+    path = crontab_file()
+    if path is not None:
         return (path.read_text().splitlines() if path.exists() else []), path
     check_installable(True, None, adding=False)  # `add` checked first, with its own ways forward
     proc = subprocess.run(["crontab", "-l"], capture_output=True, text=True, timeout=30)
@@ -239,10 +238,20 @@ def remove_cron(name: str) -> bool:
     return len(kept) != len(lines)
 
 
+def crontab_file() -> Path | None:
+    """$OPSRUNNER_CRONTAB: the file a crontab line is only written to (no cron reads it), or None:
+    the user's crontab."""
+    custom = os.environ.get("OPSRUNNER_CRONTAB")
+    return Path(custom) if custom else None
+
+
 def timer_active(schedule: Schedule) -> bool:
     """Whether the schedule's timer (or crontab line) is installed and active here. Units
-    written to a custom unit directory ($OPSRUNNER_UNIT_DIR) are never activated."""
+    written to a custom unit directory ($OPSRUNNER_UNIT_DIR) are never activated, nor is a
+    line written to a crontab file ($OPSRUNNER_CRONTAB): no cron reads it."""
     if schedule.installer == "cron":
+        if crontab_file() is not None:
+            return False
         try:
             lines, _ = _read_crontab()
         except (OSError, subprocess.SubprocessError, InstallError):  # no crontab here: nothing runs it

@@ -13,7 +13,7 @@ import pytest
 
 from opsrunner.history.store import HistoryStore, RunRow
 from tests.conftest import write_yaml
-from tests.helpers import ProjectEnv, read_events
+from tests.helpers import ProjectEnv, read_events, user_crontab
 
 PLAYBOOK = [{"name": "Questions", "hosts": "all", "vars": {"greeting": "hello"}, "tasks": [
     {"name": "Say {{ greeting }}", "shell": "echo hi"},
@@ -87,6 +87,7 @@ def test_an_ambiguous_prefix_lists_the_candidates(env: Env) -> None:
 
 
 def test_schedule_list_leaves_next_run_empty_for_an_inactive_timer(env: Env) -> None:
+    user_crontab(env.root, env.vars)  # cron's line in a user's crontab: active
     assert env.run("schedule", "add", "review", "site.yml", "-i", "inv.yml", "--at", "daily").rc == 0
     assert env.run("schedule", "add", "live", "site.yml", "-i", "inv.yml", "--at", "hourly", "--cron").rc == 0
     rows = {line.split()[0]: line for line in env.run("schedule", "list").out.splitlines()[1:]}

@@ -15,7 +15,7 @@ from croniter import croniter
 
 from opsrunner.schedule.cron import cron_to_calendar, parse_cron, systemd_verdict
 from tests.conftest import write_yaml
-from tests.helpers import ProjectEnv
+from tests.helpers import ProjectEnv, user_crontab
 from tests.schedule.test_spec import BASES, SYSTEMD_ANALYZE, _systemd_next
 
 CRONS = ["*/15 9-17 * * 1-5", "0 3 * * 0", "30 2 1,15 * *", "0 0 1 1,7 *", "5 */6 * * *", "0 12 * * 6,7",
@@ -51,6 +51,7 @@ def test_a_cron_expression_as_a_timer_fires_when_cron_would(expr: str) -> None:
 
 
 def test_add_with_a_cron_expression_writes_a_timer_and_a_crontab_line(env: Env) -> None:
+    user_crontab(env.root, env.vars)  # cron's line in a user's crontab: active, listed with its next run
     added = env.run("schedule", "add", "office", "site.yml", "-i", "inv.yml", "--at", "*/15 9-17 * * 1-5")
     assert added.rc == 0, added.err
     expected = croniter("*/15 9-17 * * 1-5", dt.datetime.now().replace(microsecond=0)).get_next(dt.datetime)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.helpers import user_crontab
 from tests.web.dashboard import Project, serving
 
 
 def test_a_commented_out_crontab_line_is_not_active(tmp_path: Path) -> None:
     project = Project(tmp_path)
+    user_crontab(project.root, project.env)  # a user's crontab, which cron reads (never the machine's)
     for name in ("paused", "running"):
         added = project.run("schedule", "add", name, "site.yml", "-i", "inv.yml", "--at", "0 3 * * *", "--cron")
         assert added.rc == 0, added.err

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import ProjectEnv
+from tests.helpers import ProjectEnv, user_crontab
 
 
 @pytest.mark.parametrize("garbage", [b"\x00\x17 not a database at all " * 200,
                                      b"SQLite format 3\x00" + b"\xff" * 4000])
 def test_list_with_a_corrupt_history_lists_every_schedule(env: ProjectEnv, garbage: bytes) -> None:
+    user_crontab(env.root, env.vars)  # the lines in a user's crontab: active, listed with next runs
     for name, when in (("nightly", "0 3 * * *"), ("hourly-check", "0 * * * *")):
         added = env.run("schedule", "add", name, "site.yml", "-i", "inv.yml", "--at", when, "--cron")
         assert added.rc == 0, added.err

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import user_crontab
 from tests.web.dashboard import Project, serving
 
 
@@ -37,6 +38,7 @@ def test_a_schedule_that_never_fires_is_refused_and_nothing_is_written(
 
 
 def test_a_schedule_edited_to_never_fire_is_listed_as_never(project: Project) -> None:
+    user_crontab(project.root, project.env)  # the lines in a user's crontab: active, listed with next runs
     for name, spec in (("t2feb", "0 3 1 2 *"), ("hourly-check", "0 * * * *")):
         added = project.run("schedule", "add", name, "site.yml", "-i", "inv.yml", "--at", spec, "--cron")
         assert added.rc == 0, added.err

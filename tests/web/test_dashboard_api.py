@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow
+from tests.helpers import user_crontab
 from tests.web.dashboard import Project, serving
 
 SECRET = "s3cr3t-dashboard-value"
@@ -140,6 +141,7 @@ def test_task_names_and_messages_are_escaped(project: Project) -> None:
 
 
 def test_schedules_by_next_run_with_timer_state_and_last_result(project: Project) -> None:
+    user_crontab(project.root, project.env)  # cron's lines in a user's crontab: active
     assert project.run("schedule", "add", "hourly-check", "site.yml", "-i", "inv.yml", "--at", "hourly",
                        "--cron").rc == 0
     assert project.run("schedule", "add", "daily-restart", "site.yml", "-i", "inv.yml", "--at", "daily",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import kill_marked, write_yaml
-from tests.helpers import cli_subprocess, opsrunner_process
+from tests.helpers import cli_subprocess, opsrunner_process, user_crontab
 from tests.web.dashboard import Project, Server, serving, wait_until
 
 HOSTILE = "<script>document.title='owned'</script><img src=x onerror=\"document.title='owned'\">"
@@ -91,6 +91,7 @@ def test_browser_live_run_updates_without_reload_and_shows_a_script_name_as_text
 
 
 def test_browser_schedules_page_shows_next_runs(project: Project, page: Any) -> None:
+    user_crontab(project.root, project.env)  # cron's lines in a user's crontab: active
     for name, when in (("every-hour", "hourly"), ("nightly", "*-*-* 03:00:00")):
         assert project.run("schedule", "add", name, "site.yml", "-i", "inv.yml", "--at", when, "--cron").rc == 0
     with serving(project) as server:
