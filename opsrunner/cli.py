@@ -340,6 +340,21 @@ def _hung_up(*streams: IO[str]) -> None:
             stream.hang_up()
 
 
+def _not_done(args: argparse.Namespace | None, words: list[str]) -> str:
+    """What a command stopped by bad input did not do, as its last line says it: `schedule add`
+    added and installed nothing (its playbook's check says the same), any other command ran
+    nothing. `words`: the command line, where its options did not parse."""
+    if args is not None:
+        adding = args.command == "schedule" and getattr(args, "schedule_command", None) == "add"
+    else:
+        adding = words[:1] == ["schedule"] and next((w for w in words[1:] if not w.startswith("-")), "") == "add"
+    if not adding:
+        return "nothing was run."
+    from opsrunner.schedule.commands import not_added
+
+    return not_added(getattr(args, "name", None))
+
+
 def _goes_on(args: argparse.Namespace) -> bool:
     """A run, which goes on to its end whatever becomes of its output (a listing is none)."""
     if args.command == "play":
@@ -350,6 +365,7 @@ def _goes_on(args: argparse.Namespace) -> bool:
 def _command(argv: list[str] | None, out: IO[str], err: IO[str], goes_on: list[bool]) -> int:
     """The command's exit code; `goes_on` gets whether it is a run (_goes_on)."""
     words = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
     try:
         _prestart_ssh_workers(words)
         args = build_parser().parse_args(argv)
@@ -374,7 +390,7 @@ def _command(argv: list[str] | None, out: IO[str], err: IO[str], goes_on: list[b
     except ValidationError as exc:
         for problem in exc.problems:
             err.write(f"ERROR: {problem}\n")
-        err.write(f"{len(exc.problems)} error(s); nothing was run.\n")
+        err.write(f"{len(exc.problems)} error(s); {_not_done(args, words)}\n")
         return EXIT_VALIDATION
     except UsageError as exc:
         err.write(f"ERROR: {exc}\n")

@@ -148,9 +148,8 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     _check_notify(args.notify)
     if args.git_pull:
         _check_git_pull(project)
-    code = _check(args)
+    code = _check(args, name)
     if code != 0:
-        sys.stderr.write(f"schedule {name!r} not added: the playbook does not pass `opsrunner check`\n")
         return code
     schedule = store.Schedule(
         name=name, project=str(project), playbook=args.playbook, on_calendar=calendar, every=args.every,
@@ -272,7 +271,13 @@ def _dry_run(schedule: Schedule, folder: Path, args: argparse.Namespace) -> str:
     return "\n".join(text)
 
 
-def _check(args: argparse.Namespace) -> int:
+def not_added(name: str | None) -> str:
+    """How `schedule add` stopped by bad input (its arguments, its playbook's check) ends: what
+    it did not do."""
+    return f"schedule {name!r} not added: nothing was installed." if name else "nothing was installed."
+
+
+def _check(args: argparse.Namespace, name: str) -> int:
     """`opsrunner check` of what the schedule will run, in this process; its exit code."""
     from opsrunner import api
     from opsrunner.exitcodes import exit_code_of
@@ -283,10 +288,10 @@ def _check(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"ERROR: {problem}\n")
-        sys.stderr.write(f"{len(exc.problems)} error(s); nothing was installed.\n")
+        sys.stderr.write(f"{len(exc.problems)} error(s); {not_added(name)}\n")
         return exit_code_of(exc)
     except OpsrunnerError as exc:
-        sys.stderr.write(f"ERROR: {exc}\n")
+        sys.stderr.write(f"ERROR: {exc}\n{not_added(name)}\n")
         return exit_code_of(exc)
     return 0
 

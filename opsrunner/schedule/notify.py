@@ -110,8 +110,10 @@ def _apprise_log() -> Iterator[_ThisThread]:
 
 #: How a label shows the value of a web hook's query parameter (apprise's mask of a password).
 QUERY_MASK = "****"
-#: A secret shorter than this is left whole in what apprise said (its mask, `a...b`, shows it anyway).
+#: A token shorter than this is shown as HIDDEN, never as its first and last character (apprise's
+#: privacy form, `a...b`), which would show all of it, or add what it lacks (`x` as `x...x`).
 MIN_SHOWN_SECRET = 3
+HIDDEN = "…"
 
 
 def label(url: str) -> str:
@@ -155,8 +157,17 @@ def rejected_label(url: str) -> str:
 
 
 def _token(text: str) -> str:
-    """A token as apprise's privacy form shows one: its first and last character."""
-    return f"{text[0]}...{text[-1]}" if text else text
+    """A token as apprise's privacy form shows one: its first and last character; a short one
+    hidden whole (MIN_SHOWN_SECRET)."""
+    if not text:
+        return text
+    return f"{text[0]}...{text[-1]}" if len(text) >= MIN_SHOWN_SECRET else HIDDEN
+
+
+def _masked(plugin: Any, token: str) -> str:
+    """A token of an URL apprise made a plugin of, as its privacy form shows it (`a...b`); a
+    short one hidden whole (MIN_SHOWN_SECRET)."""
+    return str(plugin.pprint(token, privacy=True, safe="")) if len(token) >= MIN_SHOWN_SECRET else HIDDEN
 
 
 def _path_masked(plugin: Any, shown: str) -> str:
@@ -165,7 +176,7 @@ def _path_masked(plugin: Any, shown: str) -> str:
     if start < 0:
         return shown
     segments = shown[start:].split("/")
-    return shown[:start] + "/".join(plugin.pprint(s, privacy=True, safe="") if s else s for s in segments)
+    return shown[:start] + "/".join(_masked(plugin, s) if s else s for s in segments)
 
 
 def _topics(plugin: Any) -> list[str]:
@@ -183,7 +194,7 @@ def _ntfy_shown(plugin: Any, shown: str) -> str:
 
     from apprise.plugins.ntfy import NtfyMode
 
-    topics = "/".join(plugin.pprint(t, privacy=True, safe="") for t in _topics(plugin))
+    topics = "/".join(_masked(plugin, t) for t in _topics(plugin))
     if plugin.mode == NtfyMode.CLOUD:
         return f"{plugin.secure_protocol}://{urlsplit(plugin.cloud_notify_url).hostname}/{topics}"
     return shown[:shown.index("/", shown.index("://") + 3) + 1] + topics
@@ -193,9 +204,9 @@ def _unsaid(text: str, plugin: Any) -> str:
     """What apprise said of a delivery, its URL's secrets that its privacy form shows (an
     ntfy topic: `Failed to send ntfy notification to topic 'TOPIC'`) masked as label() masks them."""
     for topic in sorted(_topics(plugin), key=len, reverse=True):
-        if len(topic) >= MIN_SHOWN_SECRET:  # only where it is named: 'TOPIC' or /TOPIC, never inside a word
-            shown = plugin.pprint(topic, privacy=True, safe="")
-            text = re.sub(rf"(?<=')({re.escape(topic)})(?=')|(?<=/)({re.escape(topic)})(?![\w-])", shown, text)
+        # only where it is named: 'TOPIC' or /TOPIC, never inside a word
+        text = re.sub(rf"(?<=')({re.escape(topic)})(?=')|(?<=/)({re.escape(topic)})(?![\w-])", _masked(plugin, topic),
+                      text)
     return text
 
 
