@@ -128,9 +128,11 @@ class PlayRun:
         if flight is None or flight.task is not task or host in self.no_log_hosts:
             return  # another run's task, or one recorded meanwhile
         # reported at once, from the task's own thread: what this thread put off (the last task's
-        # result) is no part of it, and an error kept by that reporting is not this task's
-        self._report(TaskProgress(flight.play.name, flight.title, flight.task.module, host, text, flight.handler,
-                                  source=str(flight.task.pos)))
+        # result) is no part of it, and an error kept by that reporting is not this task's; nor
+        # is a reporter's failing on it (a library caller's callback): the task goes on
+        with contextlib.suppress(Exception):
+            self._report(TaskProgress(flight.play.name, flight.title, flight.task.module, host, text,
+                                      flight.handler, source=str(flight.task.pos)))
 
     def _log_command(self, host: str, command: str) -> None:
         if host in self.no_log_hosts:
