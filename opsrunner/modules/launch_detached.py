@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from opsrunner import interrupts
 from opsrunner.connections import ops
+from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.modules.own_session import end_not_seen, start_in_own_session
@@ -50,21 +51,10 @@ class LaunchDetachedModule(Module):
     name = "launch_detached"
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
+        request, argv = _request(ctx, args)
+        if args.get("check_only"):
+            return _check_only(ctx, request)
         hold_for_job(ctx, args.get("pidfile"))  # the job this task changes is locked by this run
-        if "argv" in args:
-            argv, env = [str(a) for a in args["argv"]], dict[str, str]()
-        else:
-            argv, env = command_argv(args["command"])
-        env.update({str(k): str(v) for k, v in (args.get("env") or {}).items()})
-        request: LaunchArgs = {"argv": argv, "env": env, "check_mode": ctx.check_mode}
-        if ctx.check_mode:
-            request["would_stop"] = sorted(ctx.ledger.would_stop)
-            request["would_exist"] = list(ctx.ledger.would_create)
-        for key in ("chdir", "log", "pidfile", "umask", "release_link"):
-            if key in args:
-                request[key] = str(args[key])
-        if "settle" in args:
-            request["settle"] = float(args["settle"])
         if not ctx.check_mode:
             interrupts.so_far(ctx.host, ctx.task, _interrupted_text(args))
         # Behind a wrapper chain the launch gets an exec session of its own (own_session.py).
@@ -88,6 +78,42 @@ class LaunchDetachedModule(Module):
         if survival.unseen:  # then what the chain does at a session's end was not seen: say so
             result.warnings.append(end_not_seen("the launch's"))
         return result
+
+
+def _request(ctx: TaskContext, args: dict[str, Any]) -> tuple[LaunchArgs, list[str]]:
+    """The launch's request to the target, and the argv it runs."""
+    if "argv" in args:
+        argv, env = [str(a) for a in args["argv"]], dict[str, str]()
+    else:
+        argv, env = command_argv(args["command"])
+    env.update({str(k): str(v) for k, v in (args.get("env") or {}).items()})
+    request: LaunchArgs = {"argv": argv, "env": env, "check_mode": ctx.check_mode}
+    if ctx.check_mode:
+        request["would_stop"] = sorted(ctx.ledger.would_stop)
+        request["would_exist"] = list(ctx.ledger.would_create)
+    for key in ("chdir", "log", "pidfile", "umask", "release_link"):
+        if key in args:
+            request[key] = str(args[key])
+    if "settle" in args:
+        request["settle"] = float(args["settle"])
+    return request, argv
+
+
+def _check_only(ctx: TaskContext, request: LaunchArgs) -> TaskResult:
+    """The launch's own checks on the target, and nothing else: a plain request (it starts
+    nothing, so no exec session of its own) that makes, writes and stops nothing, so it takes
+    no job lock either (that would make a lock file; the stop that follows takes it). Its
+    data says it was only a check, and which job runs now: a restart's rescue says that one
+    was left running."""
+    request["check_only"] = True
+    data: dict[str, Any] = {"check_only": True}
+    try:
+        reply = ctx.agent(ops.LAUNCH, request)
+    except ModuleFailure as exc:
+        data["running"] = exc.data.get("running")
+        return TaskResult(Status.FAILED, msg=str(exc), data=data)
+    data.update(running=reply.get("running"), program=reply.get("program"))
+    return TaskResult(Status.OK, msg=f"the job can start here: {reply.get('program')}", data=data)
 
 
 def _interrupted_text(args: dict[str, Any]) -> str:

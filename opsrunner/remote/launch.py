@@ -1,6 +1,7 @@
 # opsrunner-agent part 3: launch_detached (a supervisor in its own session starts the job).
 from __future__ import annotations
 
+import errno
 import os
 import select
 import time
@@ -48,17 +49,20 @@ def op_launch(args: LaunchArgs) -> LaunchReply:
         return {"error": problem}
     if args.get("chdir") and args.get("log") and not os.path.isabs(args["log"]):
         args["log"] = os.path.join(args["chdir"], args["log"])  # the job opens it after chdir
+    running: int | None = None
     if paths:
         for path, what in ((paths["pid"], "pidfile"), (paths["exit"], "exit file"), (paths["meta"], "launch record")):
             problem = check_regular(path, what)
             if problem:
                 return {"error": problem}
-        pid, start = read_pidfile(paths["pid"])
+        running = _live_job(paths["pid"])
         stopping = set(args.get("would_stop") or ())  # check mode: an earlier task would kill these
-        if pid and start is not None and alive(pid, start) and pid not in stopping:
-            return {"changed": False, "pid": pid, "already_running": True, "log": args.get("log")}
-    check = bool(args.get("check_mode"))
+        if running and running not in stopping and not args.get("check_only"):
+            return {"changed": False, "pid": running, "already_running": True, "log": args.get("log")}
+    check = bool(args.get("check_mode") or args.get("check_only"))
     problem, program = preflight(args, paths, check)
+    if args.get("check_only"):  # the checks alone, before a stop: what runs now is the stop's to end
+        return _checked(problem, program, running)
     if check:
         if problem:
             return {"error": problem}
@@ -87,6 +91,21 @@ def op_launch(args: LaunchArgs) -> LaunchReply:
         record.pop("launching", None)
         return _failed_launch(paths, record, f"could not start the job: {error}")
     return _launched(args, paths, record, pid)
+
+
+def _live_job(pidfile: str) -> int | None:
+    """The pid of the job the pidfile names where it still runs (its start time matches), else None."""
+    pid, start = read_pidfile(pidfile)
+    return pid if pid and start is not None and alive(pid, start) else None
+
+
+def _checked(problem: str | None, program: str | None, running: int | None) -> LaunchReply:
+    """check_only's reply: why the job cannot start, else the program it would run; with the
+    job that runs from the pidfile now (its pid), which the check leaves alone."""
+    reply: LaunchReply = {"error": problem} if problem else {"changed": False, "program": program}
+    if running:
+        reply["running"] = running
+    return reply
 
 
 def _record_launching(paths: JobPaths, record: LaunchRecord) -> str | None:
@@ -211,17 +230,21 @@ def _earlier_supervisors(pidfile: str) -> list[list[int | None]]:
 
 
 def _writable_dir(path: str, check: bool) -> str | None:
-    """None when files can be created in directory `path` (created unless check), else the error."""
+    """None when files can be created in directory `path`, else why not. First what can be told
+    without making anything (check mode and check_only stop there, and a launch names a folder
+    it cannot use as they do); then, unless check, the folder is made and a file made and
+    removed in it, which finds what no check foresees (a full disk, a quota)."""
     probe = path
     while probe and not os.path.exists(probe):
         probe = os.path.dirname(probe.rstrip("/")) or "/"
     if not os.path.isdir(probe):
         return f"{probe} is not a directory"
-    if check:
-        if os.access(probe, os.W_OK | os.X_OK):
-            return None
+    why = _no_new_files(probe)
+    if why:
         what = probe if probe == path else f"{probe} (to create {path})"
-        return f"{what} is not writable"
+        return f"{what} {why}"
+    if check:
+        return None
     try:
         os.makedirs(path, exist_ok=True)
         fd, name = create_temp_beside(os.path.join(path, ".opsrunner-probe"))
@@ -230,6 +253,31 @@ def _writable_dir(path: str, check: bool) -> str | None:
     except OSError as exc:
         return f"{exc.filename or path}: {exc.strerror} (errno {exc.errno})"
     return None
+
+
+#: The kernel's own file systems: no file or folder can be made in them, by root either,
+#: though access(2) tells root it may (a log or pidfile there is a typo).
+KERNEL_FS = ("/proc", "/sys")
+
+
+def _no_new_files(folder: str) -> str | None:
+    """Why no file or folder can be made in `folder` (an existing directory), as far as can be
+    told without making one; None when it looks possible."""
+    try:
+        here, root = os.stat(folder).st_dev, os.stat("/").st_dev
+        for mount in KERNEL_FS:
+            dev = os.stat(mount).st_dev
+            if dev == here and dev != root:  # (one not mounted is a plain folder of /)
+                return f"is on the kernel's {mount} file system, where no file or folder can be made"
+    except OSError:
+        pass
+    if os.access(folder, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return "is on a read-only file system" if read_only else "is not writable"
 
 
 def _would_exist(path: str, args: LaunchArgs) -> bool:
@@ -256,8 +304,8 @@ def preflight(args: LaunchArgs, paths: JobPaths | None, check: bool) -> tuple[st
         why = _writable_dir(folder, check)
         if why:
             return f"cannot open the log {log}: directory {why}", None
-        if check and os.path.exists(log) and not os.access(log, os.W_OK):
-            return f"cannot open the log {log}: Permission denied", None
+        if os.path.exists(log) and not os.access(log, os.W_OK):
+            return f"cannot open the log {log}: {os.strerror(errno.EACCES)} (errno {errno.EACCES})", None
         if not check:
             try:
                 os.close(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644))

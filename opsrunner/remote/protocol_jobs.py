@@ -141,6 +141,8 @@ if TYPE_CHECKING:
         release_link: str
         #: Seconds to watch the job for an exit at once before replying (default SETTLE_S).
         settle: float
+        #: Only the checks made before a job starts: nothing is made, started or stopped.
+        check_only: bool
 
     class LaunchSpec(LaunchArgs, total=False):
         """What the supervisor (supervisor.py) is given: the launch's args and these."""
@@ -167,6 +169,8 @@ if TYPE_CHECKING:
         cmdline: str
         #: The job's start time (/proc/PID/stat, clock ticks since boot): with the pid, which process it is.
         start: int
+        #: check_only: the job that runs from the pidfile now (left alone).
+        running: int
 
     # -- verify, gpu_wait ---------------------------------------------------------------------
     class VerifyArgs(Selector, total=False):
