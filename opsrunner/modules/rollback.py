@@ -55,6 +55,20 @@ def failure_text(failed_task: str | None, failure: dict[str, Any] | None) -> str
     return f"{failed_task} failed: {_clip(why)}"
 
 
+def not_started_text(failure: Mapping[str, Any] | None, stopped: list[int]) -> str:
+    """After a failed launch check (launch_detached check_only, made before the old job is
+    stopped): that the new run could not start, and that the old job (the check saw it run)
+    was left running where the rollback stopped nothing; "" after any other failure."""
+    if not (failure or {}).get("check_only"):
+        return ""
+    running = (failure or {}).get("running")
+    if stopped:
+        return "the new run could not start"
+    if running:
+        return f"the new run could not start, so the old run (pid {running}) was left running"
+    return "the new run could not start; nothing was stopped"
+
+
 def _clip(text: str) -> str:
     return text[:DIAGNOSIS_CHARS] + "..." if len(text) > DIAGNOSIS_CHARS else text
 
@@ -153,14 +167,15 @@ class RollbackModule(Module):
 
     def run(self, ctx: TaskContext, args: dict[str, Any]) -> TaskResult:
         failed = failure_text(args.get("failed_task"), args.get("failure"))
+        untouched = _joined(failed, not_started_text(args.get("failure"), []))  # as long as nothing is stopped
         if not args.get("enabled", True):
-            return _result(Status.OK, failed, "no rollback: it is off (rollback_on_failure: false)", {})
+            return _result(Status.OK, untouched, "no rollback: it is off (rollback_on_failure: false)", {})
         too = " too" if failed else ""
         try:
             hold_for_job(ctx, str(args["pidfile"]))  # the lock covers the rollback as the restart
         except ModuleFailure as exc:  # another run holds the job: the line names it; nothing was touched
             why = " ".join(str(exc).split())
-            return _result(Status.FAILED, failed, f"rollback failed{too}: {why}",
+            return _result(Status.FAILED, untouched, f"rollback failed{too}: {why}",
                            {"outcome": "failed", "stopped": [], "pid": None, "why": why})
         progress, extra = _Progress(ctx.timeout, ctx, failed), dict[str, Any]()
         try:
@@ -173,6 +188,7 @@ class RollbackModule(Module):
                 status, text = outcome_text(reply, after_failure=bool(failed), by_hand=not args.get("auto"))
         except ModuleFailure as exc:
             return _result(Status.FAILED, failed, f"rollback failed{too}: {str(exc).splitlines()[0]}", {})
+        failed = _joined(failed, not_started_text(args.get("failure"), list(reply.get("stopped") or [])))
         data: dict[str, Any] = {k: reply.get(k) for k in ("outcome", "release", "commit", "pid", "stopped",
                                                            "switched_from", "verified", "took_s")}
         for key in ("unlinked", "current_kept", "scan_limits", "why"):
@@ -202,8 +218,9 @@ def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> Rollb
         if args.get(key):
             request[key] = str(args[key])
     failed_task = ctx.variables.get("ansible_failed_task")
+    checked_only = bool((args.get("failure") or {}).get("check_only"))  # a launch check: nothing was launched
     if (failed and args.get("auto") and isinstance(failed_task, Mapping)
-            and failed_task.get("action") in LAUNCH_MODULES):
+            and failed_task.get("action") in LAUNCH_MODULES and not checked_only):
         request["failed"] = failed  # the restart's new launch failed: its release is recorded as failed
     return request
 
@@ -370,6 +387,10 @@ def _out_of_time(reply: RollbackReply, verdict: VerifyReply, progress: _Progress
             f"{verdict.get('waited_s', 0):g}s into verifying the relaunched run (pid {reply.get('pid')}), before "
             f"its checks could pass for long enough; it is {state}, not verified (not recorded as the last good "
             f"run){current}. Give the rollback more time (its timeout) than verify's within + stable_for + log_grows")
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
 
 
 def _result(status: Status, failed: str, text: str, data: dict[str, Any], detail: str = "") -> TaskResult:

@@ -15,4 +15,6 @@ def test_an_empty_pidfile_names_every_task_that_takes_it() -> None:
     for module in ("job_lock", "deploy_code", "kill_old", "launch_detached", "verify", "rollback"):
         assert f"'' should be non-empty (from {{{{ pidfile }}}}); used by {module}.pidfile at {tasks}:" in res.err, \
             (module, res.err)
-    assert res.err.count("ERROR: -e pidfile=: ") == 7, res.err  # job_lock twice (take, release)
+    # job_lock twice (take, release), launch_detached twice (the check before the stop, the launch)
+    assert res.err.count("ERROR: -e pidfile=: ") == 8, res.err
+    assert res.err.count("used by launch_detached.pidfile at ") == 2, res.err

@@ -26,7 +26,7 @@ def test_default_inventory_restart_status_stop(home: Path) -> None:
     first = cli_subprocess("play", "restart_training.yml", env=env)
     assert first.rc == 0, first.out + first.err
     assert "PLAY RECAP" in first.out
-    assert re.search(r"localhost\s+: ok=7\s+changed=2", first.out), first.out
+    assert re.search(r"localhost\s+: ok=8\s+changed=2", first.out), first.out
     assert "deployed 2 of 2 files" in first.out and "launched pid" in first.out
     assert len(trainer_pids(home)) == 1
     time.sleep(2.5)  # let it log and checkpoint

@@ -37,9 +37,10 @@ def _refused_by_the_role(home: Path, monkeypatch: pytest.MonkeyPatch, *extra: st
 def test_an_empty_log_path_is_refused_where_the_role_launches_and_verifies(home: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     err = _refused_by_the_role(home, monkeypatch, "-e", "log_path=")
-    launch, verify = _lines_of(ROLE_TASKS, 'log: "{{ log_path }}"')
-    assert ("ERROR: -e log_path=: '' should be non-empty (from {{ log_path }}); "
-            f"used by launch_detached.log at {ROLE_TASKS}:{launch}:9 (at log_path)") in err, err
+    check, launch, verify = _lines_of(ROLE_TASKS, 'log: "{{ log_path }}"')
+    for line in (check, launch):  # the check before the stop, and the launch
+        assert ("ERROR: -e log_path=: '' should be non-empty (from {{ log_path }}); "
+                f"used by launch_detached.log at {ROLE_TASKS}:{line}:9 (at log_path)") in err, err
     assert ("ERROR: -e log_path=: '' should be non-empty (from {{ log_path }}); "
             f"used by verify.log at {ROLE_TASKS}:{verify}:9 (at log_path)") in err, err
 
@@ -47,9 +48,11 @@ def test_an_empty_log_path_is_refused_where_the_role_launches_and_verifies(home:
 def test_a_blank_train_command_is_refused_before_the_old_job_is_stopped(home: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     err = _refused_by_the_role(home, monkeypatch, "-e", "train_command=")
-    (line,) = _lines_of(ROLE_TASKS, "command: \"{{ train_command }}")
-    assert err.splitlines()[0] == (f"ERROR: {ROLE_TASKS}:{line}:9: ' ' is blank: there is no program to run "
-                                   "(from {{ train_command }} {{ train_extra_args }}) (at launch_detached.command)")
+    lines = _lines_of(ROLE_TASKS, "command: \"{{ train_command }}")
+    assert len(lines) == 2  # the check before the stop, and the launch
+    assert err.splitlines()[:2] == [f"ERROR: {ROLE_TASKS}:{line}:9: ' ' is blank: there is no program to run "
+                                    "(from {{ train_command }} {{ train_extra_args }}) (at launch_detached.command)"
+                                    for line in lines]
 
 
 def test_cache_paths_no_host_accepts_are_refused_before_the_old_job_is_stopped(

@@ -57,14 +57,39 @@ def _assert_rolled_back(env: ProjectEnv, message: str, good: str, note: str) -> 
     return pid
 
 
-def test_a_redeploy_with_a_wrong_log_path_is_rolled_back_and_verified_with_its_good_runs_log(
+def _redeploy_that_fails_at_once(env: ProjectEnv, body: str) -> Path:
+    """The next restart logs to a new log_path and launches a job (`body`, given that log's
+    path as {log}) that exits 3 at once, after the old run was stopped; the new log_path."""
+    elsewhere = env.root / "demo" / "elsewhere" / "train.log"
+    write_yaml(env.project / "group_vars" / "all.yml", {
+        "log_path": str(elsewhere), "verify_within": 5,
+        "train_command": _script(env, "fails.sh", body.format(log=elsewhere))})
+    return elsewhere
+
+
+def test_a_redeploy_with_a_log_path_that_cannot_be_made_leaves_the_good_run_running(
+        env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
+    """Found before the old run is stopped: nothing is stopped, so nothing is rolled back."""
+    with _a_good_run_first(env, old_job) as good:
+        before = pidfile_pid(env)
+        write_yaml(env.project / "group_vars" / "all.yml", {"log_path": NOPE, "verify_within": 5})
+        message = _failed_run(env, alerts, "restart_training.yml")
+        assert before is not None and pidfile_pid(env) == before and alive(before, good), message
+        [failed] = [ln for ln in message.splitlines() if ln.startswith(f"- [box] {FAIL}: ")]
+        assert (f"failed: cannot open the log {NOPE}: directory /proc (to create /proc/nope) is on the kernel's "
+                "/proc file system, where no file or folder can be made; the new run could not start, so the old "
+                f"run (pid {before}) was left running; no rollback needed: ") in failed, message
+        assert "killed" not in message and "rolled back to" not in message, message
+
+
+def test_a_failed_redeploy_with_a_new_log_path_is_rolled_back_and_verified_with_its_good_runs_log(
         env: ProjectEnv, alerts: Alerts, old_job: tuple[int, str]) -> None:
     with _a_good_run_first(env, old_job) as good:
         log = env.root / "demo" / "train.log"
         recorded = json.loads((env.root / "demo" / "train.good.json").read_text())
-        write_yaml(env.project / "group_vars" / "all.yml", {"log_path": NOPE, "verify_within": 5})
+        _redeploy_that_fails_at_once(env, "echo failing; exit 3")
         message = _failed_run(env, alerts, "restart_training.yml")
-        assert "cannot open the log /proc/nope/train.log" in message, message
+        assert "exited at once with code 3" in message, message
         pid = _assert_rolled_back(env, message, good, f" with the checks of its good run (log {log})")
         again = json.loads((env.root / "demo" / "train.good.json").read_text())
         assert again["pid"] == pid and again["log"] == str(log), again
@@ -89,18 +114,19 @@ def test_a_record_from_before_checks_were_kept_is_verified_with_the_given_checks
     """A good run recorded before its checks were kept: the rollback has nothing to tell its
     own checks by, and verifies it with the given ones, as before (its launch's log is not
     always the log verify reads: taking it failed healthy runs). With the redeploy's wrong
-    log_path that verify fails, and the line says the relaunched run still runs."""
+    log_path that verify fails (its job removed that log before it failed), and the line says the
+    relaunched run still runs."""
     with _a_good_run_first(env, old_job) as good:
         path = env.root / "demo" / "train.good.json"
         older = json.loads(path.read_text())
         older.pop("checks", None)
         path.write_text(json.dumps(older))
-        write_yaml(env.project / "group_vars" / "all.yml", {"log_path": NOPE, "verify_within": 5})
+        elsewhere = _redeploy_that_fails_at_once(env, "rm -f {log}; exit 3")
         message = _failed_run(env, alerts, "restart_training.yml")
         pid = pidfile_pid(env)
         assert pid is not None and alive(pid, good), message
         [line] = [ln for ln in message.splitlines() if ln.startswith(f"- [box] {ROLL_BACK}: ")]
-        assert f"failed too: the relaunched run failed verify: no log at {NOPE}" in line, message
+        assert f"failed too: the relaunched run failed verify: no log at {elsewhere}" in line, message
         assert line.endswith(f"; pid {pid} still runs from it, not verified"), message
         assert "verified with" not in message, message
 
