@@ -107,9 +107,11 @@ def test_tags_stop_alone_stops_the_job_whatever_the_launch_settings(target: Targ
         (target.work / "afile").write_text("x")
         rc, out, events = job.play("restart_training.yml", "--tags", "stop", log_path=f"{target.work}/afile/t.log",
                                    train_command="trian-no-such-program")
-        # (verify, tagged always, then finds no job: what a stop alone has always ended with)
-        assert rc == 2 and f"{CHECK} failed" not in out, out
+        # A stop alone leaves no run to verify: the verify (tagged always) skips itself, and the run succeeds.
+        assert rc == 0 and f"{CHECK} failed" not in out, out
         assert [e["status"] for e in events if e["event"] == "task_end" and e["task"] == CHECK] == ["skipped"]
+        assert [e["status"] for e in events if e["event"] == "task_end" and e["task"].startswith("Verify the run is up")
+                ] == ["skipped"], out
         assert f"killed 1: {pid}" in out
         assert job.running() == []
     finally:
