@@ -22,7 +22,7 @@ from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
 from opsrunner.modules.own_session import end_not_seen, start_in_own_session
-from opsrunner.modules.verify import VerifyModule, status_line, verify_budget
+from opsrunner.modules.verify import VerifyModule, failure_reason, status_line, verify_budget
 from opsrunner.results import Status, TaskResult
 from opsrunner.validation import load_schema
 
@@ -45,12 +45,13 @@ VALUE_CHARS = 80
 
 
 def failure_text(failed_task: str | None, failure: dict[str, Any] | None) -> str:
-    """`TASK failed: DIAGNOSIS` from a failed task's registered result (ansible_failed_result):
-    verify's diagnosis, else its message's first line; "" without a failed task."""
+    """`TASK failed: WHY` from a failed task's registered result (ansible_failed_result):
+    verify's reason (its diagnosis, or the failed checks where that only lists the running
+    job's processes: failure_reason), else its message's first line; "" without a failed task."""
     if not failed_task:
         return ""
     result = failure or {}
-    why = str(result.get("diagnosis") or result.get("msg") or "").strip()
+    why = str(result.get("reason") or result.get("diagnosis") or result.get("msg") or "").strip()
     why = why.splitlines()[0] if why else "no message"
     return f"{failed_task} failed: {_clip(why)}"
 
@@ -308,7 +309,7 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progres
         if verdict.get("cut_short"):
             reply["outcome"] = "timed_out"
             return Status.TIMED_OUT, _out_of_time(reply, verdict, progress)
-        why = f"the relaunched run failed verify{note}: {_clip(str(verdict.get('diagnosis')))}"
+        why = f"the relaunched run failed verify{note}: {_clip(failure_reason(verdict))}"
     reply["outcome"] = "failed"
     reply["why"] = f"{why} (warning: {_known_failed(reply)})" if reply.get("known_failed") else why
     request: RollbackArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
@@ -375,7 +376,7 @@ def _restored(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, undo
     alive = verdict["status"].get("pid")  # verify names a pid only where it is alive: whatever its state says
     now = f"pid {alive} still runs, not verified" if alive else "nothing is running"
     return (f"; what ran before was started again ({where}, pid {pid}) but failed verify too{note}: "
-            f"{_clip(str(verdict.get('diagnosis')))}{back}; {now}")
+            f"{_clip(failure_reason(verdict))}{back}; {now}")
 
 
 def _out_of_time(reply: RollbackReply, verdict: VerifyReply, progress: _Progress) -> str:

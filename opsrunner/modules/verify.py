@@ -49,6 +49,24 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
+def process_listing(procs: list[Any]) -> str:
+    """`PID CMDLINE; ...` of the counted processes, as the agent's diagnosis of a running job lists them."""
+    return "; ".join(f"{p['pid']} {p['cmdline'][:150]}" for p in procs)
+
+
+def failure_reason(reply: VerifyReply) -> str:
+    """Why a verify failed, in one line: its diagnosis, unless that only lists the job's
+    running processes (nothing happened to the job: a check failed, a ready line never came,
+    a count was off); then the failed checks, as the message's first line says them, and how
+    long they were checked: `log_regex: expected log matches /x/, got no match (checked for 30s)`."""
+    diagnosis = str(reply.get("diagnosis") or "")
+    failed = reply.get("failed") or []
+    if failed and diagnosis in ("", "running: " + process_listing(reply.get("procs") or [])):
+        waited = f" (checked for {reply['waited_s']:g}s)" if reply.get("waited_s") is not None else ""
+        return "; ".join(f"{c[0]}: expected {c[2]}, got {c[3]}" for c in failed) + waited
+    return diagnosis
+
+
 def verify_budget(seconds_left: float) -> float:
     """What a verify request may spend of the seconds its task has left: the margin is kept for
     the reply to come back, and at least half is given to the checks when little is left."""
@@ -113,11 +131,12 @@ def _failure(args: dict[str, Any], reply: VerifyReply, data: dict[str, Any], tim
     msg += f"{failed}\ndiagnosis: {reply['diagnosis']}"
     procs = reply.get("procs", [])
     if procs:
-        msg += "\nprocesses: " + "; ".join(f"{p['pid']} {p['cmdline'][:150]}" for p in procs)
+        msg += "\nprocesses: " + process_listing(procs)
     if args.get("log"):
         tail = reply.get("log_tail") or "(empty or missing)"
         msg += f"\nlast lines of {args['log']}:\n" + "\n".join("  | " + ln for ln in tail.splitlines())
     data["diagnosis"] = reply["diagnosis"]
+    data["reason"] = failure_reason(reply)  # the one line a restart's rollback and its fail message say
     data["log_tail"] = reply.get("log_tail", "")
     return TaskResult(Status.TIMED_OUT if reply.get("cut_short") else Status.FAILED, msg=msg, data=data)
 
