@@ -338,7 +338,9 @@ def _started_text(reply: RollbackReply) -> str:
     release R (commit C)`."""
     stopped = ", ".join(map(str, reply.get("stopped") or []))
     parts = [f"stopped pid {stopped}"] if stopped else ["nothing was running to stop"]
-    if reply.get("release") and "switched_from" in reply:
+    if reply.get("release") and reply.get("switched_from") == reply.get("release"):
+        parts.append(f"current already names {reply.get('release')}")  # a redeploy of the same code
+    elif reply.get("release") and "switched_from" in reply:
         parts.append(f"current switched from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}")
     elif reply.get("unlinked"):
         parts.append(f"current ({reply['unlinked']}) removed: it pointed to release {reply.get('switched_from')}")
