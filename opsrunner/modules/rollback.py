@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from opsrunner import interrupts
+from opsrunner.coercion import coerce_args
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
@@ -208,8 +209,24 @@ class RollbackModule(Module):
         result.warnings.extend(progress.warnings)
         if reply.get("known_failed"):
             result.warnings.append(f"release {reply.get('release')} was recorded as failed: {reply['known_failed']}; "
-                                   "the rollback goes to it because it was named")
+                                   f"the rollback goes to it because {_why_there(args)}")
         return result
+
+
+def _why_there(args: dict[str, Any]) -> str:
+    """Why a rollback goes to a release recorded as failed: named by hand, or the last good
+    run's (the restart's own rollback, or one by hand without a release, puts that run back)."""
+    if args.get("release") and args["release"] != "previous":
+        return "it was named (release=" + str(args["release"]) + ")"
+    return "it is the last good run's release (the run a rollback puts back)"
+
+
+def given_checks(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The rollback's `verify` (default: exactly one process), converted to verify's types
+    as a verify task's arguments are: the checks a failed restart's verify was judged by read
+    the same here (`-e verify_within=30` is the number 30 in both)."""
+    converted, _ = coerce_args(args.get("verify") or {"processes": 1}, load_schema("modules/verify"))
+    return converted
 
 
 def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> RollbackArgs:
@@ -223,6 +240,8 @@ def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> Rollb
     if (failed and args.get("auto") and isinstance(failed_task, Mapping)
             and failed_task.get("action") in LAUNCH_MODULES and not checked_only):
         request["failed"] = failed  # the restart's new launch failed: its release is recorded as failed
+        # ...unless it passed with another launch or other checks than those it was judged by
+        request["checks"] = cast("VerifyArgs", given_checks(args))
     return request
 
 
@@ -282,7 +301,7 @@ def _verify(ctx: TaskContext, args: dict[str, Any], progress: _Progress,
             started: RollbackReply) -> tuple[VerifyReply, str]:
     """Verify the job a step started (checks_for), in a request of its own; passing, it is the
     last good run. With the verdict, what the line says it was verified with."""
-    checks, note = checks_for(args.get("verify") or {"processes": 1}, started)
+    checks, note = checks_for(given_checks(args), started)
     check = cast("VerifyArgs", checks)
     check["pidfile"] = str(args["pidfile"])
     check["record_good"] = True
@@ -313,7 +332,8 @@ def _judge(ctx: TaskContext, args: dict[str, Any], reply: RollbackReply, progres
     reply["outcome"] = "failed"
     reply["why"] = f"{why} (warning: {_known_failed(reply)})" if reply.get("known_failed") else why
     request: RollbackArgs = {"pidfile": str(args["pidfile"]), "step": "undo", "auto": bool(args.get("auto")),
-                         "why": why, "back_to": reply.get("switched_from"), "grace": float(args.get("grace", 10))}
+                         "why": why, "back_to": reply.get("switched_from"), "grace": float(args.get("grace", 10)),
+                         "checks": cast("VerifyArgs", checks_for(given_checks(args), reply)[0])}
     if reply.get("release") and not progress.chain_ended_it:  # the release is recorded as failed
         request["release"] = str(reply.get("release"))
     progress.so_far(f"rollback interrupted while undoing it: {_started_text(reply)}, and it failed ({_clip(why)}); "

@@ -5,10 +5,14 @@
 # failed redeploy's new log_path or ready_regex says nothing of the run it goes back to.
 # 0600: env may hold secrets. Written atomically (temp file + rename), never read from a
 # FIFO or device.
-# A release's verdict (<dest>/releases/<name>.verdict.json, beside its manifest): the last
-# time a run of it passed verify (record_good) or failed (a restart rolled back from it, a
-# rollback's relaunch of it failed), so that a rollback never picks a release known to be
-# bad by default.
+# A release's verdict (<dest>/releases/<name>.verdict.json, beside its manifest, 0600): whether
+# its code passed verify (record_good) or failed (a restart rolled back from it, a rollback's
+# relaunch of it failed), so that a rollback never picks a release known to be bad by default.
+# A run is its code and its settings: its launch (argv, env, chdir, log, umask) and the verify
+# arguments it was judged by; the verdict keeps digests of both (`settings`). A run that fails
+# with other settings than those its release last passed with does not condemn the code: the
+# verdict stays "passed", the failure kept beside it (`failed_run`). A failure with the same
+# settings (or unknown ones), or of a release never passed, makes it "failed".
 # A hand rollback's prior run (<pidfile base>.rollback-prior.json, 0600): the launch that ran
 # before it, started again when the rollback's own target fails.
 from __future__ import annotations
@@ -29,13 +33,32 @@ if TYPE_CHECKING:
 
     from .protocol_jobs import GoodRun, GoodRunRef, LaunchRecord, VerifyArgs
 
-    class Verdict(TypedDict):
-        """A release's last verdict: "passed" (verify recorded a run of it as the last good
-        run) or "failed"; when, the run's pid, and why it failed."""
+    class Settings(TypedDict):
+        """Digests of a run's settings besides its code: its launch, with its release's
+        directory taken out (the same launch from another release is the same launch), and
+        the verify arguments it was judged by; None where not known."""
+        launch: str | None
+        checks: str | None
+
+    class FailedRun(TypedDict):
+        """A run of a passed release that failed with other settings ("launch", "checks")."""
+        at: float
+        pid: int | None
+        why: str | None
+        differs: list[str]
+
+    class _VerdictBase(TypedDict):
         state: str
         at: float
         pid: int | None
         why: str | None
+
+    class Verdict(_VerdictBase, total=False):
+        """A release's verdict: "passed" (verify recorded a run of it as the last good run)
+        or "failed"; when, the run's pid, why it failed, and the run's settings; a passed one
+        keeps the last run of it that failed with other settings."""
+        settings: Settings
+        failed_run: FailedRun
 
 GOOD_MODE = 0o600
 PRIOR_SUFFIX = ".rollback-prior.json"
@@ -128,29 +151,107 @@ def record_good(pidfile: str, checks: VerifyArgs | None = None) -> GoodRunRef | 
     if kept is not None:
         good["checks"] = kept
     write_atomic(pidfile_paths(pidfile)["good"], json_dumps(good).encode(), GOOD_MODE)
-    mark_release(good["release_dir"], "passed", pid)
+    mark_release(good["release_dir"], "passed", pid, settings=run_settings(meta, checks))
     drop_prior(pidfile)  # a run verified since: a rollback's prior run is no longer wanted
     return {"release": good["release"], "commit": good["commit"]}
 
 
 VERDICT_SUFFIX = ".verdict.json"
+#: A verdict's mode: its digest of the launch covers the job's environment, which may hold secrets.
+VERDICT_MODE = 0o600
+#: The launch record's keys that make a run's launch (with its release, what makes the run).
+LAUNCH_KEYS = ("argv", "env", "chdir", "log", "umask")
+#: verify's arguments that say which job and how long the request may take, not how the run was judged.
+NOT_JUDGED = ("pidfile", "record_good", "budget")
+#: What a release's own directory reads as in a launch's digest.
+RELEASE_MARK = "{release}"
 
 
 def verdict_path(release_dir: str) -> str:
     return release_dir.rstrip("/") + VERDICT_SUFFIX
 
 
-def mark_release(release_dir: str | None, state: str, pid: int | None, why: str | None = None) -> bool:
-    """Record a release's verdict (replacing the one before): "passed" or "failed". False when
-    it cannot be written: a verdict never fails the verify or rollback that records it."""
+def _canonical(value: object, base: str) -> object:
+    """A value as its digest reads it: paths in the release `base` relative to it, numbers as
+    floats (30 and 30.0 judge alike), mappings as sorted pairs (their order says nothing)."""
+    if isinstance(value, str) and base:
+        return RELEASE_MARK if value == base else value.replace(base + "/", RELEASE_MARK + "/")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v, base) for v in value]
+    if isinstance(value, dict):
+        return sorted([str(k), _canonical(v, base)] for k, v in value.items())
+    return value
+
+
+def _digest(value: object) -> str:
+    from .files import data_digest  # deploy_code's hashing: loaded only where a verdict is written
+    return data_digest(json_dumps(value).encode(), "sha256")[:32]
+
+
+def run_settings(meta: Mapping[str, object] | None, checks: Mapping[str, object] | None) -> Settings:
+    """The settings of a run (its launch record, and the verify arguments it was judged by)."""
+    launch = None
+    if meta and meta.get("argv"):
+        base = str(meta.get("release_dir") or "").rstrip("/")
+        launch = _digest(_canonical(dict((k, meta.get(k)) for k in LAUNCH_KEYS), base))
+    judged = None if checks is None else _digest(
+        _canonical(dict((k, v) for k, v in checks.items() if k not in NOT_JUDGED), ""))
+    return {"launch": launch, "checks": judged}
+
+
+def _differs(passed: Settings | None, failed: Settings | None) -> list[str]:
+    """Which settings of a failed run are known to differ from those of the run that passed."""
+    if not passed or not failed:
+        return []
+    return [key for key in ("launch", "checks")
+            if passed.get(key) and failed.get(key) and passed.get(key) != failed.get(key)]
+
+
+def mark_release(release_dir: str | None, state: str, pid: int | None, why: str | None = None,
+                 settings: Settings | None = None) -> bool:
+    """Record a release's verdict: "passed", or "failed" (which a passed release whose run
+    failed with other settings records as its `failed_run`, staying "passed"). False when it
+    cannot be written: a verdict never fails the verify or rollback that records it."""
     if not release_dir or not os.path.isdir(release_dir):
         return False
-    verdict: Verdict = {"state": state, "at": time.time(), "pid": pid, "why": why}
     try:
-        write_atomic(verdict_path(release_dir), json_dumps(verdict).encode())
+        before = release_verdict(release_dir)
+    except Unreadable:  # replaced: an unreadable verdict is never taken for a pass
+        before = None
+    verdict: Verdict = {"state": state, "at": time.time(), "pid": pid, "why": why}
+    if settings is not None:
+        verdict["settings"] = settings
+    if before is not None and before["state"] == "passed":
+        differs = _differs(before.get("settings"), settings) if state == "failed" else []
+        if differs:  # the code passed; this run's launch or checks failed
+            verdict = before
+            verdict["failed_run"] = {"at": time.time(), "pid": pid, "why": why, "differs": differs}
+        elif state == "passed" and "failed_run" in before:
+            verdict["failed_run"] = before["failed_run"]
+    try:
+        write_atomic(verdict_path(release_dir), json_dumps(verdict).encode(), VERDICT_MODE)
     except OSError:
         return False
     return True
+
+
+def _settings(raw: object) -> Settings | None:
+    if not isinstance(raw, dict):
+        return None
+    launch, checks = raw.get("launch"), raw.get("checks")
+    return {"launch": launch if isinstance(launch, str) else None,
+            "checks": checks if isinstance(checks, str) else None}
+
+
+def _failed_run(raw: object) -> FailedRun | None:
+    if not isinstance(raw, dict):
+        return None
+    at, pid, why, differs = raw.get("at"), raw.get("pid"), raw.get("why"), raw.get("differs")
+    return {"at": float(at) if isinstance(at, (int, float)) else 0.0, "pid": pid if isinstance(pid, int) else None,
+            "why": why if isinstance(why, str) else None,
+            "differs": [str(d) for d in differs] if isinstance(differs, list) else []}
 
 
 def release_verdict(release_dir: str) -> Verdict | None:
@@ -160,8 +261,14 @@ def release_verdict(release_dir: str) -> Verdict | None:
     if raw is None or raw.get("state") not in ("passed", "failed"):
         return None
     at, pid, why = raw.get("at"), raw.get("pid"), raw.get("why")
-    return {"state": str(raw["state"]), "at": float(at) if isinstance(at, (int, float)) else 0.0,
-            "pid": pid if isinstance(pid, int) else None, "why": why if isinstance(why, str) else None}
+    verdict: Verdict = {"state": str(raw["state"]), "at": float(at) if isinstance(at, (int, float)) else 0.0,
+                        "pid": pid if isinstance(pid, int) else None, "why": why if isinstance(why, str) else None}
+    settings, failed = _settings(raw.get("settings")), _failed_run(raw.get("failed_run"))
+    if settings is not None:
+        verdict["settings"] = settings
+    if failed is not None:
+        verdict["failed_run"] = failed
+    return verdict
 
 
 def verdict_text(verdict: Verdict) -> str:

@@ -287,6 +287,10 @@ if TYPE_CHECKING:
         failed: str
         #: undo: why the rollback's relaunch failed (its release, `release`, is recorded as failed).
         why: str
+        #: start, auto: the verify arguments the failed launch was judged by; undo: those the
+        #: relaunch was (or would have been) judged by. Its release's verdict compares them (and
+        #: the launch) with those it passed with (goodrun.py).
+        checks: VerifyArgs
         #: undo: the release `current` pointed to before the rollback.
         back_to: str | None
 

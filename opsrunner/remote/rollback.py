@@ -5,7 +5,8 @@
 # argv, env, chdir, log and umask), then returns; the controller verifies the run (op_verify
 # with record_good) in another request. So the relaunched job is never in the tree of a
 # request that is still running, which server.py kills when the controller goes away.
-# When the relaunch fails, "undo" records its release as failed and, after a hand rollback,
+# When the relaunch fails, "undo" records its release as failed (goodrun.py: not where it passed
+# with other settings than the relaunch's) and, after a hand rollback,
 # starts the run that was running before it again (kept by "start"), for the controller to
 # verify. All of it happens here, on the target, so the job's environment (which may hold
 # secrets) never travels to the controller: the replies name releases, commits and pids only.
@@ -13,7 +14,17 @@ from __future__ import annotations
 
 import os
 
-from .goodrun import drop_prior, link_of, mark_release, read_good, release_verdict, save_prior, take_prior, verdict_text
+from .goodrun import (
+    drop_prior,
+    link_of,
+    mark_release,
+    read_good,
+    release_verdict,
+    run_settings,
+    save_prior,
+    take_prior,
+    verdict_text,
+)
 from .guards import Refused
 from .jobfiles import launch_record, load_launch_record, pidfile_paths, read_pidfile, when
 from .launch import op_launch
@@ -27,7 +38,7 @@ if TYPE_CHECKING:
     from typing import Dict, Optional
 
     from .goodrun import Verdict
-    from .protocol_jobs import GoodRun, KillArgs, LaunchArgs, RollbackArgs, RollbackReply
+    from .protocol_jobs import GoodRun, KillArgs, LaunchArgs, RollbackArgs, RollbackReply, VerifyArgs
 
     #: {release name: its verdict, None where no run of it was judged}
     Verdicts = Dict[str, Optional[Verdict]]
@@ -203,12 +214,16 @@ def start(args: RollbackArgs) -> RollbackReply:
     if good is None:
         return {"outcome": "no_good_run", "why": "no last good run is recorded for this job "
                 f"({pidfile_paths(pidfile)['good']} is missing): a run is recorded when verify passes"}
-    if args.get("failed") and args.get("auto") and not args.get("check_mode"):
-        _mark_failed_launch(pidfile, good, args["failed"])
-    try:
+    target: Target | None = None
+    refused = ""
+    try:  # before this restart's failure is recorded: its known_failed is a verdict from before it
         target = target_of(good, args.get("release"))
     except (ValueError, OSError) as exc:
-        return {"outcome": "failed", "why": str(exc)}
+        refused = str(exc)
+    if args.get("failed") and args.get("auto") and not args.get("check_mode"):
+        _mark_failed_launch(pidfile, good, args["failed"], args.get("checks"))
+    if target is None:
+        return {"outcome": "failed", "why": refused}
     reply: RollbackReply = {"release": target.release, "commit": target.commit, "argv": target.argv,
                         "chdir": target.chdir}
     if target.known_failed:
@@ -295,9 +310,12 @@ def _keep_prior(pidfile: str, pid: int | None, keep: bool, good: GoodRun) -> str
             f"{problem}; nothing was stopped") if problem else None
 
 
-def _mark_failed_launch(pidfile: str, good: GoodRun, why: str) -> None:
-    """After a restart failed at its launch or verify: record the release that launch ran as
-    failed, where it is a launch made since the last good run was verified (not that run's)."""
+def _mark_failed_launch(pidfile: str, good: GoodRun, why: str, checks: VerifyArgs | None) -> None:
+    """After a restart failed at its launch or verify (`checks`: the verify arguments it was
+    judged by): record the release that launch ran as failed, where it is a launch made since
+    the last good run was verified (not that run's). A release that passed with other
+    settings stays passed (mark_release): a redeploy of the same code with a bad argument,
+    environment or check is no fault of the code."""
     meta = launch_record(pidfile)
     if not meta or not meta.get("release_dir"):
         return
@@ -305,7 +323,7 @@ def _mark_failed_launch(pidfile: str, good: GoodRun, why: str) -> None:
         return
     if (meta.get("started_at") or 0.0) <= (good.get("verified_at") or 0.0):
         return
-    mark_release(meta.get("release_dir"), "failed", meta.get("pid"), why)
+    mark_release(meta.get("release_dir"), "failed", meta.get("pid"), why, run_settings(meta, checks))
 
 
 def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, check_mode: bool) -> RollbackReply:
@@ -378,7 +396,8 @@ def undo(args: RollbackArgs) -> RollbackReply:
     pidfile = args["pidfile"]
     meta = launch_record(pidfile) or {}
     if args.get("release") and meta.get("release") == args.get("release"):
-        mark_release(meta.get("release_dir"), "failed", meta.get("pid"), args.get("why"))
+        mark_release(meta.get("release_dir"), "failed", meta.get("pid"), args.get("why"),
+                     run_settings(meta, args.get("checks")))
     try:
         prior = None if args.get("auto") else take_prior(pidfile)
     except Unreadable as exc:  # something ran before, but what is unknown: never said to be nothing
