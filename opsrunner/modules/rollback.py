@@ -39,6 +39,11 @@ TIMING = ("within", "stable_for", "log_grows", "fail_grace")
 #: verify's checks of the host, not of the run: always the given ones (a port or a GPU the
 #: host no longer has is no fault of the run put back; one given is asked for).
 HOST_CHECKS = ("port", "gpu_min_memory_mb", "gpus", "user")
+#: verify's checks of the run itself: where the good run's record keeps checks, these come from it alone.
+RUN_CHECKS = ("pattern", "processes", "min_processes", "log", "log_exists", "log_min_bytes", "log_regex",
+              "log_not_regex")
+#: Run checks that can only find a fault: a given one still applies where the record lacks it.
+FAULT_CHECKS = ("log_not_regex",)
 #: verify's arguments the rollback sets itself.
 OWN = ("pidfile", "record_good", "budget")
 #: Characters of a check's value the line shows.
@@ -269,19 +274,25 @@ def _started_by(step: RollbackReply) -> tuple[int | None, int | None]:
 
 def checks_for(given: Mapping[str, Any], started: RollbackReply) -> tuple[dict[str, Any], str]:
     """verify's arguments for a run a step started again (`started`: its reply), and what the
-    line says of them. A failed redeploy's new log_path or ready_regex says nothing of the
-    run put back: where its record holds the checks it passed when it was recorded good, those
-    of the run itself (its log, its ready line, its process count and pattern) replace the
-    given ones; every other given check still applies (one the record lacks, and the host's:
-    port, GPUs, user), and so does the given timing. An older record (no checks): the given
-    ones, as they are. Where they differ from the given checks, the note says with what:
-    ` with the checks of its good run (log /a/train.log, log_regex)`: a log by its path, a
-    number as it is, other text by its key alone (it may hold an old secret the run no longer
-    knows to mask)."""
+    line says of them. A failed redeploy's new log_path, ready_regex or count says nothing of
+    the run put back: where its record holds the checks it passed when it was recorded good,
+    the run's own checks come from that record alone. A given one the record lacks (a ready
+    line the old run never printed, a pattern it was never counted by) is left out, as it may
+    be the very setting that failed the redeploy; only a check that can find nothing but a
+    fault (log_not_regex) still applies. The host's checks (port, GPUs, user) and the timing
+    are the given ones. An older record (no checks): the given ones, as they are. Where they
+    differ from the given checks, the note says with what: ` with the checks of its good run
+    (log /a/train.log, log_regex, without pattern)`: a log by its path, a number as it is,
+    other text by its key alone (it may hold an old secret the run no longer knows to mask)."""
     recorded = started.get("checks")
     check = dict(given)
     if recorded is not None:
+        for key in RUN_CHECKS:
+            check.pop(key, None)
         check.update({k: v for k, v in recorded.items() if k not in TIMING and k not in OWN and k not in HOST_CHECKS})
+        for key in FAULT_CHECKS:
+            if key in given and key not in recorded:
+                check[key] = given[key]
     differ = sorted(k for k in set(check) | set(given)
                     if k not in TIMING and k not in OWN and check.get(k) != given.get(k))
     if not differ:

@@ -1,8 +1,8 @@
 """The checks a good run passed, kept in its record (train.good.json) for a rollback to verify
 it with: read back typed, absent from an older record (which still reads), and merged with the
-given verify's checks: the run's own checks replace the given ones, every other given check
-(and the host's: port, GPUs) still applies; an older record's run is verified with the given
-checks as they are."""
+given verify's checks: the run's checks come from its record alone (a given one it lacks is
+left out, but for log_not_regex, which can only find a fault), the host's (port, GPUs) are the
+given ones; an older record's run is verified with the given checks as they are."""
 
 from __future__ import annotations
 
@@ -52,19 +52,33 @@ def test_a_relaunched_run_is_verified_with_its_recorded_checks_and_the_given_tim
     assert note == " with the checks of its good run (log /old/train.log, log_regex)"
     same = {k: v for k, v in GIVEN.items() if k not in ("fail_grace", "within", "stable_for")}
     assert checks_for(GIVEN, {"log": "/new/train.log", "checks": same})[1] == ""
-    # a given check the record lacks, or the host's, still applies: never dropped
+    # the host's given checks still apply; a run check the record lacks does not (said "without")
     more = {**GIVEN, "gpu_min_memory_mb": 100, "pattern": "^sleep 4343"}
-    assert checks_for(more, {"log": "/new/train.log", "checks": same}) == (more, "")
+    check, note = checks_for(more, {"log": "/new/train.log", "checks": same})
+    assert check == {k: v for k, v in more.items() if k != "pattern"}
+    assert note == " with the checks of its good run (without pattern)"
 
 
-def test_a_given_check_the_record_lacks_is_kept_and_a_weaker_one_is_said() -> None:
+def test_a_given_run_check_the_record_lacks_is_left_out_but_a_fault_check() -> None:
     """A good run recorded with processes 1, verified by a rollback given processes 2, a
-    pattern and log_not_regex: the pattern and log_not_regex apply, and the line says the
-    count it verified, not a plain 'verified'."""
+    pattern and log_not_regex: the count is the record's, the pattern (which the old run was
+    never counted by) is left out, log_not_regex (it can find nothing but a fault) applies;
+    the line says with what, not a plain 'verified'."""
     given = {"pattern": "^sleep 4343", "processes": 2, "log_not_regex": "Traceback", "within": 3}
     check, note = checks_for(given, {"log": "/old/train.log", "checks": {"processes": 1, "log": "/old/train.log"}})
-    assert check == {**given, "processes": 1, "log": "/old/train.log"}
-    assert note == " with the checks of its good run (log /old/train.log, processes 1)"
+    assert check == {"processes": 1, "log": "/old/train.log", "log_not_regex": "Traceback", "within": 3}
+    assert note == " with the checks of its good run (log /old/train.log, without pattern, processes 1)"
+
+
+def test_a_failed_redeploys_new_ready_line_is_not_asked_of_the_run_put_back() -> None:
+    """The good run passed with no ready_regex; the redeploy that failed gave one its new code
+    was to print (or one that never matches): asking it of the old run made a rollback that
+    worked fail too, and left nothing running."""
+    recorded = {"processes": 1, "log": "/l/train.log", "log_min_bytes": 1}
+    given = {**recorded, "log_regex": "NEVERMATCHES", "within": 5}
+    check, note = checks_for(given, {"log": "/l/train.log", "checks": recorded})
+    assert check == {**recorded, "within": 5}
+    assert note == " with the checks of its good run (without log_regex)"
 
 
 def test_the_hosts_checks_are_the_given_ones() -> None:
