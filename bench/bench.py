@@ -71,6 +71,8 @@ class Bench:
         self.host_sshds: list[tuple[int, subprocess.Popen[bytes]]] = []
         #: opsrunner's launch `settle` in the restart (None: the module's default).
         self.launch_settle: float | None = None
+        #: opsrunner's restart checks that its new job can start before the kill, as the role does.
+        self.launch_check = True
         #: opsrunner's play strategy in both workloads (None: the default, linear).
         self.strategy: str | None = None
 
@@ -131,7 +133,7 @@ class Bench:
                                      for h in hosts}}}
             (d / "inv.yml").write_text(json.dumps(inv))
             (d / "pb.yml").write_text(opsrunner_playbook(workload, root, self.launch_settle,
-                                                                       self.strategy))
+                                                         self.strategy, self.launch_check))
             return [sys.executable, "-m", "opsrunner", "play", str(d / "pb.yml"), "-i", str(d / "inv.yml"),
                     "-f", n]
         if tool == "ansible-core":
@@ -446,7 +448,11 @@ def main() -> int:
                         help="leave out the per-task overhead and call latency measures (for scale cells)")
     parser.add_argument("--opsrunner-launch-settle", type=float, default=None, metavar="S",
                         help="the restart's launch_detached settle (default: the module's, a 0.25 s watch for a "
-                             "job that ends at once; the other tools' launches return at once: 0 is like for like)")
+                             "job that ends at once; 0 is the restart role's launch_settle, and like for like: "
+                             "the other tools' launches return at once)")
+    parser.add_argument("--opsrunner-no-launch-check", action="store_true",
+                        help="leave out the restart's check that the new job can start before the kill (the "
+                             "role makes it; a checkout from before check_only needs this)")
     parser.add_argument("--opsrunner-strategy", choices=("linear", "free"), default=None,
                         help="opsrunner's play strategy (default: linear, its default; free: each host on "
                              "its own, as the Fabric script's threads)")
@@ -457,6 +463,7 @@ def main() -> int:
                   not args.real_home)
     bench.ansible_max_hosts = args.ansible_max_hosts
     bench.launch_settle = args.opsrunner_launch_settle
+    bench.launch_check = not args.opsrunner_no_launch_check
     bench.strategy = args.opsrunner_strategy
     bench.own_tables = args.own_process_tables
     tools = tuple(args.tools.split(","))
@@ -485,7 +492,9 @@ def main() -> int:
               else f"{bench.launch_settle:g} s (--opsrunner-launch-settle)")
     text = (report(all_times, overhead, args.reps, latency) + failed + f"\n\nHosts: {hosts_were}.\n"
             + f"opsrunner's restart: the launch's settle {settle}; "
-            + f"the play's strategy {bench.strategy or 'linear (the default)'}.\n"
+            + f"the play's strategy {bench.strategy or 'linear (the default)'}; "
+            + ("the check that the new job can start before the kill, as the restart role's.\n"
+               if bench.launch_check else "no check before the kill (--opsrunner-no-launch-check).\n")
             + f"CPU time taken by the hypervisor (steal) during the bench: {steal_percent(started):.0f}%.\n"
             + "Others: " + ", ".join(picked) + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)

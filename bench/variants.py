@@ -68,6 +68,8 @@ def main() -> int:
     parser.add_argument("--trees", default=str(ROOT), help="opsrunner checkouts, comma-separated")
     parser.add_argument("--settles", default="default", help="the launch's settle values: default or seconds")
     parser.add_argument("--strategies", default="linear", help="the play's strategies: linear, free")
+    parser.add_argument("--no-launch-check", action="store_true",
+                        help="the restart without its check before the kill (for checkouts from before it)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--tree-files", type=int, default=500)
     parser.add_argument("--tree-bytes", type=int, default=10_000_000)
@@ -75,6 +77,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="opsrunner-variants-"))
     bench = Bench(work, Path(sys.executable).parent.parent, [], args.reps, True)
     bench.own_tables = True
+    bench.launch_check = not args.no_launch_check
     trees = [Path(t).resolve() for t in args.trees.split(",")]
     settles = [None if s == "default" else float(s) for s in args.settles.split(",")]
     try:

@@ -12,21 +12,25 @@ TRIVIAL_YAML = "".join(f"    - {{name: t{i}, command: 'true'}}\n" for i in range
 
 
 def opsrunner_playbook(workload: str, root: Path, launch_settle: float | None = None,
-                       strategy: str | None = None) -> str:
+                       strategy: str | None = None, launch_check: bool = True) -> str:
     """launch_settle: the launch's `settle` (None: its default, a 0.25 s watch for a job that
-    ends at once, which none of the other tools keeps; 0: return at the exec's handshake).
-    strategy: the play's (None: the default, linear)."""
+    ends at once, which none of the other tools keeps; 0: return at the exec's handshake, as
+    the restart role launches). strategy: the play's (None: the default, linear).
+    launch_check: as the restart role, check that the new job can start before the kill
+    (launch_detached check_only; False for a checkout from before it)."""
     head = "- hosts: all\n" + (f"  strategy: {strategy}\n" if strategy else "")
     if workload == "trivial":
         return head + "  tasks:\n" + TRIVIAL_YAML
     d = f"{root}/{{{{ inventory_hostname }}}}"
     settle = "" if launch_settle is None else f", settle: {launch_settle:g}"
+    job = f'argv: [sleep, "{{{{ marker }}}}"], log: "{d}/job.log", pidfile: "{d}/job.pid"'
+    check = f"    - {{name: check, launch_detached: {{{job}, check_only: true}}}}\n" if launch_check else ""
     return head + f"""  tasks:
     - {{name: copy, deploy_code: {{src: {root}/payload.bin, dest: "{d}/code/payload.bin"}}}}
-    - {{name: cache, clear_cache: {{paths: ["{d}/cache"]}}}}
+{check}    - {{name: cache, clear_cache: {{paths: ["{d}/cache"]}}}}
     - {{name: kill, kill_old: {{pidfile: "{d}/job.pid", grace: 5}}}}
     - name: launch
-      launch_detached: {{argv: [sleep, "{{{{ marker }}}}"], log: "{d}/job.log", pidfile: "{d}/job.pid"{settle}}}
+      launch_detached: {{{job}{settle}}}
     - {{name: verify, verify: {{pidfile: "{d}/job.pid", processes: 1, log: "{d}/job.log", log_exists: true}}}}
 """
 
