@@ -49,8 +49,11 @@ def refusal(value: Any) -> str | None:
 
 def written_problems(value: Any, at: SourcePos, path: str) -> list[Problem]:
     """An `environment:` as a playbook writes it (`at`, `path`: where): each key that is no
-    name, told at its own line; a string that is no template. A template is rendered later
-    (preflight, the run); any other shape is the schema's to tell."""
+    name, told at its own line; a string that is no template. An empty one (`""`, null) is no
+    environment, as when the task runs and in Ansible. A template is rendered later (preflight,
+    the run); any other shape is the schema's to tell."""
+    if value is None or value == "":
+        return []
     if isinstance(value, str):
         return [] if is_template(value) else [Problem(at, not_a_mapping(value), path)]
     if not isinstance(value, Mapping):

@@ -69,7 +69,7 @@ def environment_problems(task: Task, variables: LazyVars, render: Render, deferr
     """`environment` given by a template (`"{{ train_env }}"`), where known now: a mapping whose
     keys are names (envnames.py; one written as a mapping was checked at load)."""
     raw = task.kw("environment")
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or not raw:  # `""`: no environment, as when the task runs
         return []
     try:
         value = render(raw)

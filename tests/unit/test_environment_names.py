@@ -104,3 +104,15 @@ def test_an_environment_known_only_as_the_run_goes_is_left_to_the_run(tmp_path: 
     rc, output, marker = _run(tmp_path, "play", bad)
     assert rc == 2 and marker.exists(), output
     assert f"pb.yml:7:7: environment variable name '1X' {NOT_A_NAME} (at environment)" in output, output
+
+
+def test_an_empty_environment_is_no_environment(tmp_path: Path) -> None:
+    """`environment: ""` (a task's, a block's) is skipped by Ansible and by the run, but load
+    refused it (exit 4: `environment must be a mapping, got str`). It runs again, with no
+    variable added; `check` passes it."""
+    playbook = (HEAD + "  tasks:\n    - block:\n        - shell: test -z \"${EMPTY_ENV_MARK+set}\" && touch {marker}\n"
+                "          environment: ''\n      environment: \"\"\n")
+    rc, output, marker = _run(tmp_path, "check", playbook)
+    assert rc == 0 and not marker.exists(), output
+    rc, output, marker = _run(tmp_path, "play", playbook)
+    assert rc == 0 and marker.exists(), output
