@@ -3,8 +3,9 @@
 A problem in an -e names which one it is (`-e #2 (of 3)`), and quotes a piece of it as
 `********` where that piece may be a secret or names one: a key that is secret-named (by the
 default patterns of secrets.py and those the run's variables configure), a word that may be
-the rest of a secret-named variable's value cut off by a space, a word that is no name (a
-token pasted without its key). Any other key is quoted as typed (`MODEL.lr`, `1bad`).
+the rest of a secret-named variable's value (cut off by a space, or typed after its name with
+the `=` forgotten), a bare word that is no short lowercase name (a token or a password pasted
+without its key). Any other key is quoted as typed (`MODEL.lr`, `1bad`, `LR`).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def _key_values(value: str, which: str, secret: SecretNames) -> tuple[Any, list[
             problems.append(Problem(SourcePos(which), f"{where} has {exc}"))
             continue
         if pair is None:
-            shown, note = quoting.quoted(quoting.word(word, index))
+            shown, note = quoting.quoted(quoting.word(words, index))
             problems.append(Problem(SourcePos(which), f"expected key=value, got {shown} ({where}{note})"
                                     f"{quoting.cut_off_hint(words, index)}"))
             continue
@@ -183,10 +184,11 @@ def _capped(problems: list[Problem], which: str) -> list[Problem]:
 #: What an error may quote of any -e: punctuation (`}}`, `','`) and YAML's names for its tokens
 #: (`<stream end>`): no secret is made of them.
 _SYNTAX = re.compile(r"[^\w\s]*|<[a-z ]+>")
-#: A word with no `=` an error may quote: a short name, maybe dotted (`novalue`, `LR`,
-#: `MODEL.lr`: a forgotten `=`), or a short number (`1000`: a value cut off by a space).
-#: Anything else may be a secret (a token pasted without its key).
-_HARMLESS = re.compile(r"[A-Za-z_][A-Za-z_.]{0,15}|[0-9]{1,6}")
+#: A word with no `=` an error may quote: a short lowercase word (`novalue`: a forgotten `=`)
+#: or a short number (`1000`: a value cut off by a space). Anything else may be a secret (a
+#: token or a password pasted without its key: `Swordfish`, `OOPS`); a key (`LR = 1`) is
+#: quoted as a key.
+_HARMLESS = re.compile(r"[a-z_]{1,16}|[0-9]{1,6}")
 #: A key (what comes before the first `=` of a word, or a mapping's key) an error may quote
 #: unless it is secret-named: a short run of name characters (`1bad`, `log-path`, `MODEL.lr`)
 #: or a dotted or dashed name of any length (`model.optimizer.lr_warmup`). Anything else may
@@ -201,16 +203,21 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 
 def _cut_off_secrets(words: list[str], secret: SecretNames) -> frozenset[int]:
     """The words (1-based) that may be the rest of a secret-named variable's value cut off by a
-    space (`db_password=Tr0ub4dor &3xyz`, `train_env={HF_TOKEN: tok abc}`): every word after
-    one that assigns such a variable, up to the next that assigns anything (as a recorded
-    command line hides them: Masker.mask_argv)."""
+    space (`db_password=Tr0ub4dor &3xyz`, `train_env={HF_TOKEN: tok abc}`) or typed after its
+    name with the `=` forgotten (`db_password Swordfish`, `db_password = swordfish`): every
+    word after one that assigns or names such a variable, up to the next that assigns anything
+    (as a recorded command line hides them: Masker.mask_argv). Punctuation (`=`, `:`) alone
+    neither assigns nor ends the run."""
     hidden: set[int] = set()
     after_secret = False
     for index, word in enumerate(words, 1):
+        if after_secret and _SYNTAX.fullmatch(word.strip()):
+            continue
         if after_secret and "=" not in word:
             hidden.add(index)
             continue
-        after_secret = any(secret(name) for name in assigned_names(word))
+        names = assigned_names(word) if "=" in word else [*assigned_names(word), *_WORD.findall(word)]
+        after_secret = any(secret(name) for name in names)
     return frozenset(hidden)
 
 
@@ -227,11 +234,15 @@ class _Quoting:
         the cut-off rest of a secret."""
         return MASK if index in self.cut_off else _key_shown(key, self.secret)
 
-    def word(self, word: str, index: int) -> str:
-        """Word `index`, which has no `=`: as typed where it is syntax, or a short name or
-        number (_HARMLESS) that is not secret-named, outside the cut-off rest of a secret."""
+    def word(self, words: list[str], index: int) -> str:
+        """Word `index`, which has no `=`: as typed where it is syntax, or a short lowercase
+        word or number (_HARMLESS) that is not secret-named, or a key the next word assigns
+        (`LR = 1`), outside the cut-off rest of a secret."""
+        word = words[index - 1]
         if index in self.cut_off:
             return MASK
+        if index < len(words) and words[index].startswith("="):  # `LR = 1`: a key typed with spaces
+            return _key_shown(word, self.secret)
         if _SYNTAX.fullmatch(word) or (_HARMLESS.fullmatch(word) and not self.secret(word)):
             return word
         return MASK

@@ -113,7 +113,7 @@ BAD = [  # (the -e values, what stderr says, what it must not show: a secret, or
     # that assigns a secret elsewhere; a secret's value, cut off by a space or not, stays hidden.
     (["MODEL.lr=3e-4 1bad=2"], "-e #1 (of 1): 'MODEL.lr' is not a variable name (letters, digits and _, not "
                                "starting with a digit; word 1 of 2) (at MODEL.lr)", None),
-    (["LR=1 OOPS"], "-e #1 (of 1): expected key=value, got 'OOPS' (word 2 of 2)", None),
+    (["LR=1 oops"], "-e #1 (of 1): expected key=value, got 'oops' (word 2 of 2)", None),
     (["LR = 1"], "-e #1 (of 1): expected key=value, got 'LR' (word 1 of 3)", None),
     (["db_password=zzhiddenvaluezz model.optimizer.lr_warmup=3"],
      "-e #1 (of 1): 'model.optimizer.lr_warmup' is not a variable name", "zzhiddenvaluezz"),
@@ -140,6 +140,37 @@ def test_an_e_problem_names_its_e_and_quotes_no_secret(project: ProjectEnv, valu
     assert hidden not in res.out + res.err and hidden not in run["reason"]
     if any(is_secret_name(word) for word in re.findall(r"\w+", " ".join(values))):
         _nowhere(hidden, project, res.out, res.err)  # a secret: not in the command line recorded either
+
+
+FORGOTTEN_EQUALS = [  # (the -e values, what stderr says, the password it must not show)
+    (["LR=1 OOPS"], "-e #1 (of 1): expected key=value, got '********' (word 2 of 2; not shown", "OOPS"),
+    (["ok=1", "Swordfish"], "-e #2 (of 2): expected key=value, got '********' (word 1 of 1; not shown",
+     "Swordfish"),
+    (["db_password Swordfish"], "-e #1 (of 1): expected key=value, got '********' (word 2 of 2; not shown",
+     "Swordfish"),
+    (["db_password swordfish"], "-e #1 (of 1): expected key=value, got '********' (word 2 of 2; not shown",
+     "swordfish"),
+    (["db_password = swordfish"], "-e #1 (of 1): expected key=value, got '********' (word 3 of 3; not shown",
+     "swordfish"),
+    (["db_password : swordfish x=1 oops"], "-e #1 (of 1): expected key=value, got 'oops' (word 5 of 5)",
+     "swordfish"),
+]
+
+
+@pytest.mark.parametrize("values,told,hidden", FORGOTTEN_EQUALS, ids=[str(i) for i in range(len(FORGOTTEN_EQUALS))])
+def test_a_password_typed_without_its_equals_sign_is_not_quoted(project: ProjectEnv, values: list[str], told: str,
+                                                                hidden: str) -> None:
+    """A bare word that is no short lowercase name may be a password typed without its key
+    (`Swordfish`, `OOPS`), and any word after a secret's name with the `=` forgotten may be its
+    value: `-e 'db_password Swordfish'` was told as `got 'Swordfish'`, in stderr and the
+    history's reason. A key typed with spaces around `=` is still quoted (`LR = 1`)."""
+    res = project.run("play", "site.yml", "-i", "inv.yml", *(a for v in values for a in ("-e", v)))
+    assert res.rc == 4, res.out + res.err
+    assert told in res.err, res.err
+    assert not (project.root / "touched").exists()  # bad input: no host touched
+    [run] = project.history()
+    assert run["exit_code"] == 4 and told in run["reason"], run
+    assert hidden not in res.out + res.err and hidden not in run["reason"], res.err
 
 
 def test_an_empty_e_gives_nothing_as_in_ansible_playbook(project: ProjectEnv) -> None:
