@@ -213,7 +213,7 @@ def _load(request: PlayRequest, known: Unstarted | None) -> RunInputs:
     try:
         extra = positioned(parse_extra_vars(request.extra_vars), request.variables)
     except ValidationError:
-        problems += _extra_vars_problems(request.extra_vars, inventory, playbook)
+        problems += _extra_vars_problems(request.extra_vars, inventory, playbook, playbook_path)
     try:
         options = request.options(extra)
     except ValidationError as exc:  # a bad --slice: told with the files' problems
@@ -233,17 +233,21 @@ def _load(request: PlayRequest, known: Unstarted | None) -> RunInputs:
 
 
 def _extra_vars_problems(values: Sequence[str], inventory: Inventory | None,
-                         playbook: Playbook | None) -> list[Problem]:
+                         playbook: Playbook | None, playbook_path: Path) -> list[Problem]:
     """The -e problems, what they quote masked by the secret names the inventory and the
-    playbook configure too (`secret_name_patterns`), not by the defaults alone."""
+    playbook configure too (`secret_name_patterns`), not by the defaults alone; a playbook that
+    did not load, by those its files write (as its history row is masked: runrecord)."""
     from opsrunner.extravars import parse_extra_vars
-    from opsrunner.runrecord import playbook_var_layers
+    from opsrunner.runrecord import playbook_var_layers, written_patterns
     from opsrunner.secrets import configured_patterns
     from opsrunner.templating import LazyVars
 
     hosts = [LazyVars(inventory.var_layers(host)) for host in inventory.hosts] if inventory is not None else []
+    patterns = configured_patterns([*hosts, *playbook_var_layers(playbook)])
+    if playbook is None:
+        patterns = tuple(dict.fromkeys([*patterns, *(p for chosen in written_patterns(playbook_path) for p in chosen)]))
     try:
-        parse_extra_vars(values, configured_patterns([*hosts, *playbook_var_layers(playbook)]))
+        parse_extra_vars(values, patterns)
     except ValidationError as exc:
         return exc.problems
     return []

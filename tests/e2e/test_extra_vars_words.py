@@ -188,6 +188,9 @@ CONFIGURED = {
     "playbook": ("site.yml", "- hosts: all\n  gather_facts: false\n  vars: {secret_name_patterns: ['*_cred']}\n"
                              "  tasks:\n    - shell: touch {{ out_file }}\n", ()),
     "-e": ("unused.yml", "", ("-e", '{"secret_name_patterns": ["*_cred"]}')),
+    # A playbook refused at load (an unknown keyword) still names its secrets.
+    "refused playbook": ("site.yml", "- hosts: all\n  gather_facts: false\n  vars: {secret_name_patterns: ['*_cred']}\n"
+                                     "  tasks:\n    - shell: touch {{ out_file }}\n      no_such_keyword: 1\n", ()),
 }
 
 
