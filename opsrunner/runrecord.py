@@ -5,13 +5,14 @@ files configure, and the row of a run that ended before its play began.
 The row is written once the playbook is read: a `secret_name_patterns` of a play, a role or a
 task hides the -e values it names in the recorded command line and extra vars, as the
 inventory's and an -e's do. A playbook that does not load is read as plain YAML for the
-patterns it writes, so the row of a run refused for bad input hides them too.
+patterns it writes, and so are the vars_files and roles it names, so the row of a run refused
+for bad input hides them too.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,31 +45,94 @@ def patterns_of(layers: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
 
 
 def written_patterns(path: Path) -> list[tuple[str, ...]]:
-    """Every `secret_name_patterns` list a YAML file writes, at any depth: the patterns of a
-    playbook that does not load (none where it is no YAML at all)."""
+    """Every `secret_name_patterns` list a playbook's files write, at any depth: the patterns
+    of a playbook that does not load. Its own file read as plain YAML, the vars_files it names
+    (literal names, relative to it) and the vars and defaults of the roles it names (searched
+    as the loader searches them); a file that is not there or is no YAML gives none."""
+    document = _yaml_or_none(path)
+    found = _patterns_in(document)
+    for named in _files_named(document, path.parent.resolve()):
+        found += _patterns_in(_yaml_or_none(named))
+    return list(dict.fromkeys(found))
+
+
+def _yaml_or_none(path: Path) -> Any:
     from opsrunner.yamlsource import load_yaml_file
 
     try:
-        document = load_yaml_file(path)
+        return load_yaml_file(path)
     except Exception:  # not there, not YAML: it configures nothing that can be told
-        return []
-    found: list[tuple[str, ...]] = []
+        return None
+
+
+def _mappings(document: Any) -> Iterator[Mapping[Any, Any]]:
+    """Every mapping in a YAML document, at any depth."""
     stack = [document]
     while stack:
         value = stack.pop()
         if isinstance(value, Mapping):
-            chosen = chosen_patterns(value)
-            found += [chosen] if chosen else []
+            yield value
             stack += list(value.values())
         elif isinstance(value, list):
             stack += value
-    return found
+
+
+def _patterns_in(document: Any) -> list[tuple[str, ...]]:
+    return [chosen for mapping in _mappings(document) if (chosen := chosen_patterns(mapping))]
+
+
+#: The keys that name a role in a task: its name is their `name`.
+_ROLE_TASKS = ("import_role", "include_role", "ansible.builtin.import_role", "ansible.builtin.include_role")
+
+
+def _files_named(document: Any, base_dir: Path) -> list[Path]:
+    """The files of variables a playbook's YAML names that exist: its vars_files entries (of a
+    first-found list, each) and its roles' (`roles:`, import_role, include_role) vars/main.yml
+    and defaults/main.yml."""
+    from opsrunner.playbook.roles import role_folders
+
+    files: list[Path] = []
+    roles: list[Any] = []
+    for mapping in _mappings(document):
+        files += _vars_files(mapping.get("vars_files"), base_dir)
+        refs = mapping.get("roles")
+        roles += [ref.get("role", ref.get("name")) if isinstance(ref, Mapping) else ref
+                  for ref in (refs if isinstance(refs, list) else [])]
+        roles += [task.get("name") for key in _ROLE_TASKS if isinstance(task := mapping.get(key), Mapping)]
+    for name in (r for r in roles if isinstance(r, str)):
+        found = next((folder / name for folder in role_folders(base_dir) if _there(folder / name, Path.is_dir)),
+                     None)
+        files += [found / "vars/main.yml", found / "defaults/main.yml"] if found is not None else []
+    return [file for file in dict.fromkeys(files) if _there(file, Path.is_file)]
+
+
+def _vars_files(entries: Any, base_dir: Path) -> list[Path]:
+    """The files a play's `vars_files` names literally, relative to the playbook's folder."""
+    from opsrunner.includes import entry_names
+
+    names = [name for entry in entries for name in entry_names(entry)] if isinstance(entries, list) else []
+    files = []
+    for name in (n for n in names if "{" not in n):  # a templated name is known only as the play runs
+        try:
+            files.append(base_dir / Path(name).expanduser())
+        except RuntimeError:  # `~nosuchuser/x.yml`
+            continue
+    return files
+
+
+def _there(path: Path, kind: Callable[[Path], bool]) -> bool:
+    """Whether `path` is there as a file (not a device: `/dev/zero` would never end) or a
+    folder, per `kind`; a name no file can have (a NUL, too long) is not."""
+    try:
+        return kind(path)
+    except (OSError, ValueError):
+        return False
 
 
 def learn_playbook_patterns(masker: Masker, playbook: Playbook | None, path: Path,
                             extra_vars: Mapping[str, Any]) -> None:
     """Teach `masker` the secret-name patterns the playbook configures (its loaded plays, else
-    its file read as YAML), and the -e values they make secret: before the run's row is written."""
+    its files read as YAML: written_patterns), and the -e values they make secret: before the run's row is written."""
     chosen = patterns_of(playbook_var_layers(playbook)) if playbook is not None else written_patterns(path)
     for patterns in dict.fromkeys(chosen):
         masker.add_vars(extra_vars, patterns)

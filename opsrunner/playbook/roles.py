@@ -13,9 +13,14 @@ from opsrunner.validation import load_schema, schema_problems
 from opsrunner.yamlsource import load_yaml_file, positioned
 
 
+def role_folders(base_dir: Path) -> tuple[Path, ...]:
+    """Where a role named by a playbook in `base_dir` is looked for, in order."""
+    return base_dir / "roles", Path.cwd() / "roles", base_dir.parent / "roles"
+
+
 class RoleLoader(LoaderState):
     def find_role(self, name: str) -> Path | None:
-        for folder in (self.base_dir / "roles", Path.cwd() / "roles", self.base_dir.parent / "roles"):
+        for folder in role_folders(self.base_dir):
             if (folder / name).is_dir():
                 return folder / name
         return None

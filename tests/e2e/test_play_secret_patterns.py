@@ -73,6 +73,39 @@ def test_a_refused_playbook_s_patterns_hide_an_e_value_in_the_history(tmp_path: 
     _assert_recorded_masked(env, res.out + res.err)
 
 
+#: A refused playbook's patterns written outside its own file: (the playbook, what it names).
+REFUSED_ELSEWHERE = {
+    "vars_files": "  vars_files: [patterns.yml]\n",
+    "first-found vars_files beside a broken one": "  vars_files: [broken.yml, [missing.yml, patterns.yml]]\n",
+    "role vars": "  roles: [creds]\n",
+    "role defaults, included": "  tasks:\n    - include_role: {name: credsd}\n",
+}
+
+
+@pytest.mark.parametrize("where", list(REFUSED_ELSEWHERE))
+def test_a_refused_playbook_s_vars_files_and_roles_hide_an_e_value_in_the_history(tmp_path: Path,
+                                                                                  where: str) -> None:
+    """A playbook refused at load was read as YAML for its own patterns only: one set in its
+    vars_files or a role's vars or defaults left `-e db_cred=...` in clear in the history. The
+    files it names are read too; a broken one is passed over (the refusal is told as before)."""
+    env = ProjectEnv(tmp_path)
+    (env.project / "inv.yml").write_text(INVENTORY)
+    _playbook("role vars", env.project)  # writes patterns.yml and roles/creds
+    defaults = env.project / "roles" / "credsd" / "defaults"
+    defaults.mkdir(parents=True)
+    (defaults / "main.yml").write_text("secret_name_patterns: ['*_cred']\n")
+    (defaults.parent / "tasks").mkdir()
+    (defaults.parent / "tasks" / "main.yml").write_text("- command: echo hi\n")
+    (env.project / "broken.yml").write_text("secret_name_patterns: [unclosed\n")
+    bad_play = "- hosts: all\n  gather_facts: false\n  tasks:\n    - command: echo hi\n      no_such_keyword: 1\n"
+    (env.project / "site.yml").write_text("- hosts: all\n  gather_facts: false\n" + REFUSED_ELSEWHERE[where]
+                                          + bad_play)
+    res = env.run("play", "site.yml", "-i", "inv.yml", "-e", f"db_cred={CRED}")
+    assert res.rc == 4 and "unknown module or keyword 'no_such_keyword'" in res.err, res.out + res.err
+    assert "Traceback" not in res.out + res.err
+    _assert_recorded_masked(env, res.out + res.err)
+
+
 def test_a_play_s_patterns_hide_an_e_value_in_a_postgresql_history(tmp_path: Path,
                                                                   postgres: pg.PrivatePostgres) -> None:
     import psycopg
