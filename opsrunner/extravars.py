@@ -20,7 +20,7 @@ from typing import Any
 
 from opsrunner.errors import GivenPos, Problem, SourcePos, ValidationError
 from opsrunner.kvsplit import BadEscapeError, UnbalancedError, key_value, split_args
-from opsrunner.secrets import MASK, assigned_names, configured_patterns, is_secret_name
+from opsrunner.secrets import MASK, Masker, assigned_names, configured_patterns, is_secret_name
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,27 @@ def refused(word: str) -> bool:
     except ValidationError:
         return True
     return False
+
+
+def masked_argv(argv: Sequence[str], masker: Masker) -> list[str]:
+    """A command line as the history records and shows it (Masker.mask_argv); besides, an -e
+    that is `refused` and names a secret in any word, not only one it assigns (`-e 'db_password
+    Swordfish'`: a forgotten `=`), hidden whole: where its value is, nothing can tell."""
+    words = list(argv)
+    for index, word in enumerate(words):
+        value = _e_value(word, words[index - 1] if index else "")
+        if value and any(masker.is_secret_name(name) for name in _WORD.findall(value)) and refused(value):
+            words[index] = word[:len(word) - len(value)] + MASK
+    return masker.mask_argv(words, refused)
+
+
+def _e_value(word: str, before: str) -> str | None:
+    """The value of -e that `word` gives (`-e V`, `-eV`, `--extra-vars V`, `--extra-vars=V`)."""
+    if before in ("-e", "--extra-vars"):
+        return word
+    if word.startswith("--extra-vars="):
+        return word.removeprefix("--extra-vars=")
+    return word[2:] if word.startswith("-e") and len(word) > 2 else None
 
 
 def _one_extra_vars(value: str, which: str, secret: SecretNames) -> tuple[Any, list[Problem]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from opsrunner.errors import CommandError
 from opsrunner.events import Event, Recap, TaskEnd, TaskProgress, TaskStart, TaskTitles
-from opsrunner.extravars import refused
+from opsrunner.extravars import masked_argv
 from opsrunner.gitrepo import GitState, git_state
 from opsrunner.history import location as locations
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
@@ -357,7 +357,7 @@ class PlayRun:
 
     def row(self, where: str, masker: Masker) -> RunRow:
         """The row, masked with the run's Masker (secrets.py), no history URL's password in it."""
-        argv = [locations.scrub(a, where) for a in masker.mask_argv(self.argv, refused)]
+        argv = [locations.scrub(a, where) for a in masked_argv(self.argv, masker)]
         return RunRow(
             id=self.run_id or new_run_id(), started=self.started or time.time(), user=_user(),
             controller=os.uname().nodename, command=shlex.join(["opsrunner", *argv]), cwd=os.getcwd(),

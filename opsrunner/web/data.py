@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from opsrunner.extravars import refused
+from opsrunner.extravars import masked_argv
 from opsrunner.history.store import HistoryStore, HostVerdict, RunFilter, RunRow, TaskRow
 from opsrunner.secrets import Masker
 
@@ -26,7 +26,7 @@ def when(ts: float | None) -> str:
 
 def _masked_command(command: str, masker: Masker) -> str:
     try:
-        return shlex.join(masker.mask_argv(shlex.split(command), refused))
+        return shlex.join(masked_argv(shlex.split(command), masker))
     except ValueError:  # not a shell word list (cannot happen for recorded runs): masked as text
         return masker.mask(command)
 

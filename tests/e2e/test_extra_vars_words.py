@@ -163,7 +163,8 @@ def test_a_password_typed_without_its_equals_sign_is_not_quoted(project: Project
     """A bare word that is no short lowercase name may be a password typed without its key
     (`Swordfish`, `OOPS`), and any word after a secret's name with the `=` forgotten may be its
     value: `-e 'db_password Swordfish'` was told as `got 'Swordfish'`, in stderr and the
-    history's reason. A key typed with spaces around `=` is still quoted (`LR = 1`)."""
+    history's reason, and the recorded command line kept it (`-e 'db_password Swordfish'`). A
+    key typed with spaces around `=` is still quoted (`LR = 1`)."""
     res = project.run("play", "site.yml", "-i", "inv.yml", *(a for v in values for a in ("-e", v)))
     assert res.rc == 4, res.out + res.err
     assert told in res.err, res.err
@@ -171,6 +172,9 @@ def test_a_password_typed_without_its_equals_sign_is_not_quoted(project: Project
     [run] = project.history()
     assert run["exit_code"] == 4 and told in run["reason"], run
     assert hidden not in res.out + res.err and hidden not in run["reason"], res.err
+    if any(is_secret_name(word) for word in re.findall(r"\w+", " ".join(values))):
+        _nowhere(hidden, project, res.out, res.err)  # the recorded command line: `-e '********'`
+        assert run["command"].endswith(" -e '********'"), run
 
 
 def test_an_empty_e_gives_nothing_as_in_ansible_playbook(project: ProjectEnv) -> None:
