@@ -28,9 +28,9 @@ from opsrunner.playflags import add_play_flags, play_flag_values
 EXIT_OUTPUT_CUT = 1
 
 if TYPE_CHECKING:
-    from opsrunner.api import PlayRequest
     from opsrunner.becomeopts import BecomeDefaults
     from opsrunner.events import Reporter
+    from opsrunner.playrequest import PlayRequest
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,8 +151,8 @@ def _ask_become_pass() -> str:
 def _request(args: argparse.Namespace, ask_become_pass: bool = True) -> PlayRequest:
     """The library's request for what the command line asks (play, check and logs);
     `ask_become_pass` False: without -K's password (never asked)."""
-    from opsrunner.api import PlayRequest
     from opsrunner.becomeopts import BecomeDefaults
+    from opsrunner.playrequest import PlayRequest
 
     return PlayRequest(
         playbook=args.playbook, inventory=args.inventory, extra_vars=args.extra_vars,

@@ -21,7 +21,7 @@ from opsrunner.errors import ConnectionFailed, ModuleFailure, OpsrunnerError, Te
 from opsrunner.results import Status
 
 if TYPE_CHECKING:
-    from opsrunner.api import RunInputs
+    from opsrunner.playrequest import RunInputs
     from opsrunner.remote.protocol_files import TailArgs, TailReply
 
 POLL_S = 1.0

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from opsrunner.secrets import Masker, chosen_patterns
 
 if TYPE_CHECKING:
-    from opsrunner.api import PlayRequest, RunInputs
     from opsrunner.history.recorder import HistoryRecorder, PlayRun
     from opsrunner.playbook import Playbook
+    from opsrunner.playrequest import PlayRequest, RunInputs
     from opsrunner.selection import RunOptions
 
 

@@ -29,8 +29,8 @@ from opsrunner.schedule.notify import Alert, aborted_alert, alert_for, label, se
 from opsrunner.schedule.store import Schedule
 
 if TYPE_CHECKING:
-    from opsrunner.api import PlayRequest
     from opsrunner.history.rows import RunRow, TaskRow
+    from opsrunner.playrequest import PlayRequest
     from opsrunner.reporting import ConsoleReporter
 
 EXIT_REFUSED = 2
