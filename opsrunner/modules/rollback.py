@@ -70,7 +70,7 @@ def not_started_text(failure: Mapping[str, Any] | None, stopped: list[int]) -> s
         return ""
     running = (failure or {}).get("running")
     if stopped:
-        return "the new run could not start"
+        return f"the new run could not start; the old run (pid {', '.join(map(str, stopped))}) was stopped"
     if running:
         return f"the new run could not start, so the old run (pid {running}) was left running"
     return "the new run could not start; nothing was stopped"
@@ -116,6 +116,11 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool
         return Status.CHANGED if back else Status.OK, (
             f"no rollback needed: the last good run ({where}, pid {reply.get('pid')}) is still running; nothing "
             f"was stopped{back}")
+    if outcome == "kept":
+        back = (f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
+                if "switched_from" in reply else "")
+        return Status.CHANGED if back else Status.OK, (
+            f"no rollback: the job that runs (pid {reply.get('pid')}) was left running; nothing was stopped{back}")
     if outcome == "no_good_run":
         return Status.FAILED if by_hand else Status.OK, f"no rollback: {reply.get('why')}"
     if outcome == "would":
@@ -242,6 +247,8 @@ def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> Rollb
             request[key] = str(args[key])
     failed_task = ctx.variables.get("ansible_failed_task")
     checked_only = bool((args.get("failure") or {}).get("check_only"))  # a launch check: nothing was launched
+    if checked_only:
+        request["keep_running"] = True  # ...nor stopped: whatever runs is what the restart found
     if (failed and args.get("auto") and isinstance(failed_task, Mapping)
             and failed_task.get("action") in LAUNCH_MODULES and not checked_only):
         request["failed"] = failed  # the restart's new launch failed: its release is recorded as failed

@@ -300,6 +300,11 @@ def preflight(args: LaunchArgs, paths: JobPaths | None, check: bool) -> tuple[st
         problem = check_regular(log, "log")
         if problem:
             return problem, None
+        real = os.path.realpath(log)
+        if real != os.path.abspath(log) and not os.path.isdir(os.path.dirname(real)):
+            # A link to an unmounted disk, say: making its folder would write where no one looks.
+            return (f"cannot open the log {log}: it leads through a symbolic link to {real}, whose folder "
+                    f"{os.path.dirname(real)} does not exist"), None
         folder = os.path.dirname(os.path.abspath(log))
         why = _writable_dir(folder, check)
         if why:

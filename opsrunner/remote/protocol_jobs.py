@@ -280,6 +280,8 @@ if TYPE_CHECKING:
         release: str
         #: Auto (after a failed restart): nothing is done while the last good run still runs.
         auto: bool
+        #: After a failed launch check (made before the stop): whatever job runs is left running.
+        keep_running: bool
         pattern: str
         grace: float
         check_mode: bool
@@ -295,7 +297,8 @@ if TYPE_CHECKING:
         back_to: str | None
 
     class RollbackReply(ErrorReply, total=False):
-        #: What happened. start: "nothing" (the good run still runs), "no_good_run", "would",
+        #: What happened. start: "nothing" (the good run still runs), "kept" (a job left running
+        #: after a failed launch check), "no_good_run", "would",
         #: "launched" (verify it next; `why` when it failed at once), "failed"; undo: "restoring"
         #: (the run before the rollback was started again: verify it next) or "failed". The
         #: controller's verdict adds "rolled_back" and "timed_out".

@@ -236,6 +236,11 @@ def start(args: RollbackArgs) -> RollbackReply:
         reply["outcome"] = "nothing"
         reply["pid"] = pid
         return _keep_good_current(reply, target, link, bool(args.get("check_mode")))
+    if args.get("keep_running") and running:
+        # The restart failed its launch check, before its stop: the job that runs is the one
+        # the restart found, good run or not; nothing is stopped or started in its place.
+        reply["outcome"], reply["pid"] = "kept", pid
+        return _keep_running_current(reply, pidfile, pid, good.get("link"), bool(args.get("check_mode")))
     changing = link or stale
     reply["switched_from"] = current_release(os.path.dirname(changing)) if changing else None
     if stale and args.get("check_mode"):
@@ -334,6 +339,23 @@ def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, c
     now = current_release(os.path.dirname(link))
     if now != target.release:
         switch_link(link, target.release_dir)
+        reply["switched_from"] = now
+    return reply
+
+
+def _keep_running_current(reply: RollbackReply, pidfile: str, pid: int | None, link: str | None,
+                          check_mode: bool) -> RollbackReply:
+    """A job kept running: `current` (the good run's link: the job's code_dest) goes back to
+    the release the job was launched from, where the failed restart's deploy switched it (its
+    launch record names that release)."""
+    meta = load_launch_record(pidfile) or {}
+    release_dir = meta.get("release_dir")
+    reply["release"], reply["commit"] = meta.get("release"), meta.get("commit")
+    if check_mode or meta.get("pid") != pid or not release_dir or not link or not os.path.isdir(release_dir):
+        return reply
+    now = current_release(os.path.dirname(link))
+    if now != os.path.basename(release_dir):
+        switch_link(link, release_dir)
         reply["switched_from"] = now
     return reply
 

@@ -40,6 +40,7 @@ def _site(target: Target) -> Path:
     site = target.work / "site"
     (site / "app").mkdir(parents=True)
     (site / "afile").write_text("a file, not a folder\n")
+    (site / "linked.log").symlink_to(site / "unmounted" / "train.log")  # a scratch disk not mounted
     return site
 
 
@@ -101,6 +102,9 @@ BAD = {
     "pidfile": ({"pidfile": "{site}/afile/run/job.pid"},
                 "cannot write the pidfile {site}/afile/run/job.pid: {site}/afile is not a directory; the job was "
                 "not started"),
+    "log_link": ({"log": "{site}/linked.log"},
+                 "cannot open the log {site}/linked.log: it leads through a symbolic link to "
+                 "{site}/unmounted/train.log, whose folder {site}/unmounted does not exist"),
     "kernel_fs": ({"log": "/proc/no-such-dir/train.log"},
                   "cannot open the log /proc/no-such-dir/train.log: directory /proc (to create /proc/no-such-dir) "
                   "is on the kernel's /proc file system, where no file or folder can be made"),

@@ -116,3 +116,25 @@ def test_tags_stop_alone_stops_the_job_whatever_the_launch_settings(target: Targ
         assert job.running() == []
     finally:
         kill_marked(cleanup_marker)
+
+
+def test_a_running_job_that_is_not_the_good_run_is_left_running_too(target: Target, cleanup_marker: str) -> None:
+    """The job that runs was started by a restart whose verify did not run (--skip-tags
+    verify: not the recorded last good run). A failed check must not make the rescue stop it
+    and start the last good run in its place: nothing was launched, so nothing is stopped."""
+    job = Job(target, cleanup_marker)
+    try:
+        good_pid = _good_run(job)
+        rc, out, _ = job.play("restart_training.yml", "--skip-tags", "verify")
+        assert rc == 0, out
+        pid = int((job.demo / "train.pid").read_text())
+        assert pid != good_pid and job.good()["pid"] == good_pid
+        missing = f"{target.work}/no-such-dir"
+        rc, out, events = job.play("restart_training.yml", train_chdir=missing)
+        assert rc == 2, out
+        assert f"{CHECK} failed: chdir {missing} does not exist on the target" in out
+        _left_running(job, pid, out, events)
+        (rollback,) = module_ends(events, "rollback")
+        assert f"no rollback: the job that runs (pid {pid}) was left running; nothing was stopped" in rollback["msg"]
+    finally:
+        kill_marked(cleanup_marker)
