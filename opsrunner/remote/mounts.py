@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 from .watchdog import ignored
 
@@ -25,8 +24,7 @@ if TYPE_CHECKING:
     #: with the release its mount shows (None: a deeper mount of something else), deepest first.
     Binds = List[Tuple[bytes, Optional[str]]]
 
-#: mountinfo writes a space, tab, newline or backslash of a path as \ooo.
-_ESCAPED = re.compile(rb"\\([0-7]{3})")
+_OCTAL = frozenset(b"01234567")
 
 
 class Mount:
@@ -55,7 +53,20 @@ def read_table(pid: str) -> list[Mount] | None:
 
 
 def _unescape(field: bytes) -> bytes:
-    return _ESCAPED.sub(lambda m: bytes((int(m.group(1), 8),)), field) if b"\\" in field else field
+    """mountinfo writes a space, tab, newline or backslash of a path as \\ooo (by hand, not re:
+    the agent imports no re at its start, ~3 ms of every host's)."""
+    if b"\\" not in field:
+        return field
+    out, i = bytearray(), 0
+    while i < len(field):
+        code = field[i + 1:i + 4]
+        if field[i] == 0x5C and len(code) == 3 and all(c in _OCTAL for c in code):
+            out.append(int(code, 8))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return bytes(out)
 
 
 def _under(path: bytes, top: bytes) -> bool:
