@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 DIAGNOSIS_CHARS = 300
 #: The failed task's modules after which the restart's new launch is recorded as failed.
 LAUNCH_MODULES = ("launch_detached", "verify")
+#: A restart that failed in one of these stopped nothing yet: its rescue leaves whatever runs running.
+BEFORE_STOP_MODULES = ("deploy_code",)
 #: verify's arguments that say how long to check, not what: the given ones apply to any run.
 TIMING = ("within", "stable_for", "log_grows", "fail_grace")
 #: verify's checks of the host, not of the run: always the given ones (a port or a GPU the
@@ -247,7 +249,8 @@ def _start_request(ctx: TaskContext, args: dict[str, Any], failed: str) -> Rollb
             request[key] = str(args[key])
     failed_task = ctx.variables.get("ansible_failed_task")
     checked_only = bool((args.get("failure") or {}).get("check_only"))  # a launch check: nothing was launched
-    if checked_only:
+    action = failed_task.get("action") if isinstance(failed_task, Mapping) else None
+    if args.get("auto") and (checked_only or action in BEFORE_STOP_MODULES):
         request["keep_running"] = True  # ...nor stopped: whatever runs is what the restart found
     if (failed and args.get("auto") and isinstance(failed_task, Mapping)
             and failed_task.get("action") in LAUNCH_MODULES and not checked_only):

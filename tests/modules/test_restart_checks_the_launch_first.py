@@ -138,3 +138,26 @@ def test_a_running_job_that_is_not_the_good_run_is_left_running_too(target: Targ
         assert f"no rollback: the job that runs (pid {pid}) was left running; nothing was stopped" in rollback["msg"]
     finally:
         kill_marked(cleanup_marker)
+
+
+def test_a_failed_deploy_leaves_a_running_job_that_is_not_the_good_run_running(
+        target: Target, cleanup_marker: str) -> None:
+    """A deploy that fails has stopped nothing: the rescue leaves the job that runs running,
+    whether or not it is the recorded last good run."""
+    job = Job(target, cleanup_marker)
+    try:
+        good_pid = _good_run(job)
+        rc, out, _ = job.play("restart_training.yml", "--skip-tags", "verify")
+        assert rc == 0, out
+        pid = int((job.demo / "train.pid").read_text())
+        assert pid != good_pid
+        (target.work / "afile").write_text("a file, not a folder\n")
+        rc, out, events = job.play("restart_training.yml", code_dest=f"{target.work}/afile/code")
+        assert rc == 2, out
+        assert [e["status"] for e in events if e["event"] == "task_end" and e["task"] == STOP] == []
+        host_pid = job.target.host_pid(job.demo / "train.pid")
+        assert int((job.demo / "train.pid").read_text()) == pid and job.running() == [host_pid], out
+        (rollback,) = module_ends(events, "rollback")
+        assert f"no rollback: the job that runs (pid {pid}) was left running; nothing was stopped" in rollback["msg"]
+    finally:
+        kill_marked(cleanup_marker)
