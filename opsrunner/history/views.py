@@ -207,6 +207,8 @@ def render_show(run: RunRow, group: str | None = None) -> str:
         lines.append(f"  record    incomplete: {run.record_gap}")
     if run.exit_code is None and run.current_task:
         lines.append(f"  {'was in' if run.aborted else 'now in'}    {run.current_task}")
+        for host, said in sorted(((run.in_flight or {}).get("so_far") or {}).items()):
+            lines.append(f"  so far    [{host}] {str(said).splitlines()[0] if said else ''}")
     for note in run.notes:
         lines.append(f"  note      {note}")
     notable = [t for t in run.tasks if t.status not in ("ok", "skipped") or t.changed]

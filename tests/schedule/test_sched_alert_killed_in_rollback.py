@@ -5,6 +5,7 @@ rollback" followed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -69,5 +70,13 @@ def test_a_restart_killed_in_its_rollback_alerts_the_rollback_cut_short_and_what
         assert f"pid {relaunched} started from release " in cut and cut.endswith(", not verified (not recorded as "
                                                                                  "the last good run)"), message
         assert "no rollback ran" not in message and "FAILED VERIFY" not in message, message
+        # `show` of the killed run says the same: the task it was in and what it had done so far
+        listed = env.run("history", "--json")
+        [killed] = [r for r in json.loads(listed.out) if (r.get("in_flight") or {}).get("so_far")]
+        shown = env.run("show", killed["id"])
+        assert f"  was in    {ROLLBACK}" in shown.out, shown.out
+        [so_far] = [ln for ln in shown.out.splitlines() if ln.startswith("  so far    [")]
+        assert "rollback interrupted after its start step: " in so_far and f"pid {relaunched} started" in so_far, \
+            shown.out
     finally:
         stop(relaunched if relaunched is not None else pidfile_pid(env), good)
