@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from opsrunner import interrupts
 from opsrunner.connections import ops
@@ -15,7 +16,8 @@ from opsrunner.modules.own_session import end_not_seen, start_in_own_session
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_jobs import LaunchArgs, LaunchReply
+    from opsrunner.remote.protocol_files import ReadArgs, TailArgs
+    from opsrunner.remote.protocol_jobs import ExitRecord, LaunchArgs, LaunchReply
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -71,7 +73,8 @@ class LaunchDetachedModule(Module):
         if reply.get("exited"):
             return _ended_at_once(reply, args)
         if survival.gone:
-            return TaskResult(Status.FAILED, msg=survival.gone, data=data)
+            ended = _ended_by_itself(ctx, reply, args)  # a job that exited at once is no fault of the chain
+            return _ended_at_once(ended, args) if ended else TaskResult(Status.FAILED, msg=survival.gone, data=data)
         log = f", log {reply['log']}" if reply.get("log") else ""
         result = TaskResult(Status.CHANGED, changed=True, data=data,
                             msg=f"launched pid {reply['pid']} in its own session{log}")
@@ -134,6 +137,30 @@ def _fresh_job(reply: LaunchReply) -> tuple[int | None, int | None]:
     if reply.get("already_running") or reply.get("exited"):
         return None, None
     return reply.get("pid"), reply.get("start")
+
+
+def _ended_by_itself(ctx: TaskContext, reply: LaunchReply, args: dict[str, Any]) -> LaunchReply | None:
+    """A job gone once its exec session ended, whose supervisor recorded its exit with a code:
+    it ended by itself (at once, as a launch with `settle: 0` does not wait to see), so the
+    chain that ends a session's leftovers did not end it. The reply with its exit record and
+    the log's last lines, or None (no record, or a signal: the chain's kill looks the same)."""
+    exit_file, pid = reply.get("exit_file"), reply.get("pid")
+    if not exit_file or not pid:
+        return None
+    read: ReadArgs = {"paths": [exit_file], "limit": 65536}
+    text = ctx.agent(ops.READ, read)["contents"].get(exit_file)
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("pid") != pid or not isinstance(record.get("returncode"), int):
+        return None
+    ended: LaunchReply = {**reply, "exited": cast("ExitRecord", record)}
+    if args.get("log"):
+        tail_args: TailArgs = {"log": str(reply.get("log") or args["log"]), "pidfile": args.get("pidfile"),
+                               "lines": 20}
+        ended["log_tail"] = ctx.agent(ops.TAIL, tail_args).get("text", "")
+    return ended
 
 
 def _ended_at_once(reply: LaunchReply, args: dict[str, Any]) -> TaskResult:
