@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from .mounts import unescape_octal
 from .watchdog import ignored
 
 TYPE_CHECKING = False
@@ -56,22 +57,6 @@ def _only_wildcards(part: str) -> bool:
     return not re.sub(r"\[[^]]*\]|[*?.]", "", part)
 
 
-def _unescape_octal(raw: bytes) -> bytes:
-    """mountinfo's escapes (\\040 for a space) decoded, without re."""
-    if b"\\" not in raw:
-        return raw
-    out, i = bytearray(), 0
-    while i < len(raw):
-        code = raw[i + 1:i + 4]
-        if raw[i:i + 1] == b"\\" and len(code) == 3 and all(48 <= c <= 55 for c in code):
-            out.append(int(code, 8))
-            i += 4
-        else:
-            out.append(raw[i])
-            i += 1
-    return bytes(out)
-
-
 def mount_points(mountinfo: str = "/proc/self/mountinfo") -> set[str]:
     """Every mount point of this mount namespace (octal escapes such as \\040 decoded)."""
     found: set[str] = set()
@@ -80,7 +65,7 @@ def mount_points(mountinfo: str = "/proc/self/mountinfo") -> set[str]:
             for line in fh:
                 fields = line.split()
                 if len(fields) > 4:
-                    raw = _unescape_octal(fields[4])
+                    raw = unescape_octal(fields[4])
                     found.add(os.path.normpath(raw.decode("utf-8", "surrogateescape")))
     except OSError:
         pass

@@ -48,11 +48,11 @@ def read_table(pid: str) -> list[Mount] | None:
     for line in text.split(b"\n"):
         fields = line.split(b" ", 5)
         if len(fields) == 6:
-            table.append(Mount(fields[2], _unescape(fields[3]), _unescape(fields[4])))
+            table.append(Mount(fields[2], unescape_octal(fields[3]), unescape_octal(fields[4])))
     return table
 
 
-def _unescape(field: bytes) -> bytes:
+def unescape_octal(field: bytes) -> bytes:
     """mountinfo writes a space, tab, newline or backslash of a path as \\ooo (by hand, not re:
     the agent imports no re at its start, ~3 ms of every host's)."""
     if b"\\" not in field:
