@@ -32,6 +32,17 @@ def _good_run(job: Job) -> int:
     return int((job.demo / "train.pid").read_text())
 
 
+def _a_job_not_recorded_good(job: Job) -> int:
+    """A good run, then a restart whose verify did not run (--skip-tags verify): the job that
+    runs now is not the recorded last good run. Its pid, as the target names it."""
+    good_pid = _good_run(job)
+    rc, out, _ = job.play("restart_training.yml", "--skip-tags", "verify")
+    assert rc == 0, out
+    pid = int((job.demo / "train.pid").read_text())
+    assert pid != good_pid and job.good()["pid"] == good_pid
+    return pid
+
+
 def _left_running(job: Job, pid: int, out: str, events: list[dict[str, object]]) -> None:
     """The old run (`pid` on the target) still runs, as the pidfile says, and nothing stopped it."""
     assert int((job.demo / "train.pid").read_text()) == pid
@@ -124,11 +135,7 @@ def test_a_running_job_that_is_not_the_good_run_is_left_running_too(target: Targ
     and start the last good run in its place: nothing was launched, so nothing is stopped."""
     job = Job(target, cleanup_marker)
     try:
-        good_pid = _good_run(job)
-        rc, out, _ = job.play("restart_training.yml", "--skip-tags", "verify")
-        assert rc == 0, out
-        pid = int((job.demo / "train.pid").read_text())
-        assert pid != good_pid and job.good()["pid"] == good_pid
+        pid = _a_job_not_recorded_good(job)
         missing = f"{target.work}/no-such-dir"
         rc, out, events = job.play("restart_training.yml", train_chdir=missing)
         assert rc == 2, out
@@ -146,11 +153,7 @@ def test_a_failed_deploy_leaves_a_running_job_that_is_not_the_good_run_running(
     whether or not it is the recorded last good run."""
     job = Job(target, cleanup_marker)
     try:
-        good_pid = _good_run(job)
-        rc, out, _ = job.play("restart_training.yml", "--skip-tags", "verify")
-        assert rc == 0, out
-        pid = int((job.demo / "train.pid").read_text())
-        assert pid != good_pid
+        pid = _a_job_not_recorded_good(job)
         (target.work / "afile").write_text("a file, not a folder\n")
         rc, out, events = job.play("restart_training.yml", code_dest=f"{target.work}/afile/code")
         assert rc == 2, out
