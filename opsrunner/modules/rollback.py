@@ -113,14 +113,12 @@ def outcome_text(reply: RollbackReply, after_failure: bool = True, by_hand: bool
     if outcome == "rolled_back":
         return Status.CHANGED, f"rolled back to {where}, pid {reply.get('pid')}, verified{note}{unlinked_text(reply)}"
     if outcome == "nothing":
-        back = (f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
-                if "switched_from" in reply else "")
+        back = _switched_back(reply)
         return Status.CHANGED if back else Status.OK, (
             f"no rollback needed: the last good run ({where}, pid {reply.get('pid')}) is still running; nothing "
             f"was stopped{back}")
     if outcome == "kept":
-        back = (f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
-                if "switched_from" in reply else "")
+        back = _switched_back(reply)
         return Status.CHANGED if back else Status.OK, (
             f"no rollback: the job that runs (pid {reply.get('pid')}) was left running; nothing was stopped{back}")
     if outcome == "no_good_run":
@@ -223,6 +221,13 @@ class RollbackModule(Module):
             result.warnings.append(f"release {reply.get('release')} was recorded as failed: {reply['known_failed']}; "
                                    f"the rollback goes to it because {_why_there(args)}")
         return result
+
+
+def _switched_back(reply: RollbackReply) -> str:
+    """The line's part for a `current` switched back to the release of the run left running."""
+    if "switched_from" not in reply:
+        return ""
+    return f"; current switched back from {reply.get('switched_from') or 'nothing'} to {reply.get('release')}"
 
 
 def _why_there(args: dict[str, Any]) -> str:

@@ -334,12 +334,8 @@ def _mark_failed_launch(pidfile: str, good: GoodRun, why: str, checks: VerifyArg
 def _keep_good_current(reply: RollbackReply, target: Target, link: str | None, check_mode: bool) -> RollbackReply:
     """The good run still runs: `current` goes back to its release where a deploy switched it
     to another (one never verified), so the next launch through it is the good code."""
-    if not link or not target.release_dir or check_mode:
-        return reply
-    now = current_release(os.path.dirname(link))
-    if now != target.release:
-        switch_link(link, target.release_dir)
-        reply["switched_from"] = now
+    if link and target.release_dir and not check_mode:
+        _current_back_to(reply, link, target.release_dir)
     return reply
 
 
@@ -351,13 +347,17 @@ def _keep_running_current(reply: RollbackReply, pidfile: str, pid: int | None, l
     meta = load_launch_record(pidfile) or {}
     release_dir = meta.get("release_dir")
     reply["release"], reply["commit"] = meta.get("release"), meta.get("commit")
-    if check_mode or meta.get("pid") != pid or not release_dir or not link or not os.path.isdir(release_dir):
-        return reply
+    if link and release_dir and meta.get("pid") == pid and os.path.isdir(release_dir) and not check_mode:
+        _current_back_to(reply, link, release_dir)
+    return reply
+
+
+def _current_back_to(reply: RollbackReply, link: str, release_dir: str) -> None:
+    """`current` to release_dir where it names another release (the reply says from which)."""
     now = current_release(os.path.dirname(link))
     if now != os.path.basename(release_dir):
         switch_link(link, release_dir)
         reply["switched_from"] = now
-    return reply
 
 
 def _relaunch(good: GoodRun, target: Target, link: str | None, reply: RollbackReply, pidfile: str,
