@@ -43,6 +43,14 @@ FD_HOLDER = f"{sys.executable} {WRAPPERS / 'fd_holder.py'} --"
 TRAINER = ROOT / "examples" / "demo_trainer" / "train.py"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the README's test command): two workers a core, four at least, eight at most.
+    The suite mostly waits (on sshd round trips, containers, timeouts and jobs that must die),
+    not computes: on two cores its CPU time is about 40% of its wall time run serially."""
+    return max(4, min(8, 2 * (os.cpu_count() or 1)))
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[pg.PrivatePostgres]:
     """The private PostgreSQL cluster of the shared-history tests (tests/pg.py), one per session."""

@@ -65,8 +65,7 @@ class Container:
     name: str
     share: Path
     init_pid: int
-    started_here: bool
-    lock_fd: int
+    users_fd: int  # held with a shared lock while this session uses the container
 
     @property
     def attach(self) -> str:
@@ -96,14 +95,25 @@ class Container:
         raise LookupError(f"no process {target_pid} in container {self.name}")
 
     def release(self) -> None:
-        """Stop the container only if this session started it and no other session uses it."""
+        """Stop the container when a test session started it and this is the last session
+        using it. Sessions run side by side (pytest-xdist's workers are sessions each): the one
+        that started it may end first, so the mark of a start by the suite is a file, and
+        whichever session ends last (the only one that can lock the users' file exclusively)
+        stops it. Under the setup lock: no session starts using it meanwhile."""
         try:
-            if self.started_here:
-                with contextlib.suppress(OSError):
-                    fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with _locked(self.share, "lock"), contextlib.suppress(OSError):
+                fcntl.flock(self.users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                mark = started_mark(self.name, self.share)
+                if mark.exists():
                     subprocess.run(["lxc-stop", "-n", self.name, "-t", "20"], capture_output=True, timeout=60)
+                    mark.unlink(missing_ok=True)
         finally:
-            os.close(self.lock_fd)
+            os.close(self.users_fd)
+
+
+def started_mark(name: str, share: Path) -> Path:
+    """Present while the container runs because a test session started it (not its owner)."""
+    return share.parent / f".{name}.started-by-suite"
 
 
 def preflight() -> str | None:
@@ -185,26 +195,30 @@ def _wait_booted(name: str, timeout: float = 90) -> None:
                          f"(`lxc-attach -n {name} -- python3 -c ...`, {timeout:.0f}s): {last}")
 
 
-@contextlib.contextmanager
-def _locked(share: Path) -> Iterator[int]:
+def _lock_file(share: Path, kind: str) -> int:
     share.mkdir(parents=True, exist_ok=True)
-    fd = os.open(share.parent / f".{share.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    return os.open(share.parent / f".{share.name}.{kind}", os.O_RDWR | os.O_CREAT, 0o600)
+
+
+@contextlib.contextmanager
+def _locked(share: Path, kind: str) -> Iterator[None]:
+    """The setup lock, exclusive: one session at a time creates, starts or stops the container."""
+    fd = _lock_file(share, kind)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
-    except BaseException:
+        yield
+    finally:
         os.close(fd)
-        raise
 
 
 def ensure(name: str = NAME, share: Path = SHARE) -> Container:
     """The running container: created when missing, started when stopped. Concurrent test
-    sessions share it (a shared lock while in use; it is stopped only by the session that
-    started it, and only when no other session holds the lock)."""
+    sessions share it (a shared lock while in use). One a session started is stopped by the
+    last session to end (Container.release); one that ran before the suite is left running."""
     reason = preflight()
     if reason:
         raise LxcUnavailable(reason)
-    with _locked(share) as fd:
+    with _locked(share, "lock"):
         ct_dir = Path(_lxc("lxc-config", "lxc.lxcpath").stdout.strip() or "/var/lib/lxc") / name
         state = _state(name)
         if state is not None and MARK not in (ct_dir / "config").read_text(errors="replace"):
@@ -220,15 +234,18 @@ def ensure(name: str = NAME, share: Path = SHARE) -> Container:
         created = state is None
         if created:
             _create(name, share, share.parent / f"{name}-create.log")
-        started = created or _state(name) != "RUNNING"
         if _state(name) != "RUNNING":
             _start(name, share.parent / f"{name}-start.log")
+            started_mark(name, share).touch()
         _wait_booted(name)
         if created:
             ready.write_text(ready_text())
         pid = int(_lxc("lxc-info", "-n", name, "-pH").stdout.strip())
-        fcntl.flock(fd, fcntl.LOCK_SH)  # in use: no other session stops it under us
-        return Container(name, share, pid, started, fd)
+        users = _lock_file(share, "users")
+        # In use: no other session stops it under us. Only a release holding the setup lock
+        # (held here) takes this one exclusively, so this never waits.
+        fcntl.flock(users, fcntl.LOCK_SH)
+        return Container(name, share, pid, users)
 
 
 @dataclass(frozen=True)
