@@ -48,7 +48,7 @@ RUN_CHECKS = ("pattern", "processes", "min_processes", "log", "log_exists", "log
 FAULT_CHECKS = ("log_not_regex",)
 #: verify's arguments the rollback sets itself.
 OWN = ("pidfile", "record_good", "budget")
-#: Characters of a check's value the line shows.
+#: Characters of a check's value (not a log's path, shown whole) the line shows.
 VALUE_CHARS = 80
 
 
@@ -317,8 +317,10 @@ def checks_for(given: Mapping[str, Any], started: RollbackReply) -> tuple[dict[s
 
 
 def _said(key: str, value: object) -> str:
-    if key == "log" or not isinstance(value, str):
-        text = value if isinstance(value, str) else json.dumps(value)
+    if key == "log" and isinstance(value, str):
+        return f"log {value}"  # whole: a path cut short names no file
+    if not isinstance(value, str):
+        text = json.dumps(value)
         return f"{key} {text[:VALUE_CHARS] + '...' if len(text) > VALUE_CHARS else text}"
     return key
 

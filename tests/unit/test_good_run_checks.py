@@ -94,3 +94,13 @@ def test_an_older_records_run_is_verified_with_the_given_checks() -> None:
     not the launch's stdout: swapping in the launch's failed a healthy run)."""
     assert checks_for(GIVEN, {"log": "/old/train.log"}) == (GIVEN, "")
     assert checks_for({"processes": 1}, {"log": "/old/train.log"}) == ({"processes": 1}, "")
+
+
+def test_a_long_log_path_is_said_whole() -> None:
+    """The log a run was verified with names a file: cut at 80 characters it named none (a
+    run's directory under a user's projects easily passes that)."""
+    log = "/home/trainer/experiments/2026-12/resnet-152-imagenet-lr-sweep/run-0042/logs/train.log"
+    assert len(log) > 80
+    _, note = checks_for({"log": "/new/train.log", "processes": 1},
+                         {"log": log, "checks": {"log": log, "processes": 1}})
+    assert note == f" with the checks of its good run (log {log})"
