@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from opsrunner import interrupts
 from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.own_session import end_not_seen, start_in_own_session
+from opsrunner.modules.own_session import StartedJob, end_not_seen, start_in_own_session
 from opsrunner.results import Status, TaskResult
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_files import ReadArgs, TailArgs
+    from opsrunner.remote.protocol_files import TailArgs
     from opsrunner.remote.protocol_jobs import ExitRecord, LaunchArgs, LaunchReply
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]{}~#]")
@@ -72,9 +71,10 @@ class LaunchDetachedModule(Module):
                               msg=f"would launch{ctx.ledger.stopping_note()}: {shlex.join(argv)}")
         if reply.get("exited"):
             return _ended_at_once(reply, args)
+        if survival.exited:  # gone with its session, but it exited by itself: no fault of the chain
+            return _ended_at_once(_with_exit(ctx, reply, survival.exited, args), args)
         if survival.gone:
-            ended = _ended_by_itself(ctx, reply, args)  # a job that exited at once is no fault of the chain
-            return _ended_at_once(ended, args) if ended else TaskResult(Status.FAILED, msg=survival.gone, data=data)
+            return TaskResult(Status.FAILED, msg=survival.gone, data=data)
         log = f", log {reply['log']}" if reply.get("log") else ""
         result = TaskResult(Status.CHANGED, changed=True, data=data,
                             msg=f"launched pid {reply['pid']} in its own session{log}")
@@ -131,31 +131,18 @@ def _interrupted_text(args: dict[str, Any]) -> str:
             "it had started none yet), and the next verify or status reads it")
 
 
-def _fresh_job(reply: LaunchReply) -> tuple[int | None, int | None]:
-    """The job this launch started and its start time; no pid where it started none (one was
-    running already, or it ended at once: its exit status is the verdict then)."""
+def _fresh_job(reply: LaunchReply) -> StartedJob:
+    """The job this launch started; no pid where it started none (one was running already, or
+    it ended at once: its exit status is the verdict then)."""
     if reply.get("already_running") or reply.get("exited"):
-        return None, None
-    return reply.get("pid"), reply.get("start")
+        return StartedJob(None)
+    return StartedJob(reply.get("pid"), reply.get("start"), reply.get("exit_file"))
 
 
-def _ended_by_itself(ctx: TaskContext, reply: LaunchReply, args: dict[str, Any]) -> LaunchReply | None:
-    """A job gone once its exec session ended, whose supervisor recorded its exit with a code:
-    it ended by itself (at once, as a launch with `settle: 0` does not wait to see), so the
-    chain that ends a session's leftovers did not end it. The reply with its exit record and
-    the log's last lines, or None (no record, or a signal: the chain's kill looks the same)."""
-    exit_file, pid = reply.get("exit_file"), reply.get("pid")
-    if not exit_file or not pid:
-        return None
-    read: ReadArgs = {"paths": [exit_file], "limit": 65536}
-    text = ctx.agent(ops.READ, read)["contents"].get(exit_file)
-    try:
-        record = json.loads(text) if text else None
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or record.get("pid") != pid or not isinstance(record.get("returncode"), int):
-        return None
-    ended: LaunchReply = {**reply, "exited": cast("ExitRecord", record)}
+def _with_exit(ctx: TaskContext, reply: LaunchReply, record: ExitRecord, args: dict[str, Any]) -> LaunchReply:
+    """The reply of a launch whose job ended by itself before its exec session did (a launch
+    with `settle: 0` does not wait to see), with its exit record and the log's last lines."""
+    ended: LaunchReply = {**reply, "exited": record}
     if args.get("log"):
         tail_args: TailArgs = {"log": str(reply.get("log") or args["log"]), "pidfile": args.get("pidfile"),
                                "lines": 20}

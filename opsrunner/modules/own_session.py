@@ -9,10 +9,11 @@ the next task or run will see it. Used by launch_detached and rollback."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from opsrunner.connections import ops
 from opsrunner.connections.become import BecomeLayer
@@ -21,7 +22,19 @@ from opsrunner.connections.streams import AGENT_EXIT_WAIT_S
 if TYPE_CHECKING:
     from opsrunner.connections.ops import AgentOp, ArgsT, ReplyT
     from opsrunner.modules.base import TaskContext
+    from opsrunner.remote.protocol_files import ReadArgs
     from opsrunner.remote.protocol_host import ExecArgs
+    from opsrunner.remote.protocol_jobs import ExitRecord
+
+
+@dataclass(frozen=True)
+class StartedJob:
+    """The job a step started: its pid (None: it started none), its start time where known,
+    and the exit record its supervisor writes when it ends."""
+
+    pid: int | None
+    start: int | None = None
+    exit_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -32,24 +45,24 @@ class Survival:
     gone: str | None = None
     #: The session had not ended when the run stopped waiting: what the chain does then was not seen.
     unseen: bool = False
+    #: The job is gone, but it ended by itself, with an exit code (its exit record): not the chain's doing.
+    exited: ExitRecord | None = None
 
 
 def start_in_own_session(ctx: TaskContext, op: AgentOp[ArgsT, ReplyT], request: ArgsT, timeout: float | None,
-                         started: Callable[[ReplyT], tuple[int | None, int | None]],
-                         what: str) -> tuple[ReplyT, Survival]:
+                         started: Callable[[ReplyT], StartedJob], what: str) -> tuple[ReplyT, Survival]:
     """`op`, a step that may start a job; behind a wrapper chain in an exec session of its own,
-    ended at once, after which the job (`started(reply)`: its pid and start time, or no pid
-    where the step started none) is looked for from the run's session. `what` starts the
-    message of a job gone ("launched", "started")."""
+    ended at once, after which the job (`started(reply)`) is looked for from the run's
+    session. `what` starts the message of a job gone ("launched", "started")."""
     if not needs_own_session(ctx):
         return ctx.agent(op, request, timeout=timeout), Survival()
     reply, ended = call_in_own_session(ctx, op, request, timeout)
-    pid, start = started(reply)
-    if not pid:
+    job = started(reply)
+    if not job.pid:
         return reply, Survival()
     if not ended:
         return reply, Survival(unseen=True)
-    return reply, Survival(gone=gone_with_its_session(ctx, pid, start, what))
+    return reply, survival_of(ctx, job, what)
 
 
 def needs_own_session(ctx: TaskContext) -> bool:
@@ -76,20 +89,39 @@ def call_in_own_session(ctx: TaskContext, op: AgentOp[ArgsT, ReplyT], request: A
     return reply, ended
 
 
-def gone_with_its_session(ctx: TaskContext, pid: int | None, start: int | None,
-                          what: str = "launched") -> str | None:
-    """Why a job started behind the wrapper chain (pid, and its start time where known) is not
-    running once its own exec session has ended, or None when it runs (or no pid is known).
-    Seen from the run's session; the start time tells the job from a process that has its pid
-    there (a chain with a PID namespace per session numbers each session's processes anew)."""
-    if not pid or _still_runs(ctx, pid, start):
-        return None
+def survival_of(ctx: TaskContext, job: StartedJob, what: str = "launched") -> Survival:
+    """Whether a job started behind the wrapper chain still runs once its own exec session has
+    ended, seen from the run's session; the start time tells the job from a process that has
+    its pid there (a chain with a PID namespace per session numbers each session's processes
+    anew). A job gone whose exit record gives an exit code ended by itself (it exited at once,
+    or before its session ended): that is the verdict, not the chain. Gone without one (or
+    killed by a signal, as the chain's kill looks), the chain ended it."""
+    if not job.pid or _still_runs(ctx, job.pid, job.start):
+        return Survival()
+    record = _exited_by_itself(ctx, job)
+    if record is not None:
+        return Survival(exited=record)
     chain = ", then ".join(shlex.join(layer.prefix) if not isinstance(layer, BecomeLayer) else f"become {layer.method}"
                            for layer in ctx.connection.spec.wrapper)
-    return (f"{what} pid {pid}, but it was gone once its exec session ended: the wrapper chain "
-            f"({chain}) ends what a session leaves behind, so nothing launched through it lives on. "
-            "Start the job through something that outlives the session (the container's own "
-            "service manager, for example), or a hop that leaves detached processes alone")
+    return Survival(gone=f"{what} pid {job.pid}, but it was gone once its exec session ended: the wrapper chain "
+                         f"({chain}) ends what a session leaves behind, so nothing launched through it lives on. "
+                         "Start the job through something that outlives the session (the container's own "
+                         "service manager, for example), or a hop that leaves detached processes alone")
+
+
+def _exited_by_itself(ctx: TaskContext, job: StartedJob) -> ExitRecord | None:
+    """The job's exit record where it names the job and an exit code, else None."""
+    if not job.exit_file:
+        return None
+    read: ReadArgs = {"paths": [job.exit_file], "limit": 65536}
+    text = ctx.agent(ops.READ, read)["contents"].get(job.exit_file)
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("pid") != job.pid or not isinstance(record.get("returncode"), int):
+        return None
+    return cast("ExitRecord", record)
 
 
 def _still_runs(ctx: TaskContext, pid: int, start: int | None) -> bool:

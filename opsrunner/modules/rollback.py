@@ -22,13 +22,13 @@ from opsrunner.connections import ops
 from opsrunner.errors import ModuleFailure
 from opsrunner.locks.job_lock import hold_for_job
 from opsrunner.modules.base import Module, TaskContext
-from opsrunner.modules.own_session import end_not_seen, start_in_own_session
+from opsrunner.modules.own_session import StartedJob, end_not_seen, start_in_own_session
 from opsrunner.modules.verify import VerifyModule, failure_reason, status_line, verify_budget
 from opsrunner.results import Status, TaskResult
 from opsrunner.validation import load_schema
 
 if TYPE_CHECKING:
-    from opsrunner.remote.protocol_jobs import RollbackArgs, RollbackReply, VerifyArgs, VerifyReply
+    from opsrunner.remote.protocol_jobs import ExitRecord, RollbackArgs, RollbackReply, VerifyArgs, VerifyReply
 
 #: Characters of a failure's diagnosis kept in the one-line message.
 DIAGNOSIS_CHARS = 300
@@ -272,19 +272,28 @@ def _step(ctx: TaskContext, request: RollbackArgs, progress: _Progress) -> Rollb
     step, survival = start_in_own_session(ctx, ops.ROLLBACK, request, progress.left(), _started_by, "started")
     if survival.unseen:
         progress.warnings.append(end_not_seen("the rollback's"))
-    if survival.gone and step.get("outcome") == "restoring":
-        step["outcome"], step["restore_error"] = "failed", survival.gone
-    elif survival.gone:
-        step["why"], progress.chain_ended_it = survival.gone, True
+    # A job that exited by itself before its session ended failed as one that exits at once
+    # does on the target (its release is recorded failed); one the chain ended did not.
+    why = _exited_text(step, survival.exited) if survival.exited else survival.gone
+    if why and step.get("outcome") == "restoring":
+        step["outcome"], step["restore_error"] = "failed", why
+    elif why:
+        step["why"], progress.chain_ended_it = why, not survival.exited
     return step
 
 
-def _started_by(step: RollbackReply) -> tuple[int | None, int | None]:
+def _exited_text(step: RollbackReply, record: ExitRecord) -> str:
+    """As the target words a started job that exits at once (remote/rollback.py)."""
+    job = "the relaunched job" if step.get("outcome") == "launched" else "the job started again"
+    return f"{job} (pid {step.get('pid')}) exited at once with code {record.get('returncode')}"
+
+
+def _started_by(step: RollbackReply) -> StartedJob:
     """The job a step started (its relaunch, or undo's restart of what ran before), or no pid."""
     relaunched = step.get("outcome") == "launched" and not step.get("why")
     if relaunched or step.get("outcome") == "restoring":
-        return step.get("pid"), step.get("start")
-    return None, None
+        return StartedJob(step.get("pid"), step.get("start"), step.get("exit_file"))
+    return StartedJob(None)
 
 
 def checks_for(given: Mapping[str, Any], started: RollbackReply) -> tuple[dict[str, Any], str]:

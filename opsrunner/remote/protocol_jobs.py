@@ -308,6 +308,8 @@ if TYPE_CHECKING:
         pid: int | None
         #: The started job's start time (clock ticks since boot), as LaunchReply's.
         start: int | None
+        #: The started job's exit record (written by its supervisor when it ends).
+        exit_file: str
         #: The pids stopped first, and the release `current` was switched from.
         stopped: list[int]
         switched_from: str | None

@@ -374,7 +374,7 @@ def _relaunch(good: GoodRun, target: Target, link: str | None, reply: RollbackRe
     _verify_with(reply, good)
     reply["outcome"] = "launched"
     if pid:
-        reply["pid"], reply["start"] = pid, start
+        reply["pid"], reply["start"], reply["exit_file"] = pid, start, pidfile_paths(pidfile)["exit"]
     if why:
         reply["why"] = why
     return reply
@@ -476,7 +476,7 @@ def _restore(args: RollbackArgs, prior: GoodRun) -> RollbackReply:
     pid, start, why = _start(pidfile, list(prior.get("argv") or []), dict(prior.get("env") or {}),
                              prior.get("chdir"), prior.get("log"), prior.get("umask"), link if folder else None)
     if pid:
-        reply["pid"], reply["start"] = pid, start
+        reply["pid"], reply["start"], reply["exit_file"] = pid, start, pidfile_paths(pidfile)["exit"]
     _verify_with(reply, prior)
     if why:
         reply["restore_error"] = why

@@ -85,3 +85,46 @@ def test_a_rollback_that_outlives_its_session_is_verified_and_runs_after_the_run
         assert wait_for(lambda: job.running() == [pid], 5), job.running()
     finally:
         kill_marked(cleanup_marker)
+
+
+#: Release code that, once the flag file is there, exits by itself with code 3 after 0.4 s:
+#: after the rollback's launch has stopped watching it (0.25 s), before its session ends.
+EXITS_LATER_WHEN_FLAGGED = (
+    "def main(argv=None):\n",
+    "def main(argv=None):\n    if os.path.exists(os.environ['RUN_FLAG']):\n"
+    "        __import__('time').sleep(0.4)\n        raise SystemExit(3)\n")
+#: A layer whose session ends a second after the agent's: a job that exits by itself in that
+#: second is gone when the run looks, as one the chain ended is.
+SLOW_TO_END = "sh -c '\"$@\"; s=$?; sleep 1; exit $s' sh"
+
+
+def test_a_relaunch_that_exits_by_itself_before_its_session_ends_is_its_failure_not_the_chains(
+        target: Target, cleanup_marker: str) -> None:
+    """The rollback's relaunch exits with code 3 after its launch stopped watching and before
+    its own session ended: its exit record says so. It is told as the job's own exit (and its
+    release recorded as failed), not blamed on the chain, which ended nothing of it. What ran
+    before, started again through the same chain, is ended by the chain: that is said as such."""
+    job = Job(target, cleanup_marker)
+    flag = target.work / "fail-now"
+    job.vars["train_env"] = {**job.vars["train_env"], "RUN_FLAG": str(flag)}
+    try:
+        assert job.play("restart_training.yml")[0] == 0
+        first = restart_with(job, "later", EXITS_LATER_WHEN_FLAGGED)
+        second = restart_with(job, "second")
+        flag.touch()
+        target.host_vars["wrapper"] = [TREE_REAPER, SLOW_TO_END]
+        rc, out, events = job.play("rollback.yml", "-e", f"release={first}")
+        assert rc == 2, out
+        (line,) = module_ends(events, "rollback")
+        msg = line["msg"]
+        assert msg.startswith(f"rollback to release {first} (no git commit) failed: the relaunched job (pid "), msg
+        assert ") exited at once with code 3; " in msg.split(";")[0] + "; ", msg
+        assert "gone once its exec session ended" not in msg.split("; starting what ran before")[0], msg
+        # what ran before (release `second`, which runs until stopped) is ended by the chain: said so
+        assert f"; starting what ran before (release {second} (no git commit)) again failed: started pid " in msg
+        assert "but it was gone once its exec session ended: the wrapper chain (" in msg, msg
+        verdict = job.demo / "code" / "releases" / f"{first}.verdict.json"
+        assert json.loads(verdict.read_text())["state"] == "failed", verdict.read_text()
+        assert wait_for(lambda: job.running() == [], 5), job.running()
+    finally:
+        kill_marked(cleanup_marker)
