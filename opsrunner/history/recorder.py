@@ -23,6 +23,7 @@ from opsrunner.events import Event, Recap, TaskEnd, TaskProgress, TaskStart, Tas
 from opsrunner.extravars import masked_argv
 from opsrunner.gitrepo import GitState, git_state
 from opsrunner.history import location as locations
+from opsrunner.history.inflight import InFlight
 from opsrunner.history.liveness import HEARTBEAT_S, ControllerStamp
 from opsrunner.history.outcomes import Reservation
 from opsrunner.history.store import HistoryStore, RunRow, TaskRow, row_fields
@@ -113,12 +114,10 @@ class HistoryRecorder:
         self._soon = False  # what was reported since the last flush must be written soon
         self._wake = threading.Event()  # the writer's: write now (or stop)
         self._titles = TaskTitles()  # the templated title each task was started with
-        self._current: str | None = None  # that title, masked, for the writer thread (set_current_task)
+        # The task the run is in (its title, masked, and RunRow.in_flight), for the writer thread.
+        self._flight = InFlight(self.masker.mask)
         self._current_written: str | None = None
-        # That task's module, hosts and what it said it did so far (RunRow.in_flight), replaced
-        # whole on each change (the writer thread reads it); the one written last.
-        self._in_flight: dict[str, Any] = {}
-        self._in_flight_written: dict[str, Any] = {}
+        self._in_flight_written: dict[str, Any] = {}  # the in_flight written last
         self.finished = False
         if required:
             try:
@@ -168,15 +167,13 @@ class HistoryRecorder:
     def handle(self, event: Event) -> None:
         if isinstance(event, TaskStart):
             self._titles.started(event)
-            self._current = self.masker.mask(event.task)
-            self._in_flight = {"module": event.module, "hosts": list(event.hosts), "so_far": {}}
+            self._flight.started(event)
             self._wake_writer()  # what a killed controller was doing: no result of it may come for long
         elif isinstance(event, TaskProgress):
-            flight = self._in_flight
-            if flight.get("module") == event.module and self._current == self.masker.mask(event.task):
-                self._in_flight = {**flight, "so_far": {**flight["so_far"], event.host: self.masker.mask(event.text)}}
+            if self._flight.progress(event):
                 self._wake_writer()  # what the task has done so far: its controller may be killed before its end
         elif isinstance(event, TaskEnd):
+            self._flight.ended(event)
             self._seq += 1
             row = task_row(event, self._titles.title(event), self.masker.mask)
             if not self._failed:
@@ -223,7 +220,7 @@ class HistoryRecorder:
         at = time.time()  # before they are taken: a result reported after it may be missing
         with self._pending_lock:
             rows, self._pending = self._pending, []
-        current, flight = self._current, self._in_flight
+        current, flight = self._flight.title, self._flight.record
         if current is None or current == self._current_written or self.finished:
             current = None
         # replaced whole on each change: the same object is the one written

@@ -88,7 +88,8 @@ class RunRow:
     #: Set by the reader: an unfinished run whose controller is gone (liveness.py).
     aborted: bool = False
     #: Of an unfinished run, the task it is in beside its title (current_task): {"module": ...,
-    #: "hosts": [...], "so_far": {host: what its module said it had done there so far}}
+    #: "hosts": [...], "so_far": {host: what its module said it had done there so far}}, and
+    #: under strategy free "tasks": {host: {"task": title, "module": ...}}, each host's own.
     #: (interrupts.so_far); {} where none is recorded (an older controller's row).
     in_flight: dict[str, Any] = field(default_factory=dict)
 

@@ -63,15 +63,17 @@ def killed_in(run: RunRow) -> list[TaskRow]:
     flight, title = run.in_flight, run.current_task
     if not run.aborted or not flight or not title:
         return []
-    module, so_far = str(flight.get("module")), flight.get("so_far") or {}
+    so_far, own = flight.get("so_far") or {}, flight.get("tasks") or {}  # tasks: each host's, strategy free
     cut = []
     for host in flight.get("hosts") or []:
+        task = own.get(host) or {"task": title, "module": flight.get("module")}
+        module = str(task.get("module"))
         text = so_far.get(host) or _MAY_HAVE_DONE.get(module)
         last = next((r for r in reversed(run.tasks) if r.host == host), None)
-        if text is None or (last is not None and (last.task, last.module) == (title, module)):
+        if text is None or (last is not None and (last.task, last.module) == (task.get("task"), module)):
             continue  # nothing known of it there, or it had ended there
-        cut.append(TaskRow(play="", task=title, module=module, host=host, status="interrupted", changed=False,
-                           handler=False, msg=text, diagnosis="", duration=0.0))
+        cut.append(TaskRow(play="", task=str(task.get("task")), module=module, host=host, status="interrupted",
+                           changed=False, handler=False, msg=text, diagnosis="", duration=0.0))
     return cut
 
 

@@ -140,6 +140,37 @@ def test_a_controller_killed_by_sigkill_is_shown_aborted_everywhere(project: Pat
         kill_marked(token)
 
 
+def test_a_controller_killed_under_strategy_free_names_each_hosts_task(project: Path, tmp_path: Path) -> None:
+    """Under strategy free h2 has gone on to the second task while h1 is still in the first:
+    the record of a controller killed then says both, each with its host (it named only the
+    task started last, as if h1 were in it too)."""
+    db = tmp_path / "h.db"
+    first, second = sleep_marker(), sleep_marker()
+    write_yaml(project / "free.yml", [{"hosts": "all", "gather_facts": False, "strategy": "free", "tasks": [
+        {"name": "first", "command": f"{{{{ 'sleep {first}' if inventory_hostname == 'h1' else 'true' }}}}"},
+        {"name": "second", "command": f"sleep {second}"}]}])
+    controller = subprocess.Popen([sys.executable, "-m", "opsrunner", "play", "free.yml", "-i", "inv.yml"],
+                                  cwd=project, env=_env(db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: bool(pids_with(first)) and bool(pids_with(second)), 60)
+        assert wait_for(lambda: json.loads(run(project, db, "history", "--json").out)[0]["tasks"], 30)
+        assert wait_for(lambda: json.loads(run(project, db, "history", "--json").out)[0]["current_task"]
+                        == "first (h1); second (h2)", 10)
+        controller.send_signal(signal.SIGKILL)
+        controller.wait(30)
+        (row,) = json.loads(run(project, db, "history", "--json").out)
+        assert row["result"] == GONE
+        assert [(t["host"], t["task"]) for t in row["tasks"]] == [("h2", "first")]
+        shown = run(project, db, "show", row["id"]).out
+        assert "  was in    first (h1); second (h2)\n" in shown, shown
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+        kill_marked(first)
+        kill_marked(second)
+
+
 def test_a_row_of_another_controller_is_judged_by_its_heartbeat(tmp_path: Path) -> None:
     """Several controllers share one database: a row whose pid means nothing here is alive while
     its heartbeat is fresh and aborted once it is stale."""

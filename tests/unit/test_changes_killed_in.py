@@ -38,3 +38,16 @@ def test_a_host_that_ended_the_task_another_task_or_a_live_run_add_nothing() -> 
     assert killed_in(_aborted("rollback", ["box"], aborted=False)) == []
     lines = _lines(_aborted("verify", ["box"]))
     assert any(ln.endswith("; no rollback ran") for ln in lines), lines
+
+
+def test_under_strategy_free_each_host_is_cut_short_in_its_own_task() -> None:
+    """h1 was in the rollback, h2 (which had ended its rollback) in the verify after it: h1's
+    rollback is cut short; h2 adds nothing (a verify cut short did nothing to report)."""
+    ended = TaskRow("p", ROLLBACK, "rollback", "h2", "changed", True, False, "rolled back to x, pid 9, verified", "",
+                    1.0)
+    run = RunRow(id="R", started=1.0, tasks=[ended], current_task=f"{ROLLBACK} (h1); Verify the run (h2)",
+                 aborted=True, in_flight={"module": "rollback", "hosts": ["h1", "h2"], "so_far": {},
+                                          "tasks": {"h1": {"task": ROLLBACK, "module": "rollback"},
+                                                    "h2": {"task": "Verify the run", "module": "verify"}}})
+    (cut,) = killed_in(run)
+    assert (cut.host, cut.task, cut.module, cut.status) == ("h1", ROLLBACK, "rollback", "interrupted")
