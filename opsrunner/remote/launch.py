@@ -280,6 +280,27 @@ def _no_new_files(folder: str) -> str | None:
     return "is on a read-only file system" if read_only else "is not writable"
 
 
+def _full(folder: str, new_file: bool) -> str | None:
+    """Why nothing can be written in `folder` (or the folder it will be made in): its file
+    system has no block left for this user (root may use the blocks kept for root), or no
+    inode for a new file; None otherwise, and where the file system tells no counts. A file
+    can still be made on a full disk, so making one (the launch's probe) does not find this:
+    the job would start and fail at its first write, after the old run was stopped."""
+    probe = folder
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe.rstrip("/")) or "/"
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return None
+    root = os.geteuid() == 0
+    if st.f_blocks and (st.f_bfree if root else st.f_bavail) == 0:
+        return f"{probe} is on a full file system (no block free{'' if root else ' for this user'})"
+    if new_file and st.f_files and (st.f_ffree if root else st.f_favail) == 0:
+        return f"{probe} is on a file system with no inode free (no new file can be made)"
+    return None
+
+
 def _would_exist(path: str, args: LaunchArgs) -> bool:
     """Check mode: an earlier task (deploy_code) would have created this path or one below it."""
     path = os.path.abspath(path).rstrip("/")
@@ -306,7 +327,7 @@ def preflight(args: LaunchArgs, paths: JobPaths | None, check: bool) -> tuple[st
             return (f"cannot open the log {log}: it leads through a symbolic link to {real}, whose folder "
                     f"{os.path.dirname(real)} does not exist"), None
         folder = os.path.dirname(os.path.abspath(log))
-        why = _writable_dir(folder, check)
+        why = _writable_dir(folder, check) or _full(folder, not os.path.exists(log))
         if why:
             return f"cannot open the log {log}: directory {why}", None
         if os.path.exists(log) and not os.access(log, os.W_OK):

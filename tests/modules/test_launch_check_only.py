@@ -6,7 +6,9 @@ lock file made) and no process is started or stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 
 from tests.conftest import pids_with, wait_for
 from tests.modules.conftest import PlayRun, Target
+from tests.modules.conftest import _target_for as target_for
 
 #: (path relative to the site, kind, size, mtime in ns) of every entry, the site's own included.
 Snapshot = list[tuple[str, str, int, int]]
@@ -145,3 +148,39 @@ def test_check_mode_counts_what_an_earlier_deploy_would_make(target: Target, cle
     assert _snapshot(site) == before and not dest.exists()
     alone = target.play(tasks[1:], "--check")
     assert alone.end("launch")["msg"] == f"chdir {dest} does not exist on the target", alone.out
+
+
+# Not through the container: a tmpfs mounted here is not seen there (its share is bound at its start).
+@pytest.mark.parametrize("transport", ["local", "ssh+reaper+fd_holder"])
+def test_a_full_disk_under_the_log_is_found_before_anything_starts(
+        transport: str, request: pytest.FixtureRequest, tmp_path: Path, cleanup_marker: str) -> None:
+    """A file can still be made on a full disk, so no probe finds it: the job started and
+    failed at its first write, after the old run was stopped. The check says so first."""
+    target = target_for(transport, request, tmp_path)
+    site = _site(target)
+    full = site / "full"
+    full.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(full)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        with contextlib.suppress(OSError), (full / "filler").open("wb") as fh:
+            while True:
+                fh.write(b"\0" * 4096)
+                fh.flush()
+        args = {**_good(target, site, cleanup_marker), "log": str(full / "logs" / "train.log")}
+        reason = f"cannot open the log {full}/logs/train.log: directory {full} is on a full file system (no block free)"
+        before = _snapshot(site)
+        for flags in ((), ("--check",)):
+            run = _launch(target, {**args, "check_only": True}, *flags)
+            assert (run.rc, run.end("launch")["msg"]) == (2, reason), (flags, run.out)
+            assert _snapshot(site) == before, flags
+        launched = _launch(target, args)  # the launch itself makes the log's folder first, and says so
+        msg = launched.end("launch")["msg"]
+        assert launched.rc == 2 and msg.startswith(
+            f"cannot open the log {full}/logs/train.log: directory {full}/logs is on a full file system "
+            "(no block free)"), launched.out
+        assert pids_with(cleanup_marker) == []
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)
