@@ -44,10 +44,13 @@ TRAINER = ROOT / "examples" / "demo_trainer" / "train.py"
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (the README's test command): two workers a core, four at least, eight at most.
-    The suite mostly waits (on sshd round trips, containers, timeouts and jobs that must die),
-    not computes: on two cores its CPU time is about 40% of its wall time run serially."""
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` (the README's test command): two workers a core, four at least, eight at most;
+    PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is xdist's to read. The suite mostly waits (on
+    sshd round trips, containers, timeouts and jobs that must die), not computes: on two cores
+    its CPU time is about 40% of its wall time run serially."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
     return max(4, min(8, 2 * (os.cpu_count() or 1)))
 
 

@@ -100,15 +100,16 @@ class Container:
         that started it may end first, so the mark of a start by the suite is a file, and
         whichever session ends last (the only one that can lock the users' file exclusively)
         stops it. Under the setup lock: no session starts using it meanwhile."""
-        try:
-            with _locked(self.share, "lock"), contextlib.suppress(OSError):
-                fcntl.flock(self.users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                mark = started_mark(self.name, self.share)
-                if mark.exists():
-                    subprocess.run(["lxc-stop", "-n", self.name, "-t", "20"], capture_output=True, timeout=60)
-                    mark.unlink(missing_ok=True)
-        finally:
-            os.close(self.users_fd)
+        with _locked(self.share, "lock"):
+            try:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self.users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    mark = started_mark(self.name, self.share)
+                    if mark.exists():
+                        subprocess.run(["lxc-stop", "-n", self.name, "-t", "20"], capture_output=True, timeout=60)
+                        mark.unlink(missing_ok=True)
+            finally:
+                os.close(self.users_fd)  # under the setup lock: a session starting meanwhile never waits
 
 
 def started_mark(name: str, share: Path) -> Path:

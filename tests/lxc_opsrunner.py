@@ -35,16 +35,16 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 def attach(ct: Container, argv: Sequence[str], *, user: str | None = None, home: str | None = None,
            cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
-           timeout: float = 180) -> subprocess.CompletedProcess[str]:
+           timeout: float = 180, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run argv in the container with a clean environment (PATH, HOME, LANG and `env` only),
-    as root or, through sudo, as `user`."""
+    as root or, through sudo, as `user`; `stdin`, where given, is its input."""
     words = ["env", "-i", *([f"--chdir={cwd}"] if cwd else []), f"PATH={PATH}", "LANG=C.UTF-8",
              f"HOME={home or ('/root' if user is None else f'/home/{user}')}",
              *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
     if user is not None:
         words = ["sudo", "-u", user, "--", *words]
     return subprocess.run(["lxc-attach", "-n", ct.name, "--clear-env", "--", *words],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, input=stdin)
 
 
 def _checked(what: str, proc: subprocess.CompletedProcess[str]) -> str:

@@ -121,6 +121,8 @@ def _exited_by_itself(ctx: TaskContext, job: StartedJob) -> ExitRecord | None:
         return None
     if not isinstance(record, dict) or record.get("pid") != job.pid or not isinstance(record.get("returncode"), int):
         return None
+    if job.start is not None and record.get("start") not in (None, job.start):
+        return None  # an earlier job's, with the pid this one has now
     return cast("ExitRecord", record)
 
 

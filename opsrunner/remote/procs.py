@@ -204,7 +204,7 @@ def select(args: Selector, procs: Mapping[int, Proc], tree: bool = True) -> tupl
 def _eligible(p: Proc, protected: set[int], uid: int | None) -> bool:
     if p.pid in protected or not p.cmdline:
         return False
-    if any(m in p.cmdline[:200] for m in AGENT_MARKERS):
+    if any(m in p.cmdline for m in AGENT_MARKERS):  # anywhere: a wrapper layer names it after its own words
         return False
     return uid is None or p.uid == uid
 

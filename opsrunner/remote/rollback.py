@@ -389,9 +389,10 @@ def _verify_with(reply: RollbackReply, run: GoodRun) -> None:
 
 
 def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None, log: str | None,
-           umask: str | None, link: str | None) -> tuple[int | None, int | None, str | None]:
+           umask: str | None, link: str | None,
+           job: str = "the relaunched job") -> tuple[int | None, int | None, str | None]:
     """Launch as launch_detached does (its own supervisor, in a session of its own): (its
-    pid, its start time, why it failed at once or None)."""
+    pid, its start time, why it failed at once or None, naming it `job`)."""
     launch: LaunchArgs = {"argv": argv, "env": env, "pidfile": pidfile}
     if chdir:
         launch["chdir"] = chdir
@@ -407,7 +408,7 @@ def _start(pidfile: str, argv: list[str], env: dict[str, str], chdir: str | None
     ended = started.get("exited")
     if ended:
         how = f"signal {ended['signal']}" if ended.get("signal") else f"code {ended.get('returncode')}"
-        return started["pid"], None, f"the relaunched job (pid {started['pid']}) exited at once with {how}"
+        return started["pid"], None, f"{job} (pid {started['pid']}) exited at once with {how}"
     return started["pid"], started.get("start"), None
 
 
@@ -474,7 +475,8 @@ def _restore(args: RollbackArgs, prior: GoodRun) -> RollbackReply:
             switch_link(link, folder)
             reply["switched_back"] = str(prior.get("release"))
     pid, start, why = _start(pidfile, list(prior.get("argv") or []), dict(prior.get("env") or {}),
-                             prior.get("chdir"), prior.get("log"), prior.get("umask"), link if folder else None)
+                             prior.get("chdir"), prior.get("log"), prior.get("umask"), link if folder else None,
+                             "the job started again")
     if pid:
         reply["pid"], reply["start"], reply["exit_file"] = pid, start, pidfile_paths(pidfile)["exit"]
     _verify_with(reply, prior)

@@ -32,11 +32,14 @@ OTHER, OTHER_PW = "opsrunner-other", "0ther-Become-pw"
 @pytest.fixture(scope="module")
 def sudoer(lxc: lxc_rig.Container) -> str:
     """Inside the container only: two users with passwords, and a sudoers rule that asks for one."""
-    script = (f"id {SUDOER} >/dev/null 2>&1 || useradd -m -s /bin/sh {SUDOER}; "
-              f"id {OTHER} >/dev/null 2>&1 || useradd -m -s /bin/sh {OTHER}; "
-              f"printf '%s\\n' '{SUDOER}:{SUDOER_PW}' '{OTHER}:{OTHER_PW}' | chpasswd; "
+    # set -e: every step's failure shows; flock: sessions running side by side share the
+    # container. The passwords go on stdin, never on a command line: another session's tests
+    # watch every command line on this machine for them.
+    script = ("set -e; exec 9>/run/opsrunner-test-users.lock; flock 9; "
+              f"id {SUDOER} >/dev/null 2>&1 || useradd -m -s /bin/sh {SUDOER}; "
+              f"id {OTHER} >/dev/null 2>&1 || useradd -m -s /bin/sh {OTHER}; chpasswd; "
               f"echo '{SUDOER} ALL=(ALL) ALL' > /etc/sudoers.d/{SUDOER}; chmod 440 /etc/sudoers.d/{SUDOER}")
-    proc = attach(lxc, ["sh", "-c", script])
+    proc = attach(lxc, ["sh", "-c", script], stdin=f"{SUDOER}:{SUDOER_PW}\n{OTHER}:{OTHER_PW}\n")
     assert proc.returncode == 0, proc.stderr
     return SUDOER
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import lxc as lxc_rig
-from tests.conftest import ROOT, pids_with, vars_for, wait_for, write_inventory, write_yaml
+from tests.conftest import ROOT, marked_host, pids_with, vars_for, wait_for, write_inventory, write_yaml
 from tests.helpers import cli, read_events, task_ends
 
 
@@ -63,10 +63,15 @@ def test_kill_old_in_the_container_never_selects_the_host_side(tmp_path: Path, r
                                                                lxc: lxc_rig.Container, cleanup_marker: str) -> None:
     """The pattern matches a job in the container, the same command on this machine, and
     every host-side process carrying the call (lxc-attach, the ssh login shell with the
-    agent's source). Only the container's job is selected, and the play goes on."""
+    agent's source: the agent runs from a folder named after the marker). Only the container's
+    job is selected, and the play goes on. The pattern is the marker alone: other test
+    sessions' chains and jobs run in the same container, and a pattern such as `ssh` would
+    match theirs too (their work folders are named after their tests)."""
     decoy = subprocess.Popen(["sleep", cleanup_marker])  # this machine's own, same command line
     try:
-        inv = write_inventory(tmp_path / "inv.yml", {"ct": vars_for("ssh+lxc-attach", request)})
+        host = marked_host(vars_for("ssh+lxc-attach", request), request.getfixturevalue("lxc_files") / cleanup_marker,
+                           "python3")
+        inv = write_inventory(tmp_path / "inv.yml", {"ct": host})
         launch = write_yaml(tmp_path / "launch.yml", [{"hosts": "all", "tasks": [
             {"name": "launch", "launch_detached": {"argv": ["sleep", cleanup_marker]}}]}])
         assert cli("play", str(launch), "-i", str(inv)).rc == 0
@@ -75,8 +80,7 @@ def test_kill_old_in_the_container_never_selects_the_host_side(tmp_path: Path, r
         job_in_ct = lxc.target_pid(job)
         events = tmp_path / "ev.jsonl"
         kill = write_yaml(tmp_path / "kill.yml", [{"hosts": "all", "tasks": [
-            {"name": "kill", "kill_old": {"pattern": f"{cleanup_marker}|lxc-attach|opsrunner-agent|sshd|ssh",
-                                          "grace": 2}, "timeout": 60},
+            {"name": "kill", "kill_old": {"pattern": re.escape(cleanup_marker), "grace": 2}, "timeout": 60},
             {"name": "next", "shell": "echo still here"}]}])
         res = cli("play", str(kill), "-i", str(inv), "--json-events", str(events))
         assert res.rc == 0, res.out + res.err

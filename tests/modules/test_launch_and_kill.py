@@ -139,6 +139,26 @@ def test_kill_pattern_matching_its_own_command_line_incident_1(target: Target, c
     assert wait_for(lambda: pids_with(cleanup_marker) == [], 3)
 
 
+def test_a_process_carrying_an_agents_start_is_never_selected_wherever_it_names_it(target: Target,
+                                                                                   cleanup_marker: str) -> None:
+    """Another run's wrapper layer on the host (`python3 reaper.py -- python3 holder.py -- sh -c
+    '...opsrunner-agent...'`) names the agent's start past its first 200 characters: a pattern
+    that matches it must not select it (it was protected only where the marker came first,
+    and another session's connection was cut). The job the pattern names is stopped."""
+    sleeper = "import time; time.sleep(600)"
+    layer = [target.python, "-c", sleeper, cleanup_marker, "--", "x" * 300, "# opsrunner-agent (cached)"]
+    run = target.play([{"name": "job", "launch_detached": {"argv": [target.python, "-c", sleeper, cleanup_marker]}},
+                       {"name": "layer", "launch_detached": {"argv": layer}}])
+    assert run.rc == 0, run.out
+    assert wait_for(lambda: len(pids_with(cleanup_marker)) == 2, 5)
+    (kept,) = [pid for pid in pids_with(cleanup_marker)
+               if "opsrunner-agent" in Path(f"/proc/{pid}/cmdline").read_text()]
+    run = target.play([{"name": "kill", "kill_old": {"pattern": cleanup_marker, "grace": 2}}])
+    assert run.rc == 0, run.out
+    assert len(run.end("kill")["data"]["pids"]) == 1, run.out
+    assert wait_for(lambda: pids_with(cleanup_marker) == [kept], 5), pids_with(cleanup_marker)
+
+
 def test_wait_gpu_free_with_fake_nvidia_smi(target: Target) -> None:
     bin_dir = target.work / "fakebin"
     bin_dir.mkdir()

@@ -93,9 +93,10 @@ EXITS_LATER_WHEN_FLAGGED = (
     "def main(argv=None):\n",
     "def main(argv=None):\n    if os.path.exists(os.environ['RUN_FLAG']):\n"
     "        __import__('time').sleep(0.4)\n        raise SystemExit(3)\n")
-#: A layer whose session ends a second after the agent's: a job that exits by itself in that
-#: second is gone when the run looks, as one the chain ended is.
-SLOW_TO_END = "sh -c '\"$@\"; s=$?; sleep 1; exit $s' sh"
+#: A layer whose session ends 1.5 s after the agent's (within the 2 s the run waits for a
+#: session's end): a job that exits by itself meanwhile is gone when the run looks, as one the
+#: chain ended is.
+SLOW_TO_END = "sh -c '\"$@\"; s=$?; sleep 1.5; exit $s' sh"
 
 
 def test_a_relaunch_that_exits_by_itself_before_its_session_ends_is_its_failure_not_the_chains(

@@ -1,4 +1,4 @@
-"""No function or class is defined twice in one scope of the package.
+"""No function or class is defined twice in a module's body or a class body of the package.
 
 Python keeps the later definition, so a call written for the first one runs the second. ruff's
 F811 flags a redefinition only while the first is unused, and mypy leaves the agent's
