@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="more output; -vvv prints every command exactly as sent")
     play.add_argument("--json-events", metavar="FILE", help="write JSON Lines events to FILE ('-' = stdout)")
     play.add_argument("--list-tasks", action="store_true", help="list tasks and exit (no connection)")
+    play.add_argument("--list-tags", action="store_true",
+                      help="list each play's tags and its selected tasks' tags and exit (no connection)")
     play.add_argument("--list-hosts", action="store_true", help="list hosts per play and exit (no connection)")
     play.add_argument("--no-color", action="store_true", help="no ANSI colours")
     play.add_argument("--lock", action="store_true",
@@ -191,7 +193,7 @@ def _cmd_play(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except (OpsrunnerError, KeyboardInterrupt) as exc:  # -K without a terminal: a run that ended here
         _record_not_run(args, exc)
         raise
-    if args.list_hosts or args.list_tasks:
+    if args.list_hosts or args.list_tasks or args.list_tags:
         return _list(request, args, out)
     from opsrunner.reporting import ConsoleReporter, JsonEventsReporter
 
@@ -245,20 +247,21 @@ def _record_not_run(args: argparse.Namespace, exc: BaseException) -> None:
     """A `play` that ended before the library was asked to run it: its history row all the same."""
     from opsrunner import api
 
-    if not (args.list_hosts or args.list_tasks):  # a listing is no run
+    if not (args.list_hosts or args.list_tasks or args.list_tags):  # a listing is no run
         api.record_not_run(_request(args, ask_become_pass=False), exc)
 
 
 def _list(request: PlayRequest, args: argparse.Namespace, out: IO[str]) -> int:
-    """--list-hosts, --list-tasks: what would run where, without connecting."""
+    """--list-hosts, --list-tasks, --list-tags: what would run where, without connecting."""
     from opsrunner import api
-    from opsrunner.listing import list_hosts, list_tasks
+    from opsrunner.listing import list_hosts, list_tags, list_tasks
     from opsrunner.targets import require_targets
 
     inputs = api.load(request)
     require_targets(inputs.playbook, inputs.inventory, inputs.options)
     text = list_hosts(inputs.playbook, inputs.inventory, inputs.options) if args.list_hosts else ""
     text += list_tasks(inputs.playbook, inputs.options) if args.list_tasks else ""
+    text += list_tags(inputs.playbook, inputs.options) if args.list_tags else ""
     out.write(text)
     return EXIT_OK
 
@@ -358,7 +361,7 @@ def _not_done(args: argparse.Namespace | None, words: list[str]) -> str:
 def _goes_on(args: argparse.Namespace) -> bool:
     """A run, which goes on to its end whatever becomes of its output (a listing is none)."""
     if args.command == "play":
-        return not any(bool(getattr(args, k)) for k in ("list_hosts", "list_tasks", "syntax_check"))
+        return not any(bool(getattr(args, k)) for k in ("list_hosts", "list_tasks", "list_tags", "syntax_check"))
     return bool(args.command == "schedule" and args.schedule_command == "run")
 
 
@@ -371,8 +374,8 @@ def _command(argv: list[str] | None, out: IO[str], err: IO[str], goes_on: list[b
         args = build_parser().parse_args(argv)
         args.argv = words
         if args.command is None:
-            raise UsageError("opsrunner: a command is required (play, check, inventory, logs, schema, history, "
-                             "show, schedule, serve); see --help")
+            raise ArgumentsError("opsrunner: a command is required (play, check, inventory, logs, schema, history, "
+                                 "show, schedule, serve); see --help")
         from opsrunner.history.views import cmd_history, cmd_show
         from opsrunner.inventory.command import cmd_inventory
         from opsrunner.schedule.commands import cmd_schedule

@@ -1,4 +1,4 @@
-"""--list-hosts and --list-tasks: what a playbook will do and where, without connecting."""
+"""--list-hosts, --list-tasks and --list-tags: what a playbook will do and where, without connecting."""
 
 from __future__ import annotations
 
@@ -40,5 +40,24 @@ def list_tasks(playbook: Playbook, options: RunOptions) -> str:
             lines.append(f"    {role}{task.name}  [{task.module}]{timeout}{tags}")
         for handler in play.handlers:
             lines.append(f"    handler: {handler.name}  [{handler.module}]")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def list_tags(playbook: Playbook, options: RunOptions) -> str:
+    """Each play's own tags and those of the tasks a run selects (inherited ones included, as
+    the run renders them), as ansible-playbook --list-tags prints them."""
+    problems = [p for play in playbook.plays for p in tags_problems(play, options.extra_vars)]
+    if problems:
+        raise ValidationError(problems)
+    lines = [f"playbook: {playbook.path}", ""]
+    for i, play in enumerate(playbook.plays, 1):
+        found: set[str] = set()
+        for task in iter_tasks(play.tasks):
+            names = task_tags(task, play, options.extra_vars)
+            if tags_selected(names, options.tags, options.skip_tags):
+                found |= names
+        lines.append(f"  play #{i} ({play.hosts}): {play.name}\tTAGS: [{', '.join(sorted(play.tags))}]")
+        lines.append(f"      TASK TAGS: [{', '.join(sorted(found))}]")
         lines.append("")
     return "\n".join(lines) + "\n"

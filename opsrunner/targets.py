@@ -50,8 +50,13 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
         distinct = sorted({str(p.hosts) for p in playbook.plays})
         limit = f" and --limit {options.limit!r}" if options.limit else ""
         verb = "leave" if limit or len(distinct) > 1 else "leaves"  # "A and B leave", "A leaves"
+        # as ansible-core's "No inventory was parsed, only implicit localhost is available"
+        implicit = ("" if inventory.sources else " (no inventory was read: none given with -i, and no "
+                    "inventory/hosts.yml in the working directory or a project folder above it; only the "
+                    "implicit localhost)")
         raise NoHostsToTarget(f"host pattern{'s' if len(distinct) > 1 else ''} {', '.join(distinct)!r}{limit} "
-                              f"{verb} no hosts to target in {len(inventory.hosts)} inventory hosts; nothing was run")
+                              f"{verb} no hosts to target in {len(inventory.hosts)} inventory hosts{implicit}; "
+                              "nothing was run")
     return None
 
 

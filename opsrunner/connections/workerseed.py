@@ -232,7 +232,8 @@ def likely_wanted(argv: Sequence[str], env: dict[str, str] | os._Environ[str], c
     """Whether `opsrunner ARGV` is likely to run ssh workers, from its words alone, before
     anything is parsed: a `play` with --ssh-workers (or $OPSRUNNER_SSH_WORKERS) above 0, or
     without either on a machine of `min_cores` or more. A wrong guess costs a spare process."""
-    if not argv or argv[0] != "play" or any(a in ("--list-hosts", "--list-tasks", "--syntax-check", "-h", "--help")
+    if not argv or argv[0] != "play" or any(a in ("--list-hosts", "--list-tasks", "--list-tags", "--syntax-check", "-h",
+                                                      "--help")
                                             for a in argv):
         return False
     given = None

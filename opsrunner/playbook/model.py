@@ -36,6 +36,8 @@ class Play:
     timeout_pos: SourcePos | None = None  # where `timeout:` is written, for a task that takes it as its own
     #: Where each templated tag of the play's tasks (its own, its roles', blocks', ...) is written.
     tag_pos: dict[str, SourcePos] = field(default_factory=dict)
+    #: The play's own `tags:` (its tasks inherit them), as written: --list-tags shows them.
+    tags: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,7 @@ class PlaybookLoader(TaskLoader, RoleLoader, IncludeLoader):
             no_log=raw.get("no_log", False),
             no_log_pos=raw.at("no_log"),
             tag_pos=dict(self.tag_pos),
+            tags=play_tags,
             timeout=raw.get("timeout"),
             timeout_pos=raw.at("timeout"),
             vars_files=tuple(dynamic_files),

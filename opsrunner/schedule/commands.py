@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from opsrunner.cliopts import add_extra_vars, add_inventory, add_limit, add_tags
-from opsrunner.errors import OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
+from opsrunner.errors import ArgumentsError, OpsrunnerError, Problem, SourcePos, UsageError, ValidationError
 from opsrunner.history.location import without_password
 from opsrunner.schedule.lastruns import LastRun, LastRuns, history_of
 from opsrunner.schedule.spec import SEARCH_DAYS, SpecError, every_to_calendar, parse_calendar, to_cron
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def cmd_schedule(args: argparse.Namespace, out: IO[str], err: IO[str] | None = None) -> int:
     if args.schedule_command is None:
-        raise UsageError("opsrunner schedule: a subcommand is required (add, list, remove, run)")
+        raise ArgumentsError("opsrunner schedule: a subcommand is required (add, list, remove, run)")
     from opsrunner.schedule import store
 
     folder = store.schedules_dir(args.schedules)

@@ -45,9 +45,27 @@ def run_summary(run: RunRow) -> dict[str, Any]:
 
 def _task(task: TaskRow) -> dict[str, Any]:
     return {"play": task.play, "task": task.task, "module": task.module, "host": task.host, "status": task.status,
-            "changed": task.changed, "handler": task.handler, "msg": task.msg, "diagnosis": task.diagnosis,
+            "changed": task.changed, "handler": task.handler, "msg": shown_msg(task), "diagnosis": task.diagnosis,
             "log_tail": task.log_tail, "stdout_tail": task.stdout_tail, "stderr_tail": task.stderr_tail,
             "duration_s": task.duration}
+
+
+def shown_msg(task: TaskRow) -> str:
+    """A task's message without what the page shows beside it, styled: its `diagnosis: ...` line
+    and its log's last lines (`last lines of LOG:` and `  | ` lines), where the message holds
+    exactly those (a failed verify's or launch's does). `show` prints the message alone."""
+    msg = task.msg
+    if task.diagnosis and f"\ndiagnosis: {task.diagnosis}" in msg:
+        msg = msg.replace(f"\ndiagnosis: {task.diagnosis}", "", 1)
+    lines = msg.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("last lines of ") and line.endswith(":")), None)
+    if task.log_tail and start is not None:
+        end = start + 1
+        while end < len(lines) and lines[end].startswith("  | "):
+            end += 1
+        if [line[4:] for line in lines[start + 1:end]] == task.log_tail.splitlines():
+            msg = "\n".join(lines[:start] + lines[end:])
+    return msg
 
 
 def run_detail(run: RunRow) -> dict[str, Any]:

@@ -286,6 +286,20 @@ def test_limit_and_list_hosts_and_tasks(tmp_path: Path, inv: Path) -> None:
     res = cli("play", str(pb), "-i", str(inv), "--list-tasks", cwd=tmp_path)
     assert "first  [debug]  timeout=5\tTAGS: [t1]" in res.out
     assert "handler: h  [debug]" in res.out
+    # as ansible-playbook --list-tags: the play's own tags, then those of the tasks selected
+    tagged = write_yaml(tmp_path / "tagged.yml", """
+- name: p
+  hosts: all
+  tags: [web]
+  tasks:
+    - {name: first, debug: msg=x, tags: [t1]}
+    - {name: second, debug: msg=x, tags: [t2, always]}
+""")
+    res = cli("play", str(tagged), "-i", str(inv), "--list-tags", cwd=tmp_path)
+    assert res.rc == 0, res.err
+    assert res.out.endswith("  play #1 (all): p\tTAGS: [web]\n      TASK TAGS: [always, t1, t2, web]\n\n")
+    res = cli("play", str(tagged), "-i", str(inv), "--list-tags", "--skip-tags", "t1", cwd=tmp_path)
+    assert "      TASK TAGS: [always, t2, web]\n" in res.out
 
 
 def test_verbose_vvv_prints_commands_as_sent(tmp_path: Path, inv: Path) -> None:

@@ -46,6 +46,21 @@ def test_play_pattern_matching_nothing_is_an_error(tmp_path: Path) -> None:
     assert mixed.rc == 0 and "skipping play" in mixed.out and "hello from alpha" in mixed.out
 
 
+def test_outside_any_project_the_error_says_no_inventory_was_read(tmp_path: Path) -> None:
+    """Run from a folder with no project above it, a playbook's group matches nothing in the
+    implicit localhost: the error says no inventory was read (not only that the pattern
+    matched nothing, which reads as a typo in the group's name)."""
+    proj = _project(tmp_path, marker=False)
+    write_yaml(proj / "playbooks" / "group.yml", [dict(PLAY[0], hosts="trainers")])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    res = cli("play", str(proj / "playbooks" / "group.yml"), cwd=elsewhere)
+    assert (res.rc, res.err) == (1, "ERROR: host pattern 'trainers' leaves no hosts to target in 1 inventory hosts "
+                                    "(no inventory was read: none given with -i, and no inventory/hosts.yml in the "
+                                    "working directory or a project folder above it; only the implicit localhost); "
+                                    "nothing was run\n")
+
+
 def test_default_inventory_and_playbooks_found_from_a_subdirectory(tmp_path: Path) -> None:
     for marker in (False, True):
         proj = _project(tmp_path / str(marker), marker=marker)

@@ -192,3 +192,29 @@ def test_a_schedule_file_that_does_not_load_is_an_error_with_its_position(projec
         (edited,) = answer.json()["schedules"]
         assert f"{path}:" in edited["error"] and "(at on_calendar)" in edited["error"]
         assert server.get("/api/runs").status == 200  # the rest still answers
+
+
+def test_a_failed_verifys_diagnosis_and_log_lines_are_shown_once(project: Project) -> None:
+    """The page shows a task's diagnosis and its log's last lines in their own places: the
+    message it shows beside them no longer holds them too (they were on the page twice). A
+    message whose lines differ from the kept tail keeps them."""
+    msg = ("processes: expected exactly 1, got 0\ndiagnosis: crashed: exit code 1\n"
+           "last lines of /w/train.log:\n  | step 3\n  | RuntimeError: boom")
+    rows = [TaskRow("p", "Verify", "verify", "h1", "failed", False, False, msg, "crashed: exit code 1", 0.1,
+                    log_tail="step 3\nRuntimeError: boom"),
+            TaskRow("p", "Verify", "verify", "h2", "failed", False, False, msg, "crashed: exit code 1", 0.1,
+                    log_tail="other lines")]
+    store = HistoryStore(project.db)
+    store.start_run(RunRow(id="20200101-000000-bbbb", started=time.time(), playbook="pb.yml"))
+    store.add_tasks("20200101-000000-bbbb", list(enumerate(rows, 1)))
+    store.finish_run("20200101-000000-bbbb", 2, {"h1": {"failed": 1}, "h2": {"failed": 1}})
+    store.close()
+    with serving(project) as server:
+        tasks = server.get("/api/runs/20200101-000000-bbbb").json()["tasks"]
+        one, two = tasks["h1"][0], tasks["h2"][0]
+        assert one["msg"] == "processes: expected exactly 1, got 0"
+        assert (one["diagnosis"], one["log_tail"]) == ("crashed: exit code 1", "step 3\nRuntimeError: boom")
+        assert two["msg"] == ("processes: expected exactly 1, got 0\nlast lines of /w/train.log:\n  | step 3\n"
+                              "  | RuntimeError: boom")
+        page = server.get("/runs/20200101-000000-bbbb").text
+        assert page.count("RuntimeError: boom") == 2 and page.count("diagnosis: crashed") == 2  # once a host
