@@ -158,7 +158,7 @@ def _add(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
         notify=args.notify, notify_on=args.notify_on, randomized_delay=args.randomized_delay,
         installer="cron" if args.cron else "systemd", dashboard=args.dashboard, cron=cron,
         unit_dir=str(Path(args.unit_dir).expanduser().resolve()) if args.unit_dir and not args.cron else None,
-        history=without_password(history))
+        crontab_file=_crontab_file() if args.cron else None, history=without_password(history))
     if history != schedule.history:
         sys.stderr.write(f"WARNING: {NO_PASSWORD}\n")
     if args.dry_run:
@@ -354,12 +354,20 @@ def _last_columns(last: LastRun) -> tuple[str, str]:
     return started, f"{last.run.result} ({last.run.id})"
 
 
+def _crontab_file() -> str | None:
+    """$OPSRUNNER_CRONTAB's file, whole, as the schedule records it (remove finds the line there)."""
+    from opsrunner.schedule.units import crontab_file
+
+    path = crontab_file()
+    return str(path.expanduser().resolve()) if path is not None else None
+
+
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store, units
 
     schedule = store.load(folder, args.name)
     if schedule.installer == "cron":
-        if units.remove_cron(schedule.name):
+        if units.remove_cron(schedule.name, schedule.crontab_file):
             out.write(f"  removed the crontab entry of {schedule.name}\n")
     else:
         for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir or schedule.unit_dir)):

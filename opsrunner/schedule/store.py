@@ -58,6 +58,8 @@ class Schedule:
     cron: str | None = None
     #: The unit directory `--unit-dir` installed the units in (remove finds them there).
     unit_dir: str | None = None
+    #: The crontab file $OPSRUNNER_CRONTAB named at add: the line is there (remove finds it there).
+    crontab_file: str | None = None
     #: The run history its runs are recorded in (`--history` or $OPSRUNNER_HISTORY at add): a
     #: SQLite file or a postgresql:// URL, without its password (opsrunner stores none).
     history: str | None = None
@@ -145,7 +147,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "name": str, "project": str, "playbook": str, "on_calendar": str, "every": str, "inventory": list,
     "extra_vars": list, "limit": str, "tags": list, "skip_tags": list, "git_pull": bool, "notify": list,
     "notify_on": str, "randomized_delay": int, "installer": str, "dashboard": str, "cron": str, "unit_dir": str,
-    "history": str,
+    "crontab_file": str, "history": str,
 }
 
 

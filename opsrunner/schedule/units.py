@@ -203,8 +203,10 @@ def remove_systemd(name: str, target: UnitTarget) -> list[Path]:
     return files
 
 
-def _read_crontab() -> tuple[list[str], Path | None]:
-    path = crontab_file()
+def _read_crontab(recorded: str | None = None) -> tuple[list[str], Path | None]:
+    """The crontab's lines and its file: the one a schedule was `recorded` in at add, else
+    $OPSRUNNER_CRONTAB's, else None (the user's crontab, through `crontab`)."""
+    path = Path(recorded) if recorded else crontab_file()
     if path is not None:
         return (path.read_text().splitlines() if path.exists() else []), path
     check_installable(True, None, adding=False)  # `add` checked first, with its own ways forward
@@ -230,8 +232,8 @@ def install_cron(schedule: Schedule, schedules: Path) -> str:
     return str(path) if path else "the user's crontab"
 
 
-def remove_cron(name: str) -> bool:
-    lines, path = _read_crontab()
+def remove_cron(name: str, recorded: str | None = None) -> bool:
+    lines, path = _read_crontab(recorded)
     kept = [ln for ln in lines if not ln.endswith(CRON_TAG + name)]
     if len(kept) != len(lines):
         _write_crontab(kept, path)
@@ -250,7 +252,7 @@ def timer_active(schedule: Schedule) -> bool:
     written to a custom unit directory ($OPSRUNNER_UNIT_DIR) are never activated, nor is a
     line written to a crontab file ($OPSRUNNER_CRONTAB): no cron reads it."""
     if schedule.installer == "cron":
-        if crontab_file() is not None:
+        if schedule.crontab_file or crontab_file() is not None:
             return False
         try:
             lines, _ = _read_crontab()

@@ -73,6 +73,14 @@ def test_list_and_remove_of_a_cron_schedule_without_crontab(env: Bare) -> None:
     listing = env.run("schedule", "list")
     assert listing.rc == 0, listing.err
     assert listing.out.splitlines()[1].split()[:4] == ["c", "daily", "-", "-"]  # not active: no crontab here
+    # The schedule records the file its line went to: removed from there without the variable.
+    spec = (env.root / "schedules" / "c.yml").read_text()
+    assert f"crontab_file: {crontab}" in spec, spec
+    removed = env.run("schedule", "remove", "c")
+    assert removed.rc == 0 and "removed the crontab entry of c" in removed.out, removed.out + removed.err
+    assert "opsrunner-schedule:c" not in crontab.read_text() and not (env.root / "schedules" / "c.yml").exists()
+    # One recorded without a file (the user's crontab, an older schedule) needs a crontab to leave.
+    (env.root / "schedules" / "c.yml").write_text(spec.replace(f"crontab_file: {crontab}\n", ""))
     _refused(env.run("schedule", "remove", "c"), NO_CRONTAB_TO_REMOVE)
     assert (env.root / "schedules" / "c.yml").exists()  # kept: its crontab line could not be removed
 
