@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -55,8 +56,9 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
                     "inventory/hosts.yml in the working directory or a project folder above it; only the "
                     "implicit localhost)")
         raise NoHostsToTarget(f"host pattern{'s' if len(distinct) > 1 else ''} {', '.join(distinct)!r}{limit} "
-                              f"{verb} no hosts to target in {len(inventory.hosts)} inventory hosts{implicit}; "
-                              "nothing was run")
+                              f"{verb} no hosts to target in {len(inventory.hosts)} inventory hosts{implicit}"
+                              f"{_did_you_mean(inventory, [*distinct, *([options.limit] if options.limit else [])])}"
+                              "; nothing was run")
     return None
 
 
@@ -71,6 +73,16 @@ def unmatched_terms(inventory: Inventory, pattern: str) -> list[str]:
         except PatternError:
             continue  # told by the evaluation of the whole pattern
     return list(unmatched)
+
+
+def _did_you_mean(inventory: Inventory, patterns: list[str]) -> str:
+    """` (did you mean 'trainers'?)` for the terms of `patterns` that name nothing where a group
+    or host is named almost so (a typo), else ""."""
+    names = [*inventory.groups, *inventory.hosts]
+    close = {term: found[0] for pattern in patterns for term in unmatched_terms(inventory, pattern)
+             if (found := difflib.get_close_matches(term, names, n=1, cutoff=0.75))}
+    said = [f"{name!r} for {term!r}" if len(close) > 1 else repr(name) for term, name in close.items()]
+    return f" (did you mean {', '.join(said)}?)" if said else ""
 
 
 _IGNORING = "Could not match supplied host pattern, ignoring:"

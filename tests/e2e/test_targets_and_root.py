@@ -61,6 +61,19 @@ def test_outside_any_project_the_error_says_no_inventory_was_read(tmp_path: Path
                                     "nothing was run\n")
 
 
+def test_a_pattern_that_names_a_group_almost_is_asked_about(tmp_path: Path) -> None:
+    """`hosts: alpah` and `-l bta`: nothing matches, and a group or host named almost so is
+    offered, as the module names are."""
+    proj = _project(tmp_path, marker=False)
+    write_yaml(proj / "playbooks" / "typo.yml", [dict(PLAY[0], hosts="alpah")])
+    res = cli("play", "typo.yml", cwd=proj)
+    assert (res.rc, res.err) == (1, "ERROR: host pattern 'alpah' leaves no hosts to target in 2 inventory hosts "
+                                    "(did you mean 'alpha'?); nothing was run\n")
+    both = cli("play", "typo.yml", "-l", "bta", cwd=proj)
+    assert both.err == ("ERROR: host pattern 'alpah' and --limit 'bta' leave no hosts to target in 2 inventory "
+                        "hosts (did you mean 'alpha' for 'alpah', 'beta' for 'bta'?); nothing was run\n")
+
+
 def test_default_inventory_and_playbooks_found_from_a_subdirectory(tmp_path: Path) -> None:
     for marker in (False, True):
         proj = _project(tmp_path / str(marker), marker=marker)
