@@ -90,7 +90,8 @@ def test_when_the_run_before_fails_too_it_says_nothing_is_running(target: Target
         # Exited within the launch's first moments, or seen exiting by its verify: either way, said.
         assert (f"; what ran before was started again (release {good2} (no git commit), pid " in line
                 and "but failed verify too: the job (pid " in line) or \
-            f"; starting what ran before (release {good2} (no git commit)) again failed: the relaunched job " in line
+            f"; starting what ran before (release {good2} (no git commit)) again failed: the job started again (pid " \
+            in line  # named as what it is: not the rollback's relaunch
         assert "code 1" in line.split("what ran before")[1], line
         assert line.endswith(f"; current switched back to {good2}; nothing is running"), line
         assert failed["data"]["restored"]["verified"] is False
