@@ -29,6 +29,7 @@ from opsrunner.hostvars import VariableManager, connection_spec
 from opsrunner.includes import read_vars_file, vars_file_problems
 from opsrunner.inventory import Inventory, PatternError
 from opsrunner.keywordchecks import delegate_problems, environment_problems, lease_problems, read_as_template
+from opsrunner.localfiles import host_is_local, may_make_files_here, missing_problems
 from opsrunner.modules import template as template_file
 from opsrunner.playbook import Play, Playbook
 from opsrunner.secrets import Masker
@@ -250,9 +251,10 @@ def _will_run(task: Task, variables: LazyVars, deferred: frozenset[str]) -> bool
 
 
 def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: Memo | None = None,
-               play: Play | None = None) -> list[Problem]:
+               play: Play | None = None, sources_exist: bool = False) -> list[Problem]:
     """Every problem of one task for one host that can be seen before the run (`play`: the
-    task's, whose `timeout` and `no_log` hold for its tasks that set none)."""
+    task's, whose `timeout` and `no_log` hold for its tasks that set none; `sources_exist`:
+    the controller paths it reads must exist now, as nothing earlier in the run can make them)."""
     control = task.kw("loop_control")
     control = control if isinstance(control, Mapping) else {}
     loop_var, index_var = str(control.get("loop_var", "item")), control.get("index_var")
@@ -278,6 +280,9 @@ def check_task(task: Task, variables: LazyVars, deferred: frozenset[str], memo: 
             return problems + _template_file_problems(task, checked.args, variables, deferred)
         if task.module == "include_vars" and not looped and not checked.problems and not checked.deferred:
             return problems + _vars_file_problems(task, checked.args)
+        if sources_exist and not looped and not checked.problems and not checked.deferred:
+            missing = TaskArgs(checked.args, missing_problems(task, checked.args))
+            return problems + args_told_where_set(task, missing, variables).problems
         return problems + checked.problems
     try:
         items = render(loop, variables, deferred)
@@ -410,20 +415,26 @@ def run_preflight(playbook: Playbook, plays_hosts: Sequence[Sequence[str]], vari
     report = PreflightReport()
     deferred = runtime_names([t for play in playbook.plays for t in play_tasks(play)])
     memo = {} if memo is None else memo
+    made_before = False  # a task of an earlier play may have made a controller path
     for play, hosts in zip(playbook.plays, plays_hosts, strict=True):
         tasks = [t for t in play_tasks(play) if selected(t, play)]
+        made_in_play = made_before
         for host in hosts:
             host_vars = variables.for_task(play, None, host, list(hosts))
             found = _host_problems(variables.inventory, host, host_vars)
             if found and masker is not None:
                 masker.add_vars(host_vars)
+            local, made = host_is_local(host_vars), made_before
             if not found:
                 for task in tasks:
                     task_vars = variables.for_task(play, task, host, list(hosts))
-                    found_here = check_task(task, task_vars, deferred, memo, play)
+                    found_here = check_task(task, task_vars, deferred, memo, play, sources_exist=not made)
                     told = _as_told(play, task, task_vars, found_here, masker)
                     found += [p for p in told if p not in found]
+                    made = made or may_make_files_here(task, local)
+            made_in_play = made_in_play or any(may_make_files_here(t, local) for t in tasks)
             report.add(host, found)
+        made_before = made_in_play
     report.play_problems = [p for play, hosts in zip(playbook.plays, plays_hosts, strict=True) if hosts
                             for p in _play_problems(play, variables.extra_vars)]
     for host in report.hosts:
