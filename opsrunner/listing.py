@@ -50,12 +50,15 @@ def list_tags(playbook: Playbook, options: RunOptions) -> str:
     problems = [p for play in playbook.plays for p in tags_problems(play, options.extra_vars)]
     if problems:
         raise ValidationError(problems)
+    # As ansible-playbook: without -t or --skip-tags, `never` tasks' tags are listed too (finding
+    # the tags that must be asked for is what --list-tags is for).
+    tags = options.tags or (options.tags if options.skip_tags else frozenset({"never", "all"}))
     lines = [f"playbook: {playbook.path}", ""]
     for i, play in enumerate(playbook.plays, 1):
-        found: set[str] = set()
+        found: set[str] = set(play.tags)  # a play's own tags are listed whatever its tasks
         for task in iter_tasks(play.tasks):
             names = task_tags(task, play, options.extra_vars)
-            if tags_selected(names, options.tags, options.skip_tags):
+            if tags_selected(names, tags, options.skip_tags):
                 found |= names
         lines.append(f"  play #{i} ({play.hosts}): {play.name}\tTAGS: [{', '.join(sorted(play.tags))}]")
         lines.append(f"      TASK TAGS: [{', '.join(sorted(found))}]")

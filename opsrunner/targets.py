@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import sys
 from collections.abc import Mapping
@@ -52,12 +53,12 @@ def require_targets(playbook: Playbook, inventory: Inventory, options: RunOption
         limit = f" and --limit {options.limit!r}" if options.limit else ""
         verb = "leave" if limit or len(distinct) > 1 else "leaves"  # "A and B leave", "A leaves"
         # as ansible-core's "No inventory was parsed, only implicit localhost is available"
-        implicit = ("" if inventory.sources else " (no inventory was read: none given with -i, and no "
+        implicit = ("" if not inventory.implicit else " (no inventory was read: none given with -i, and no "
                     "inventory/hosts.yml in the working directory or a project folder above it; only the "
                     "implicit localhost)")
         raise NoHostsToTarget(f"host pattern{'s' if len(distinct) > 1 else ''} {', '.join(distinct)!r}{limit} "
                               f"{verb} no hosts to target in {len(inventory.hosts)} inventory hosts{implicit}"
-                              f"{_did_you_mean(inventory, [*distinct, *([options.limit] if options.limit else [])])}"
+                              f"{_did_you_mean(inventory, playbook, options)}"
                               "; nothing was run")
     return None
 
@@ -75,14 +76,54 @@ def unmatched_terms(inventory: Inventory, pattern: str) -> list[str]:
     return list(unmatched)
 
 
-def _did_you_mean(inventory: Inventory, patterns: list[str]) -> str:
-    """` (did you mean 'trainers'?)` for the terms of `patterns` that name nothing where a group
-    or host is named almost so (a typo), else ""."""
-    names = [*inventory.groups, *inventory.hosts]
-    close = {term: found[0] for pattern in patterns for term in unmatched_terms(inventory, pattern)
-             if (found := difflib.get_close_matches(term, names, n=1, cutoff=0.75))}
-    said = [f"{name!r} for {term!r}" if len(close) > 1 else repr(name) for term, name in close.items()]
-    return f" (did you mean {', '.join(said)}?)" if said else ""
+#: At most this many names offered; with more terms that match nothing, none (a list of hosts
+#: in another domain, say: a guess per term is no help, and each costs a scan of the names).
+SUGGESTIONS_MAX = 3
+
+
+def _did_you_mean(inventory: Inventory, playbook: Playbook, options: RunOptions) -> str:
+    """` (did you mean 'trainers'?)` for terms of the plays' patterns (as rendered) or of
+    --limit that name nothing where a group or host is named almost so, and the run would have
+    hosts with those names instead (an empty group, or one the other terms leave out, is no
+    answer); else ""."""
+    with contextlib.suppress(TemplateError, PatternError, ValueError):
+        patterns = sorted({play_pattern(p, options.extra_vars) for p in playbook.plays})
+        limit = options.limit or None
+        unmatched = [term for pattern in [*patterns, *([limit] if limit else [])]
+                     for term in unmatched_terms(inventory, pattern)
+                     if f"!{term}" not in split_host_pattern(pattern)]  # leaving out a typo is no cause
+        if len(unmatched) > 2 * SUGGESTIONS_MAX:
+            return ""
+        names = [*inventory.groups, *inventory.hosts]
+        close = {term: _closest(term, names) for term in unmatched}
+        said = {term: found[0] for term, found in close.items() if found}
+        if not _would_target(inventory, patterns, limit, said):  # together they are no answer: one by one
+            said = {term: name for term, found in close.items()
+                    for name in found[:1] if _would_target(inventory, patterns, limit, {term: name})}
+        shown = [f"{n!r} for {t!r}" if len(said) > 1 else repr(n) for t, n in list(said.items())[:SUGGESTIONS_MAX]]
+        return f" (did you mean {', '.join(shown)}?)" if shown else ""
+    return ""
+
+
+def _closest(term: str, names: list[str]) -> list[str]:
+    """The name closest to `term`, in a list, where one is (none where two are as close: which
+    of gpu1 and gpu2 `gpu3` meant is a guess)."""
+    found = difflib.get_close_matches(term, names, n=2, cutoff=0.75)
+    ratios = [difflib.SequenceMatcher(None, term, name).ratio() for name in found]
+    return found[:1] if len(found) < 2 or ratios[0] > ratios[1] else []
+
+
+def _would_target(inventory: Inventory, patterns: list[str], limit: str | None, names: Mapping[str, str]) -> bool:
+    """Whether the run would have a host with `names` ({term: name}) in place of those terms."""
+    if not names:
+        return False
+
+    def swapped(pattern: str) -> str:
+        return ":".join(("&" if t.startswith("&") else "") + names[t.lstrip("&")] if t.lstrip("&") in names else t
+                        for t in split_host_pattern(pattern))
+
+    narrowed = None if not limit else set(inventory.select(swapped(limit)))
+    return any(narrowed is None or host in narrowed for p in patterns for host in inventory.select(swapped(p)))
 
 
 _IGNORING = "Could not match supplied host pattern, ignoring:"

@@ -129,6 +129,7 @@ def _attach_vars_dirs(inv: Inventory, roots: list[Path], playbook_dir: Path | No
 def localhost_inventory(playbook_dir: Path | None = None) -> Inventory:
     """The implicit inventory used when no inventory file exists: just localhost."""
     inv = Inventory()
+    inv.implicit = True
     inv.add_host("localhost", "all", {}, None)
     inv.finish()
     problems: list[Problem] = []

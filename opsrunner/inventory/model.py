@@ -72,6 +72,8 @@ class Inventory:
         self.groups: dict[str, Group] = {"all": Group("all", children=["ungrouped"]),
                                          "ungrouped": Group("ungrouped", 1)}
         self.sources: list[str] = []
+        #: No inventory was read: the implicit localhost alone (inventory/loader.py).
+        self.implicit = False
         self.vars_dirs: list[VarsDir] = []
 
     # -- building -------------------------------------------------------------------------

@@ -354,12 +354,13 @@ def _last_columns(last: LastRun) -> tuple[str, str]:
     return started, f"{last.run.result} ({last.run.id})"
 
 
-def _crontab_file() -> str | None:
-    """$OPSRUNNER_CRONTAB's file, whole, as the schedule records it (remove finds the line there)."""
-    from opsrunner.schedule.units import crontab_file
+def _crontab_file() -> str:
+    """Where a cron schedule's line goes, as the schedule records it (remove finds it there):
+    $OPSRUNNER_CRONTAB's file, whole, else the user's crontab (units.USER_CRONTAB)."""
+    from opsrunner.schedule.units import USER_CRONTAB, crontab_file
 
     path = crontab_file()
-    return str(path.expanduser().resolve()) if path is not None else None
+    return str(path.expanduser().resolve()) if path is not None else USER_CRONTAB
 
 
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
@@ -369,6 +370,9 @@ def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     if schedule.installer == "cron":
         if units.remove_cron(schedule.name, schedule.crontab_file):
             out.write(f"  removed the crontab entry of {schedule.name}\n")
+        else:
+            where = schedule.crontab_file if schedule.crontab_file not in (None, units.USER_CRONTAB) else "crontab -l"
+            out.write(f"  no crontab entry of {schedule.name} was found ({where})\n")
     else:
         for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir or schedule.unit_dir)):
             out.write(f"  removed {f}\n")

@@ -203,10 +203,15 @@ def remove_systemd(name: str, target: UnitTarget) -> list[Path]:
     return files
 
 
+#: A schedule's `crontab_file` where its line went to the user's crontab (through `crontab`).
+USER_CRONTAB = "crontab"
+
+
 def _read_crontab(recorded: str | None = None) -> tuple[list[str], Path | None]:
-    """The crontab's lines and its file: the one a schedule was `recorded` in at add, else
-    $OPSRUNNER_CRONTAB's, else None (the user's crontab, through `crontab`)."""
-    path = Path(recorded) if recorded else crontab_file()
+    """The crontab's lines and its file: the one a schedule was `recorded` in at add (the
+    user's crontab where that is USER_CRONTAB), else (a schedule from before this was
+    recorded) $OPSRUNNER_CRONTAB's, else None (the user's crontab, through `crontab`)."""
+    path = None if recorded == USER_CRONTAB else Path(recorded) if recorded else crontab_file()
     if path is not None:
         return (path.read_text().splitlines() if path.exists() else []), path
     check_installable(True, None, adding=False)  # `add` checked first, with its own ways forward
@@ -217,7 +222,10 @@ def _read_crontab(recorded: str | None = None) -> tuple[list[str], Path | None]:
 def _write_crontab(lines: list[str], path: Path | None) -> None:
     text = "\n".join(lines) + ("\n" if lines else "")
     if path is not None:
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:  # its folder missing, say: said as such, not a traceback
+            raise InstallError(f"cannot write the crontab file {path}: {exc.strerror}") from None
         return
     proc = subprocess.run(["crontab", "-"], input=text, capture_output=True, text=True, timeout=30)
     if proc.returncode != 0:
@@ -252,10 +260,11 @@ def timer_active(schedule: Schedule) -> bool:
     written to a custom unit directory ($OPSRUNNER_UNIT_DIR) are never activated, nor is a
     line written to a crontab file ($OPSRUNNER_CRONTAB): no cron reads it."""
     if schedule.installer == "cron":
-        if schedule.crontab_file or crontab_file() is not None:
-            return False
+        recorded = schedule.crontab_file
+        if recorded != USER_CRONTAB and (recorded or crontab_file() is not None):
+            return False  # a crontab file: no cron reads it
         try:
-            lines, _ = _read_crontab()
+            lines, _ = _read_crontab(recorded)
         except (OSError, subprocess.SubprocessError, InstallError):  # no crontab here: nothing runs it
             return False
         # a line commented out (`# 0 3 * * * ...`) is one cron does not run

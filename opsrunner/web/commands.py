@@ -16,7 +16,7 @@ DEFAULT_PORT = 8765
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     serve = sub.add_parser("serve", help="a read-only web dashboard over the run history and the schedules")
     serve.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on (default 127.0.0.1; any other needs --token-file)")
+                       help="address to listen on (default 127.0.0.1; one not of loopback needs --token-file)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
     serve.add_argument("--history", metavar="PATH",
                        help="history: a SQLite file or a postgresql:// URL (default $OPSRUNNER_HISTORY or "

@@ -45,15 +45,18 @@ def run_summary(run: RunRow) -> dict[str, Any]:
 
 def _task(task: TaskRow) -> dict[str, Any]:
     return {"play": task.play, "task": task.task, "module": task.module, "host": task.host, "status": task.status,
-            "changed": task.changed, "handler": task.handler, "msg": shown_msg(task), "diagnosis": task.diagnosis,
+            "changed": task.changed, "handler": task.handler, "msg": task.msg, "diagnosis": task.diagnosis,
+            "shown_msg": shown_msg(task)[0], "log_header": shown_msg(task)[1],
             "log_tail": task.log_tail, "stdout_tail": task.stdout_tail, "stderr_tail": task.stderr_tail,
             "duration_s": task.duration}
 
 
-def shown_msg(task: TaskRow) -> str:
-    """A task's message without what the page shows beside it, styled: its `diagnosis: ...` line
-    and its log's last lines (`last lines of LOG:` and `  | ` lines), where the message holds
-    exactly those (a failed verify's or launch's does). `show` prints the message alone."""
+def shown_msg(task: TaskRow) -> tuple[str, str]:
+    """A task's message as its page shows it, without what the page shows beside it, styled:
+    its `diagnosis: ...` line and its log's last lines (the `  | ` lines), where the message
+    holds exactly those (a failed verify's does); and the `last lines of LOG:` line that names
+    the log, which the page puts over them ("" where they stay in the message). The API keeps
+    the message as recorded (`msg`); `show` prints that alone."""
     msg = task.msg
     if task.diagnosis and f"\ndiagnosis: {task.diagnosis}" in msg:
         msg = msg.replace(f"\ndiagnosis: {task.diagnosis}", "", 1)
@@ -64,8 +67,8 @@ def shown_msg(task: TaskRow) -> str:
         while end < len(lines) and lines[end].startswith("  | "):
             end += 1
         if [line[4:] for line in lines[start + 1:end]] == task.log_tail.splitlines():
-            msg = "\n".join(lines[:start] + lines[end:])
-    return msg
+            return "\n".join(lines[:start] + lines[end:]), lines[start]
+    return msg, ""
 
 
 def run_detail(run: RunRow) -> dict[str, Any]:

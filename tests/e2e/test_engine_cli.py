@@ -294,12 +294,20 @@ def test_limit_and_list_hosts_and_tasks(tmp_path: Path, inv: Path) -> None:
   tasks:
     - {name: first, debug: msg=x, tags: [t1]}
     - {name: second, debug: msg=x, tags: [t2, always]}
+    - {name: hidden, debug: msg=x, tags: [never, debugonly]}
+- name: q
+  hosts: all
+  tags: [p2]
+  tasks:
+    - {name: only, debug: msg=x, tags: [never]}
 """)
     res = cli("play", str(tagged), "-i", str(inv), "--list-tags", cwd=tmp_path)
     assert res.rc == 0, res.err
-    assert res.out.endswith("  play #1 (all): p\tTAGS: [web]\n      TASK TAGS: [always, t1, t2, web]\n\n")
+    # `never` tasks' tags too (the tags that must be asked for); a play's own tags always
+    assert res.out.endswith("  play #1 (all): p\tTAGS: [web]\n      TASK TAGS: [always, debugonly, never, t1, t2, "
+                            "web]\n\n  play #2 (all): q\tTAGS: [p2]\n      TASK TAGS: [never, p2]\n\n"), res.out
     res = cli("play", str(tagged), "-i", str(inv), "--list-tags", "--skip-tags", "t1", cwd=tmp_path)
-    assert "      TASK TAGS: [always, t2, web]\n" in res.out
+    assert "      TASK TAGS: [always, t2, web]\n" in res.out and "      TASK TAGS: [p2]\n" in res.out
 
 
 def test_verbose_vvv_prints_commands_as_sent(tmp_path: Path, inv: Path) -> None:

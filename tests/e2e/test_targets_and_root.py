@@ -62,16 +62,38 @@ def test_outside_any_project_the_error_says_no_inventory_was_read(tmp_path: Path
 
 
 def test_a_pattern_that_names_a_group_almost_is_asked_about(tmp_path: Path) -> None:
-    """`hosts: alpah` and `-l bta`: nothing matches, and a group or host named almost so is
+    """`hosts: alpah`, `alpah:bta`: nothing matches, and the group or host named almost so is
     offered, as the module names are."""
     proj = _project(tmp_path, marker=False)
     write_yaml(proj / "playbooks" / "typo.yml", [dict(PLAY[0], hosts="alpah")])
     res = cli("play", "typo.yml", cwd=proj)
     assert (res.rc, res.err) == (1, "ERROR: host pattern 'alpah' leaves no hosts to target in 2 inventory hosts "
                                     "(did you mean 'alpha'?); nothing was run\n")
-    both = cli("play", "typo.yml", "-l", "bta", cwd=proj)
-    assert both.err == ("ERROR: host pattern 'alpah' and --limit 'bta' leave no hosts to target in 2 inventory "
+    write_yaml(proj / "playbooks" / "two.yml", [dict(PLAY[0], hosts="alpah:bta")])
+    both = cli("play", "two.yml", cwd=proj)
+    assert both.err == ("ERROR: host pattern 'alpah:bta' leaves no hosts to target in 2 inventory "
                         "hosts (did you mean 'alpha' for 'alpah', 'beta' for 'bta'?); nothing was run\n")
+    # with the limit named almost so too: the names that would give the run its hosts together
+    limited = cli("play", "typo.yml", "-l", "alpah", cwd=proj)
+    assert "(did you mean 'alpha'?)" in limited.err, limited.err
+
+
+def test_a_name_that_would_still_target_nothing_is_not_offered(tmp_path: Path) -> None:
+    """An empty group named almost so, a host the play's pattern leaves out, a term the pattern
+    excludes: no answer, so not offered; nor one of two names as close. A templated pattern is
+    judged as rendered."""
+    local = {"connection": "local"}
+    inv = write_inventory(tmp_path / "inv.yml", {"gpu1": local, "gpu2": local, "db1": local},
+                          groups={"trainers": ["gpu1", "gpu2"], "databases": ["db1"], "standby": []})
+    for hosts, args, suggested in [("standbi", [], None), ("databases", ["-l", "gpu3"], None),
+                                   ("trainers:&databasez", [], None), ("{{ grp }}", ["-e", "grp=trainerz"], "trainers"),
+                                   ("trainers", ["-l", "gpu3"], None),  # gpu1 or gpu2: a guess
+                                   ("trainers", ["-l", "gpu1x"], "gpu1")]:
+        pb = write_yaml(tmp_path / "pb.yml", [dict(PLAY[0], hosts=hosts)])
+        res = cli("play", str(pb), "-i", str(inv), *args, cwd=tmp_path)
+        assert res.rc == 1, res.err
+        assert ("did you mean" in res.err) == (suggested is not None), (hosts, args, res.err)
+        assert suggested is None or f"(did you mean {suggested!r}?)" in res.err, res.err
 
 
 def test_default_inventory_and_playbooks_found_from_a_subdirectory(tmp_path: Path) -> None:

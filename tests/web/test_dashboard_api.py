@@ -212,9 +212,12 @@ def test_a_failed_verifys_diagnosis_and_log_lines_are_shown_once(project: Projec
     with serving(project) as server:
         tasks = server.get("/api/runs/20200101-000000-bbbb").json()["tasks"]
         one, two = tasks["h1"][0], tasks["h2"][0]
-        assert one["msg"] == "processes: expected exactly 1, got 0"
+        assert one["msg"] == two["msg"] == msg  # the API's message is the recorded one
+        assert (one["shown_msg"], one["log_header"]) == ("processes: expected exactly 1, got 0",
+                                                         "last lines of /w/train.log:")
         assert (one["diagnosis"], one["log_tail"]) == ("crashed: exit code 1", "step 3\nRuntimeError: boom")
-        assert two["msg"] == ("processes: expected exactly 1, got 0\nlast lines of /w/train.log:\n  | step 3\n"
-                              "  | RuntimeError: boom")
+        assert (two["shown_msg"], two["log_header"]) == (
+            "processes: expected exactly 1, got 0\nlast lines of /w/train.log:\n  | step 3\n  | RuntimeError: boom", "")
         page = server.get("/runs/20200101-000000-bbbb").text
         assert page.count("RuntimeError: boom") == 2 and page.count("diagnosis: crashed") == 2  # once a host
+        assert page.count("last lines of /w/train.log:") == 2  # the log is named over its lines

@@ -36,8 +36,9 @@
 
   function taskRow(t) {
     const message = el("td");
-    message.appendChild(el("pre", t.msg, "msg"));
+    message.appendChild(el("pre", t.shown_msg, "msg"));
     if (t.diagnosis) { message.appendChild(el("p", "diagnosis: " + t.diagnosis, "diagnosis")); }
+    if (t.log_header) { message.appendChild(el("p", t.log_header, "stream")); }
     if (t.log_tail) { message.appendChild(el("pre", t.log_tail, "log-tail")); }
     ["stdout", "stderr"].forEach(function (stream) {
       const text = t[stream + "_tail"];
