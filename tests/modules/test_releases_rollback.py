@@ -207,8 +207,13 @@ def test_a_failed_deploy_leaves_the_good_run_alone(target: Target, cleanup_marke
         rc, out, _ = job.play("restart_training.yml")
         assert rc == 0, out
         pid = target.host_pid(job.demo / "train.pid")
-        rc, out, events = job.play("restart_training.yml", code_src=str(job.src / "missing"))
-        assert rc == 2
+        # A deploy the target refuses (its dest lies under a file). A src that does not exist is
+        # bad input now, refused before any host is touched (tests/e2e/test_missing_sources.py).
+        (job.demo / "afile").write_text("a file, not a folder\n")
+        rc, out, events = job.play("restart_training.yml", code_dest=str(job.demo / "afile" / "code"))
+        assert rc == 2, out
+        (deploy,) = task_ends(events, "Deploy training code to " + str(job.demo / "afile" / "code"))
+        assert deploy["status"] == "failed", deploy
         (fail,) = task_ends(events, FAIL)
         assert "no rollback needed: the last good run (release " in fail["msg"], fail["msg"]
         assert job.running() == [pid]
