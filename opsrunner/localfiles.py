@@ -32,12 +32,17 @@ def directory_problems(task: Task, args: Mapping[str, Any]) -> list[Problem]:
             continue
         path = task.local_path(value, info.local_folder)
         if path.is_dir():
-            at, raw = getattr(task.args, "at", None), task.args.get(key)
-            origin = f" (from {raw})" if isinstance(raw, str) and is_template(raw) else ""
-            problems.append(Problem(at(key) if callable(at) else task.pos,
-                                    f"{task.module} {key} '{value}' is a directory ({path}): {task.module} "
-                                    f"reads one file (deploy_code copies a directory){origin}", f"{task.module}.{key}"))
+            problems.append(_at_key(task, key, f"{task.module} {key} '{value}' is a directory ({path}): "
+                                               f"{task.module} reads one file (deploy_code copies a directory)"))
     return problems
+
+
+def _at_key(task: Task, key: str, message: str) -> Problem:
+    """A problem of the task's argument `key`, where the task writes it, saying the template
+    that gave the value where one did."""
+    at, raw = getattr(task.args, "at", None), task.args.get(key)
+    origin = f" (from {raw})" if isinstance(raw, str) and is_template(raw) else ""
+    return Problem(at(key) if callable(at) else task.pos, message + origin, f"{task.module}.{key}")
 
 
 #: Modules that never make a file where they run. A task of any other module (a command, a
@@ -78,10 +83,7 @@ def missing_problems(task: Task, args: Mapping[str, Any]) -> list[Problem]:
             continue
         path = task.local_path(value, info.local_folder)
         if not path.exists():
-            at, raw = getattr(task.args, "at", None), task.args.get(key)
-            origin = f" (from {raw})" if isinstance(raw, str) and is_template(raw) else ""
             looked = " on this machine" if Path(value).expanduser().is_absolute() else \
                 f" (looked in {', '.join(str(d) for d in task.search_dirs(info.local_folder))})"
-            problems.append(Problem(at(key) if callable(at) else task.pos,
-                                    f"{task.module} {key} '{value}' not found{looked}{origin}", f"{task.module}.{key}"))
+            problems.append(_at_key(task, key, f"{task.module} {key} '{value}' not found{looked}"))
     return problems

@@ -234,9 +234,7 @@ def _writable_dir(path: str, check: bool) -> str | None:
     without making anything (check mode and check_only stop there, and a launch names a folder
     it cannot use as they do); then, unless check, the folder is made and a file made and
     removed in it, which finds what no check foresees (a full disk, a quota)."""
-    probe = path
-    while probe and not os.path.exists(probe):
-        probe = os.path.dirname(probe.rstrip("/")) or "/"
+    probe = _nearest_existing(path)
     if not os.path.isdir(probe):
         return f"{probe} is not a directory"
     why = _no_new_files(probe)
@@ -253,6 +251,13 @@ def _writable_dir(path: str, check: bool) -> str | None:
     except OSError as exc:
         return f"{exc.filename or path}: {exc.strerror} (errno {exc.errno})"
     return None
+
+
+def _nearest_existing(path: str) -> str:
+    """`path`, or the nearest folder above it that exists (where it would be made)."""
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path.rstrip("/")) or "/"
+    return path
 
 
 #: The kernel's own file systems: no file or folder can be made in them, by root either,
@@ -286,9 +291,7 @@ def _full(folder: str, new_file: bool) -> str | None:
     inode for a new file; None otherwise, and where the file system tells no counts. A file
     can still be made on a full disk, so making one (the launch's probe) does not find this:
     the job would start and fail at its first write, after the old run was stopped."""
-    probe = folder
-    while probe and not os.path.exists(probe):
-        probe = os.path.dirname(probe.rstrip("/")) or "/"
+    probe = _nearest_existing(folder)
     try:
         st = os.statvfs(probe)
     except OSError:

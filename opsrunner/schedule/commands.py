@@ -368,10 +368,10 @@ def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
 
     schedule = store.load(folder, args.name)
     if schedule.installer == "cron":
-        if units.remove_cron(schedule.name, schedule.crontab_file):
+        removed, where = units.remove_cron(schedule.name, schedule.crontab_file)
+        if removed:
             out.write(f"  removed the crontab entry of {schedule.name}\n")
         else:
-            where = schedule.crontab_file if schedule.crontab_file not in (None, units.USER_CRONTAB) else "crontab -l"
             out.write(f"  no crontab entry of {schedule.name} was found ({where})\n")
     else:
         for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir or schedule.unit_dir)):

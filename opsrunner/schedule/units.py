@@ -240,12 +240,14 @@ def install_cron(schedule: Schedule, schedules: Path) -> str:
     return str(path) if path else "the user's crontab"
 
 
-def remove_cron(name: str, recorded: str | None = None) -> bool:
+def remove_cron(name: str, recorded: str | None = None) -> tuple[bool, str]:
+    """Take the schedule's line out of its crontab: whether there was one, and which crontab
+    was looked in (as install_cron names it)."""
     lines, path = _read_crontab(recorded)
     kept = [ln for ln in lines if not ln.endswith(CRON_TAG + name)]
     if len(kept) != len(lines):
         _write_crontab(kept, path)
-    return len(kept) != len(lines)
+    return len(kept) != len(lines), str(path) if path else "the user's crontab"
 
 
 def crontab_file() -> Path | None:

@@ -44,9 +44,10 @@ def run_summary(run: RunRow) -> dict[str, Any]:
 
 
 def _task(task: TaskRow) -> dict[str, Any]:
+    shown, log_header = shown_msg(task)
     return {"play": task.play, "task": task.task, "module": task.module, "host": task.host, "status": task.status,
             "changed": task.changed, "handler": task.handler, "msg": task.msg, "diagnosis": task.diagnosis,
-            "shown_msg": shown_msg(task)[0], "log_header": shown_msg(task)[1],
+            "shown_msg": shown, "log_header": log_header,
             "log_tail": task.log_tail, "stdout_tail": task.stdout_tail, "stderr_tail": task.stderr_tail,
             "duration_s": task.duration}
 
