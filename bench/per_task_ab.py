@@ -5,6 +5,13 @@ For each checkout (a directory holding an `opsrunner` package), alternating, PAI
 controller's CPU for the same difference. Then the engine's own CPU a task: the main thread's
 CPU outside the agent calls, from a probe around AgentSession.call, over 1,000 tasks.
 
+Each pair is followed by the floor a task cannot go below on that machine at that moment,
+measured with the same tree: the same command's round trip through an open agent over the
+same sshd with no engine at all (`run_command(["true"])`, median of 200), and the posix_spawn
+and wait of `true` alone (what the agent's worker does for it, median of 200). The report
+gives each tree's per-task figure, the floor, and the engine's share above it (per-task -
+round trip).
+
     .venv/bin/python bench/per_task_ab.py OLD_TREE NEW_TREE [--pairs 9]
 """
 
@@ -49,6 +56,40 @@ run()
 """
 
 
+FLOOR = r"""
+import json, os, statistics, sys, time
+from opsrunner.connections.base import ConnectionSpec
+from opsrunner.connections.ssh import SSHConnection
+host = json.loads(open(sys.argv[1] + "/inv.yml").read())["all"]["hosts"]["node00"]
+spec = ConnectionSpec(name="floor", host=host["host"], port=host["port"], user=host["user"],
+                      key_file=host["key_file"], known_hosts_file=host["known_hosts_file"])
+conn = SSHConnection(spec)
+def median_ms(fn, reps=200):
+    values = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        values.append(time.perf_counter() - start)
+    return statistics.median(values) * 1000
+try:
+    conn.run_command(["true"], timeout=3600)  # the agent started
+    trip = median_ms(lambda: conn.run_command(["true"], timeout=3600))
+    spawn = median_ms(lambda: os.waitpid(os.posix_spawnp("true", ["true"], os.environ), 0))
+finally:
+    conn.close()
+print(json.dumps({"trip": trip, "spawn": spawn}))
+"""
+
+
+def floor(tree: str, d: Path) -> dict[str, float]:
+    """The round trip of `true` through an open agent with no engine, and its spawn alone (ms)."""
+    env = dict(os.environ, PYTHONPATH=tree)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    out = subprocess.run([sys.executable, "-c", FLOOR, str(d)], env=env, cwd=d, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def play(tree: str, d: Path, probe: Path | None = None) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=tree)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -82,6 +123,7 @@ def main() -> int:
             dirs[count] = d
         wall: dict[str, list[float]] = {t: [] for t in args.trees}
         cpu: dict[str, list[float]] = {t: [] for t in args.trees}
+        floors: dict[str, list[dict[str, float]]] = {t: [] for t in args.trees}
         for tree in args.trees:
             play(tree, dirs[1]), play(tree, dirs[301])  # warm: caches, bytecode, the agent's copy
         for i in range(args.pairs):
@@ -90,6 +132,7 @@ def main() -> int:
                 one, one_cpu = play(tree, dirs[1])
                 wall[tree].append((many - one) / 300 * 1000)
                 cpu[tree].append((many_cpu - one_cpu) / 300 * 1000)
+                floors[tree].append(floor(tree, dirs[1]))
         for tree in args.trees:
             engine = []
             for _ in range(5):
@@ -99,10 +142,17 @@ def main() -> int:
                     got[count] = json.loads((work / "probe.json").read_text())
                 engine.append(((got[1001]["main"] - got[1001]["inside"]) - (got[1]["main"] - got[1]["inside"]))
                               / 1000 * 1000)
+            trip = statistics.median(f["trip"] for f in floors[tree])
+            trips = " ".join(f"{f['trip']:.2f}" for f in floors[tree])
+            above = statistics.median(w - f["trip"] for w, f in zip(wall[tree], floors[tree], strict=True))
             print(f"{tree}: per-task {statistics.median(wall[tree]):.3f} ms (pairs: "
                   f"{' '.join(f'{x:.2f}' for x in sorted(wall[tree]))}), controller CPU "
                   f"{statistics.median(cpu[tree]):.3f} ms, engine CPU (main thread outside the agent calls) "
                   f"{statistics.median(engine):.3f} ms")
+            print(f"{tree}: floor: `true`'s round trip through the open agent, no engine {trip:.3f} ms "
+                  f"(after each pair: {trips}), "
+                  f"its posix_spawn alone {statistics.median(f['spawn'] for f in floors[tree]):.3f} ms; "
+                  f"per-task above the round trip (pair by pair, median) {above:.3f} ms")
         print(f"load average {os.getloadavg()[0]:.1f}")
     finally:
         bench.cleanup()

@@ -55,22 +55,28 @@ def check_args(task: Task, rendered: Mapping[str, Any], partial: bool = False) -
 
     `partial`: some arguments are missing because they are deferred, so the rules about
     which arguments must be present are left to run time."""
-    info = module_info(task.module)
-    args, refusals = coerce_args(rendered, info.schema)
-    problems = [Problem(arg_pos(task, r.arg), r.message(task.module) + origin(task, r.arg),
-                        f"{task.module}.{r.arg}") for r in refusals]
-    if problems:
-        return TaskArgs(args, mask_by_keys(problems, rendered))
-    schema = _partial_schema(task.module) if partial else info.schema
-    for p in schema_problems(args, schema, str(task.pos.file)):
-        path = f"{task.module}.{p.key_path}" if p.key_path else task.module
-        problems.append(Problem(arg_pos(task, p.key_path) if p.key_path else task.pos, p.message, path))
+    if not partial and task.args_checked and rendered == task.args:
+        args, problems = dict(rendered), []  # converted and validated at load, rendered as they were
+    else:
+        args, refusals = coerce_args(rendered, module_info(task.module).schema)
+        if refusals:
+            return TaskArgs(args, mask_by_keys([Problem(arg_pos(task, r.arg), r.message(task.module)
+                                                        + origin(task, r.arg), f"{task.module}.{r.arg}")
+                                                for r in refusals], rendered))
+        problems = _schema_problems(task, args, partial)
     if not problems:  # the arguments there are, also where others are deferred
         problems += value_problems(task, args)
     if not problems and not partial:
         problems += [Problem(getattr(task.args, "pos", task.pos), msg, task.module)
                      for msg in get_module(task.module).sanity(args)]
     return TaskArgs(args, mask_by_keys(problems or directory_problems(task, args), rendered))
+
+
+def _schema_problems(task: Task, args: Mapping[str, Any], partial: bool) -> list[Problem]:
+    schema = _partial_schema(task.module) if partial else module_info(task.module).schema
+    return [Problem(arg_pos(task, p.key_path) if p.key_path else task.pos, p.message,
+                    f"{task.module}.{p.key_path}" if p.key_path else task.module)
+            for p in schema_problems(args, schema, str(task.pos.file))]
 
 
 #: (the argument's key path, what is wrong with its value) for each bad value found.

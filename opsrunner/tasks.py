@@ -35,6 +35,9 @@ class Task:
     key_pos: dict[str, SourcePos] = field(default_factory=dict)
     #: Where the play writes each keyword the task takes as the play's default (check_mode, ...).
     play_key_pos: dict[str, SourcePos] = field(default_factory=dict)
+    #: Its arguments hold no template and were converted and validated at load: checked again
+    #: as they are (argcheck.check_args), they need neither again.
+    args_checked: bool = False
 
     def kw(self, key: str, default: Any = None) -> Any:
         return self.keywords.get(key, default)

@@ -140,6 +140,8 @@ def _vars_file_problems(module: str, args: dict[str, Any], pos: SourcePos, path:
 
 def _key_values(text: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     """Ansible's `module: key=value key2=value2` form, when every word is a known argument."""
+    if "=" not in text:  # no pair at all (most free forms): shlex's split is ~9 us a task
+        return None
     try:
         words = shlex.split(text)
     except ValueError:

@@ -18,7 +18,7 @@ from opsrunner.playbook.keys import (
     as_list,
     inherit,
 )
-from opsrunner.playbook.module_args import expression_args, module_args
+from opsrunner.playbook.module_args import expression_args, has_template, module_args
 from opsrunner.playbook.state import LoaderState
 from opsrunner.tasks import Block, Node, Role, Task
 from opsrunner.templating import is_template
@@ -83,6 +83,7 @@ class TaskLoader(LoaderState):
         args, problems = module_args(module, raw[module], raw.at(module), f"{path}.{module}", str(self.path),
                                      [*dirs, self.base_dir], raw.get("args"))
         self.problems += problems
+        args_checked = not problems and not has_template(args)
         outer = inherited or {}
         keywords = {k: v for k, v in inherit(self.play_defaults, PosDict(inherit(outer, raw))).items()
                     if k not in ("name", "tags", "args")}
@@ -104,6 +105,7 @@ class TaskLoader(LoaderState):
             base_dir=base_dir if role is None else self.base_dir,
             key_pos={k: raw.at(k) for k in raw if k in keywords},
             play_key_pos={k: pos for k, pos in self.play_default_pos.items() if k not in raw and k not in outer},
+            args_checked=args_checked,
         )
 
     def task_module(self, raw: PosDict, path: str) -> str | None:
