@@ -110,6 +110,8 @@ def main() -> int:
     parser.add_argument("trees", nargs=2)
     parser.add_argument("--pairs", type=int, default=9)
     args = parser.parse_args()
+    # Absolute: each play runs in its own temp directory, where a relative PYTHONPATH finds nothing.
+    args.trees = [str(Path(tree).resolve()) for tree in args.trees]
     work = Path(tempfile.mkdtemp(prefix="opsrunner-ab-"))
     bench = Bench(work, Path(sys.executable).parent.parent, [1], 1, True)
     try:

@@ -461,9 +461,10 @@ def mask_by_keys(problems: list[Problem], value: Any) -> list[Problem]:
     """Problems found in `value` (a task's arguments) with what its own keys show secret masked,
     in messages and key paths: the values of secret-named keys, and what a key that is no name
     holds after a secret name (`env: {HF_TOKEN:tok_abc}`: secret_in_key)."""
+    if not problems:
+        return problems  # (every task's arguments come through here: most have none)
     masker = Masker()
-    if problems:
-        masker._walk(value, DEFAULT_SECRET_NAMES)
+    masker._walk(value, DEFAULT_SECRET_NAMES)
     return [masker.mask_problem(p) for p in problems] if masker else problems
 
 
