@@ -276,9 +276,10 @@ class HistoryStore:
 
     def durations(self, scan: int = 2000, per_playbook: int = 40) -> dict[str, list[tuple[str, float, float]]]:
         """(run id, start, seconds) of the latest finished real runs, oldest first, per playbook:
-        a dry run (`--check`) skips what takes time (launches, waits), so it is not counted."""
+        a dry run (`--check`) skips what takes time (launches, waits), so it is not counted, nor
+        is a run that reached no host (a `-l` that matched none, bad input): it ran nothing."""
         sql = ("SELECT id, playbook, started, ended FROM runs WHERE ended IS NOT NULL AND coalesce(check_mode, 0) = 0 "
-               "ORDER BY started DESC LIMIT ?")
+               "AND recap IS NOT NULL AND recap != '{}' ORDER BY started DESC LIMIT ?")
         found: dict[str, list[tuple[str, float, float]]] = {}
         for run_id, playbook, started, ended in self._q(sql, (scan,)):
             points = found.setdefault(playbook or "", [])

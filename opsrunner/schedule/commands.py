@@ -363,10 +363,20 @@ def _crontab_file() -> str:
     return str(path.expanduser().resolve()) if path is not None else USER_CRONTAB
 
 
+def _where_installed(schedule: Schedule) -> str:
+    where = schedule.crontab_file if schedule.installer == "cron" else schedule.unit_dir
+    return f" ({where})" if where else ""
+
+
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store, units
 
-    schedule = store.load(folder, args.name)
+    try:
+        schedule = store.load(folder, args.name)
+    except (ValidationError, OSError, UnicodeError) as exc:  # edited by hand: removed as far as it reads
+        schedule = store.salvage(store.path_of(folder, args.name))
+        out.write(f"  the schedule file does not load ({store.problem_text(exc)}); removing it as installed "
+                  f"with {schedule.installer}{_where_installed(schedule)}\n")
     if schedule.installer == "cron":
         removed, where = units.remove_cron(schedule.name, schedule.crontab_file)
         if removed:

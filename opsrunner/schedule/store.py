@@ -240,9 +240,13 @@ def salvage(path: Path) -> Schedule:
     type kept (its notify URLs, its history, its project and playbook), the others left at
     their defaults; its name is the file's. Never raises (an unreadable file: the name alone)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except Exception:  # whatever the file holds: nothing more is known of it
-        data = None
+        text = ""
+    try:
+        data = yaml.safe_load(text)
+    except Exception:
+        data = _loadable_keys(text)
     values: dict[str, Any] = {"name": path.stem, "project": "", "playbook": ""}
     for key, value in (data.items() if isinstance(data, dict) else ()):
         if key == "name" or key not in _TYPES or not isinstance(value, _TYPES[key]):
@@ -251,3 +255,27 @@ def salvage(path: Path) -> Schedule:
             value = [v for v in value if isinstance(v, str)]
         values[str(key)] = value
     return Schedule(**values)
+
+
+_TOP_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*:")
+
+
+def _loadable_keys(text: str) -> dict[str, Any]:
+    """A schedule file that is no YAML (a line broken by hand): each top-level key that still
+    loads on its own, with the lines under it (save() writes one key a line, a list's items
+    below it), so that what it says of where it is installed is not lost with the one line."""
+    chunks: list[list[str]] = []
+    for line in text.splitlines():
+        if _TOP_KEY.match(line):
+            chunks.append([line])
+        elif chunks and line[:1] in (" ", "-", "\t"):
+            chunks[-1].append(line)
+    found: dict[str, Any] = {}
+    for chunk in chunks:
+        try:
+            data = yaml.safe_load("\n".join(chunk))
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict):
+            found.update(data)
+    return found

@@ -91,3 +91,32 @@ def test_the_dashboard_lists_a_broken_schedule_with_why_and_the_others(tmp_path:
                         found["broken"]["error"])
     assert "invalid: " in page.text and "randomized_delay must be int (at randomized_delay)" in page.text
     assert page.text.count('class="schedule-error"') == 1
+
+
+def test_a_cron_schedule_whose_file_is_no_longer_yaml_is_removed_with_its_line(env: ProjectEnv) -> None:
+    crontab = env.root / "crontab"
+    crontab.write_text("5 4 * * * /bin/true\n")
+    added = env.run("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", "--at", "daily", "--cron")
+    assert added.rc == 0, added.err
+    path = env.root / "schedules" / "nightly.yml"
+    _break(path, "notify_on", "[unclosed")  # no YAML at all now
+    assert "opsrunner-schedule:nightly" in crontab.read_text()
+    res = env.run("schedule", "remove", "nightly")
+    assert res.rc == 0, res.err
+    assert re.search(r"the schedule file does not load \(.*nightly\.yml:\d+:\d+: YAML syntax error", res.out), res.out
+    assert "removed the crontab entry of nightly" in res.out
+    assert crontab.read_text() == "5 4 * * * /bin/true\n"
+    assert not path.exists()
+
+
+def test_a_timer_schedule_whose_file_does_not_load_is_removed_with_its_units(env: ProjectEnv) -> None:
+    custom = env.root / "custom-units"
+    added = env.run("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", "--at", "daily",
+                    "--unit-dir", str(custom))
+    assert added.rc == 0, added.err
+    path = env.root / "schedules" / "nightly.yml"
+    _break(path, "randomized_delay", "soon")
+    res = env.run("schedule", "remove", "nightly")
+    assert res.rc == 0, res.err
+    assert "randomized_delay must be int" in res.out and f"installed with systemd ({custom})" in res.out
+    assert list(custom.iterdir()) == [] and not path.exists()

@@ -38,6 +38,8 @@ def test_browser_hosts_page_keeps_a_real_failure_over_a_later_dry_run(project: P
     checked = cli_subprocess("play", "restart_training.yml", "-C", env=env, timeout=180)
     assert checked.rc == 0, checked.out + checked.err
     dry = _run_id(env)
+    nowhere = cli_subprocess("play", "restart_training.yml", "-l", "nosuchhost", env=env, timeout=180)
+    assert nowhere.rc == 1, nowhere.out + nowhere.err  # recorded, and ran nothing
     with serving(project) as server:
         page.goto(server.url + "/hosts")
         row = page.locator("#hosts tbody tr", has_text="restart_training.yml")
@@ -53,6 +55,6 @@ def test_browser_hosts_page_keeps_a_real_failure_over_a_later_dry_run(project: P
         assert dry_row.locator("td.result .badge.check").inner_text() == "check"
         assert dry_row.locator("td.result").inner_text().startswith("dry run")
         assert page.locator("#runs tbody tr", has_text=failed).locator(".badge").count() == 0
-        assert page.locator(".chart circle").count() == 1  # the real run's duration only
+        assert page.locator(".chart circle").count() == 1  # the real run's duration only, not the one of no host
         page.goto(f"{server.url}/runs/{dry}")
         assert page.locator("h1 .badge.check").inner_text() == "check"
