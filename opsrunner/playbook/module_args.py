@@ -20,10 +20,11 @@ from opsrunner.yamlsource import PosDict
 
 
 def module_args(module: str, raw: Any, pos: SourcePos, path: str, filename: str,
-                search_dirs: list[Path], extra: Any = None) -> tuple[dict[str, Any], list[Problem]]:
-    """The arguments as the module gets them (positions kept), and every problem found in them;
-    `search_dirs` are where a relative controller-side file may be; `extra` is the task's
-    `args:` mapping (the module's own arguments win, as in Ansible)."""
+                search_dirs: list[Path], extra: Any = None) -> tuple[dict[str, Any], list[Problem], bool]:
+    """The arguments as the module gets them (positions kept), every problem found in them, and
+    whether they are checked for good: no problem, no template, none left to the check after
+    rendering (Task.args_checked). `search_dirs` are where a relative controller-side file may
+    be; `extra` is the task's `args:` mapping (the module's own arguments win, as in Ansible)."""
     info = module_info(module)
     args = _args_mapping(raw, pos, info.schema, info.free_form)
     if isinstance(extra, dict) and isinstance(args, PosDict):
@@ -40,17 +41,23 @@ def module_args(module: str, raw: Any, pos: SourcePos, path: str, filename: str,
             problems.append(Problem(args.at(top) if isinstance(args, PosDict) else pos, refusal.message(module),
                                     f"{path}.{refusal.arg}"))
         if refusals:
-            return {}, mask_by_keys(problems, args)
+            return {}, mask_by_keys(problems, args), False
+    left = False  # a problem left to the check after rendering
     for problem in schema_problems(args, info.schema, filename, root=args, fallback=pos):
         if "{{" in problem.message:
-            continue  # a templated value: checked again after rendering, at run time
+            # A templated value (or key), checked again once rendered, before the run. Also
+            # a plain value whose allowed types include a template (`mode: "0999"`: "... or a
+            # {{ template }}"): told by that check too, so these arguments are not checked for good.
+            left = True
+            continue
         problems.append(Problem(problem.pos, problem.message,
                                 f"{path}{'.' + problem.key_path if problem.key_path else ''}"))
     if not isinstance(args, dict):
-        return {}, mask_by_keys(problems, args)
-    return args, mask_by_keys(problems + _local_path_problems(module, args, pos, path, search_dirs)
-                              + _template_file_problems(module, args, pos, path, search_dirs)
-                              + _vars_file_problems(module, args, pos, path, search_dirs), args)
+        return {}, mask_by_keys(problems, args), False
+    problems = mask_by_keys(problems + _local_path_problems(module, args, pos, path, search_dirs)
+                            + _template_file_problems(module, args, pos, path, search_dirs)
+                            + _vars_file_problems(module, args, pos, path, search_dirs), args)
+    return args, problems, not problems and not left and not has_template(args)
 
 
 def expression_args(module: str) -> tuple[str, ...]:

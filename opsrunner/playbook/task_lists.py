@@ -18,7 +18,7 @@ from opsrunner.playbook.keys import (
     as_list,
     inherit,
 )
-from opsrunner.playbook.module_args import expression_args, has_template, module_args
+from opsrunner.playbook.module_args import expression_args, module_args
 from opsrunner.playbook.state import LoaderState
 from opsrunner.tasks import Block, Node, Role, Task
 from opsrunner.templating import is_template
@@ -80,10 +80,9 @@ class TaskLoader(LoaderState):
         # Where the module itself will look at run time (Task.search_dirs): the role's folder
         # for the module's files (templates/, files/, vars/), the role, the playbook's folder.
         dirs = [role.path / module_info(module).local_folder, role.path] if role else []
-        args, problems = module_args(module, raw[module], raw.at(module), f"{path}.{module}", str(self.path),
-                                     [*dirs, self.base_dir], raw.get("args"))
+        args, problems, args_checked = module_args(module, raw[module], raw.at(module), f"{path}.{module}",
+                                                   str(self.path), [*dirs, self.base_dir], raw.get("args"))
         self.problems += problems
-        args_checked = not problems and not has_template(args)
         outer = inherited or {}
         keywords = {k: v for k, v in inherit(self.play_defaults, PosDict(inherit(outer, raw))).items()
                     if k not in ("name", "tags", "args")}
