@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -363,29 +364,43 @@ def _crontab_file() -> str:
     return str(path.expanduser().resolve()) if path is not None else USER_CRONTAB
 
 
-def _where_installed(schedule: Schedule) -> str:
-    where = schedule.crontab_file if schedule.installer == "cron" else schedule.unit_dir
-    return f" ({where})" if where else ""
+def _remove_cron(schedule: Schedule, out: IO[str], sure: bool) -> None:
+    """Its crontab line out; where the schedule may not be a cron one (`sure` False), a crontab
+    that cannot be read (no `crontab` here) means there is none to take out."""
+    from opsrunner.schedule import units
+
+    try:
+        removed, where = units.remove_cron(schedule.name, schedule.crontab_file)
+    except (units.InstallError, OSError, subprocess.SubprocessError):
+        if sure:
+            raise
+        return
+    if removed:
+        out.write(f"  removed the crontab entry of {schedule.name}\n")
+    elif sure:
+        out.write(f"  no crontab entry of {schedule.name} was found ({where})\n")
 
 
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store, units
 
+    installers = None  # (where the file says)
     try:
         schedule = store.load(folder, args.name)
     except (ValidationError, OSError, UnicodeError) as exc:  # edited by hand: removed as far as it reads
-        schedule = store.salvage(store.path_of(folder, args.name))
-        out.write(f"  the schedule file does not load ({store.problem_text(exc)}); removing it as installed "
-                  f"with {schedule.installer}{_where_installed(schedule)}\n")
-    if schedule.installer == "cron":
-        removed, where = units.remove_cron(schedule.name, schedule.crontab_file)
-        if removed:
-            out.write(f"  removed the crontab entry of {schedule.name}\n")
+        path = store.path_of(folder, args.name)
+        schedule, kept = store.salvage(path), store.salvaged_keys(path)
+        # Where its `installer` cannot be read, both ways are undone: a cron line left behind
+        # would run a schedule that no longer exists.
+        installers = [schedule.installer] if "installer" in kept else ["systemd", "cron"]
+        out.write(f"  the schedule file does not load ({store.problem_text(exc)}); removing what it installed "
+                  f"({' or '.join(installers)})\n")
+    for installer in installers or [schedule.installer]:
+        if installer == "cron":
+            _remove_cron(schedule, out, sure=installers is None or len(installers) == 1)
         else:
-            out.write(f"  no crontab entry of {schedule.name} was found ({where})\n")
-    else:
-        for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir or schedule.unit_dir)):
-            out.write(f"  removed {f}\n")
+            for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir or schedule.unit_dir)):
+                out.write(f"  removed {f}\n")
     path = store.path_of(folder, schedule.name)
     path.unlink()
     out.write(f"  removed {path}\nschedule {schedule.name} removed\n")

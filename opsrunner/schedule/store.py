@@ -239,6 +239,11 @@ def salvage(path: Path) -> Schedule:
     """Best effort: what a schedule file that does not load still says, each key of the right
     type kept (its notify URLs, its history, its project and playbook), the others left at
     their defaults; its name is the file's. Never raises (an unreadable file: the name alone)."""
+    return Schedule(**{"name": path.stem, "project": "", "playbook": "", **salvaged_keys(path)})
+
+
+def salvaged_keys(path: Path) -> dict[str, Any]:
+    """The keys salvage() keeps of a schedule file (each of the right type), but its name."""
     try:
         text = path.read_text(encoding="utf-8")
     except Exception:  # whatever the file holds: nothing more is known of it
@@ -247,14 +252,14 @@ def salvage(path: Path) -> Schedule:
         data = yaml.safe_load(text)
     except Exception:
         data = _loadable_keys(text)
-    values: dict[str, Any] = {"name": path.stem, "project": "", "playbook": ""}
+    values: dict[str, Any] = {}
     for key, value in (data.items() if isinstance(data, dict) else ()):
         if key == "name" or key not in _TYPES or not isinstance(value, _TYPES[key]):
             continue
         if isinstance(value, list):
             value = [v for v in value if isinstance(v, str)]
         values[str(key)] = value
-    return Schedule(**values)
+    return values
 
 
 _TOP_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*:")

@@ -118,5 +118,21 @@ def test_a_timer_schedule_whose_file_does_not_load_is_removed_with_its_units(env
     _break(path, "randomized_delay", "soon")
     res = env.run("schedule", "remove", "nightly")
     assert res.rc == 0, res.err
-    assert "randomized_delay must be int" in res.out and f"installed with systemd ({custom})" in res.out
+    assert "randomized_delay must be int" in res.out and "removing what it installed (systemd)" in res.out
+    assert f"removed {custom}/opsrunner-nightly.timer" in res.out
     assert list(custom.iterdir()) == [] and not path.exists()
+
+
+def test_a_schedule_whose_installer_line_is_broken_is_removed_both_ways(env: ProjectEnv) -> None:
+    """The file no longer says how it was installed: a cron line left behind would run a
+    schedule that no longer exists, so both are undone."""
+    crontab = env.root / "crontab"
+    added = env.run("schedule", "add", "nightly", "site.yml", "-i", "inv.yml", "--at", "daily", "--cron")
+    assert added.rc == 0, added.err
+    path = env.root / "schedules" / "nightly.yml"
+    _break(path, "installer", "[cron")
+    res = env.run("schedule", "remove", "nightly")
+    assert res.rc == 0, res.err
+    assert "removing what it installed (systemd or cron)" in res.out
+    assert "removed the crontab entry of nightly" in res.out
+    assert "opsrunner-schedule:nightly" not in crontab.read_text() and not path.exists()
