@@ -384,20 +384,21 @@ def _remove_cron(schedule: Schedule, out: IO[str], sure: bool) -> None:
 def _remove(args: argparse.Namespace, folder: Path, out: IO[str]) -> int:
     from opsrunner.schedule import store, units
 
-    installers = None  # (where the file says)
     try:
         schedule = store.load(folder, args.name)
+        installers = [schedule.installer]
     except (ValidationError, OSError, UnicodeError) as exc:  # edited by hand: removed as far as it reads
         path = store.path_of(folder, args.name)
-        schedule, kept = store.salvage(path), store.salvaged_keys(path)
+        kept = store.salvaged_keys(path)
+        schedule = store.salvage(path, kept)
         # Where its `installer` cannot be read, both ways are undone: a cron line left behind
         # would run a schedule that no longer exists.
         installers = [schedule.installer] if "installer" in kept else ["systemd", "cron"]
         out.write(f"  the schedule file does not load ({store.problem_text(exc)}); removing what it installed "
                   f"({' or '.join(installers)})\n")
-    for installer in installers or [schedule.installer]:
+    for installer in installers:
         if installer == "cron":
-            _remove_cron(schedule, out, sure=installers is None or len(installers) == 1)
+            _remove_cron(schedule, out, sure=len(installers) == 1)
         else:
             for f in units.remove_systemd(schedule.name, units.UnitTarget.choose(args.unit_dir or schedule.unit_dir)):
                 out.write(f"  removed {f}\n")

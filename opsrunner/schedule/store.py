@@ -235,11 +235,13 @@ def problem_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def salvage(path: Path) -> Schedule:
+def salvage(path: Path, kept: dict[str, Any] | None = None) -> Schedule:
     """Best effort: what a schedule file that does not load still says, each key of the right
     type kept (its notify URLs, its history, its project and playbook), the others left at
-    their defaults; its name is the file's. Never raises (an unreadable file: the name alone)."""
-    return Schedule(**{"name": path.stem, "project": "", "playbook": "", **salvaged_keys(path)})
+    their defaults; its name is the file's. Never raises (an unreadable file: the name alone).
+    `kept`: salvaged_keys(path), where the caller read them already."""
+    return Schedule(**{"name": path.stem, "project": "", "playbook": "",
+                       **(salvaged_keys(path) if kept is None else kept)})
 
 
 def salvaged_keys(path: Path) -> dict[str, Any]:
